@@ -1,0 +1,37 @@
+# gpuaccept — build, test and lab targets. Lab targets need root on Linux.
+GO        ?= go
+LAB_HOSTS ?= 4
+LAB_CAP   ?=
+LAB       := bash scripts/lab/lab.sh
+
+.PHONY: build test unit lint deps lab-up lab-down bench
+
+build:
+	$(GO) build -o bin/gpuaccept ./cmd/gpuaccept
+
+# The whole suite, lab included: installs the lab's packages when missing
+# (root), and tears down every test lab whatever the outcome.
+test: deps
+	@rc=0; $(GO) test -race -count=1 -timeout 15m ./... || rc=$$?; \
+	  bash scripts/lab/cleanup-test-labs.sh; exit $$rc
+
+# Pure and in-process tests only: no root, no lab.
+unit:
+	GPUACCEPT_NO_LAB=1 $(GO) test -race -count=1 ./...
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+deps:
+	@bash scripts/deps.sh
+
+lab-up: deps
+	$(LAB) up --hosts $(LAB_HOSTS) $(if $(LAB_CAP),--cap $(LAB_CAP))
+
+lab-down:
+	$(LAB) down
+
+# Figures, not assertions: fan-out vs pdsh on 32 hosts, upload vs scp.
+bench: deps
+	@rc=0; $(GO) run ./remote/bench || rc=$$?; $(LAB) down --name bench; exit $$rc

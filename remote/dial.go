@@ -1,0 +1,374 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// Client is one live SSH connection to a node, possibly through jump hosts.
+// It is safe for concurrent use. Once the connection is lost every call on
+// it fails with a *ConnectionLostError naming the node.
+type Client struct {
+	cfg  *resolved
+	conn *ssh.Client
+	live *liveConn // the transport of the final hop, for liveness
+	hops []*ssh.Client
+	// agentConn is the ssh-agent socket, closed with the client.
+	agentConn net.Conn
+
+	done      chan struct{}
+	closeOnce sync.Once
+	lost      atomic.Pointer[ConnectionLostError]
+	wg        sync.WaitGroup
+}
+
+// Name is the node's name as used in errors.
+func (c *Client) Name() string { return c.cfg.Name }
+
+// Addr is the host:port that was finally dialled.
+func (c *Client) Addr() string { return c.cfg.target.addr() }
+
+// Dial connects to the node described by cfg. Every step is bounded: TCP
+// connect and handshake per hop by their timeouts, and the whole by ctx.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	r, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: r, done: make(chan struct{})}
+	auth, err := c.authMethods()
+	if err != nil {
+		return nil, err
+	}
+	var via *ssh.Client
+	hops := append(append([]endpoint{}, r.jumps...), r.target)
+	for i, ep := range hops {
+		last := i == len(hops)-1
+		client, live, err := c.dialHop(ctx, via, ep, auth)
+		if err != nil {
+			c.closeHops()
+			if !last {
+				return nil, fmt.Errorf("%s: jump host %s: %w", r.Name, ep.addr(), err)
+			}
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		if last {
+			c.conn, c.live = client, live
+		} else {
+			c.hops = append(c.hops, client)
+		}
+		via = client
+	}
+	c.wg.Add(2)
+	go c.watch()
+	go c.keepalive()
+	return c, nil
+}
+
+// authMethods gathers identity files first, then the agent, as OpenSSH
+// tries them.
+func (c *Client) authMethods() (map[string][]ssh.AuthMethod, error) {
+	var agentSigners func() ([]ssh.Signer, error)
+	if c.cfg.Agent {
+		if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+			conn, err := net.DialTimeout("unix", sock, c.cfg.ConnectTimeout)
+			if err != nil {
+				return nil, fmt.Errorf("%s: ssh-agent at SSH_AUTH_SOCK=%s: %w", c.cfg.Name, sock, err)
+			}
+			c.agentConn = conn
+			agentSigners = agent.NewClient(conn).Signers
+		}
+	}
+	// Jump hops may use other keys than the node; parse each file once.
+	methods := map[string][]ssh.AuthMethod{}
+	signers := map[string]ssh.Signer{}
+	for _, ep := range append(append([]endpoint{}, c.cfg.jumps...), c.cfg.target) {
+		files := ep.identityFiles
+		explicit := len(files) > 0
+		if !explicit && agentSigners == nil {
+			files = defaultIdentityFiles()
+		}
+		var list []ssh.Signer
+		for _, f := range files {
+			s, ok := signers[f]
+			if !ok {
+				var err error
+				s, err = loadIdentity(f)
+				if err != nil {
+					if !explicit && errors.Is(err, os.ErrNotExist) {
+						continue // OpenSSH skips absent default keys silently
+					}
+					return nil, fmt.Errorf("%s: identity file: %w", c.cfg.Name, err)
+				}
+				signers[f] = s
+			}
+			list = append(list, s)
+		}
+		var m []ssh.AuthMethod
+		if len(list) > 0 {
+			m = append(m, ssh.PublicKeys(list...))
+		}
+		if agentSigners != nil {
+			m = append(m, ssh.PublicKeysCallback(agentSigners))
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%s: no way to authenticate to %s: give identity files or run an ssh-agent (SSH_AUTH_SOCK)",
+				c.cfg.Name, ep.addr())
+		}
+		methods[ep.addr()] = m
+	}
+	return methods, nil
+}
+
+func defaultIdentityFiles() []string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	var files []string
+	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+		files = append(files, filepath.Join(home, ".ssh", n))
+	}
+	return files
+}
+
+func loadIdentity(path string) (ssh.Signer, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ssh.ParsePrivateKey(pem)
+	var missing *ssh.PassphraseMissingError
+	if errors.As(err, &missing) {
+		return nil, fmt.Errorf("%s is protected by a passphrase: load it into ssh-agent (ssh-add %s) and enable the agent", path, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dialHop opens TCP (directly, or as a channel through the previous hop)
+// and runs the SSH handshake under its own deadline: a node that accepts
+// TCP and then says nothing must not hold the window.
+func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth map[string][]ssh.AuthMethod) (*ssh.Client, *liveConn, error) {
+	addr := ep.addr()
+	connectCtx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	var raw net.Conn
+	var err error
+	if via == nil {
+		d := net.Dialer{KeepAlive: 30 * time.Second}
+		raw, err = d.DialContext(connectCtx, "tcp", addr)
+	} else {
+		raw, err = via.DialContext(connectCtx, "tcp", addr)
+	}
+	if err != nil {
+		if connectCtx.Err() != nil && ctx.Err() == nil {
+			return nil, nil, &TimeoutError{Node: c.cfg.Name, Step: "connect to " + addr, After: c.cfg.ConnectTimeout}
+		}
+		return nil, nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	live := newLiveConn(raw)
+	config := &ssh.ClientConfig{
+		User:              ep.user,
+		Auth:              auth[addr],
+		HostKeyCallback:   c.cfg.HostKeys.Callback(c.cfg.Name),
+		HostKeyAlgorithms: c.cfg.HostKeys.Algorithms(addr),
+		Timeout:           c.cfg.HandshakeTimeout,
+	}
+	type result struct {
+		conn  ssh.Conn
+		chans <-chan ssh.NewChannel
+		reqs  <-chan *ssh.Request
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		conn, chans, reqs, err := ssh.NewClientConn(live, addr, config)
+		done <- result{conn, chans, reqs, err}
+	}()
+	timer := time.NewTimer(c.cfg.HandshakeTimeout)
+	defer timer.Stop()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			live.Close()
+			return nil, nil, handshakeError(addr, ep.user, res.err)
+		}
+		return ssh.NewClient(res.conn, res.chans, res.reqs), live, nil
+	case <-timer.C:
+		live.Close()
+		<-done
+		return nil, nil, &TimeoutError{Node: c.cfg.Name, Step: "ssh handshake with " + addr, After: c.cfg.HandshakeTimeout}
+	case <-ctx.Done():
+		live.Close()
+		<-done
+		return nil, nil, fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
+	}
+}
+
+// handshakeError unwraps host key errors (they already say everything) and
+// spells out authentication failures.
+func handshakeError(addr, user string, err error) error {
+	var unknown *UnknownHostKeyError
+	var changed *HostKeyChangedError
+	switch {
+	case errors.As(err, &unknown):
+		return unknown
+	case errors.As(err, &changed):
+		return changed
+	}
+	var se *ssh.ServerAuthError
+	if errors.As(err, &se) || isAuthFailure(err) {
+		return fmt.Errorf("ssh to %s as %s: authentication refused (check the user and identity files): %w", addr, user, err)
+	}
+	return fmt.Errorf("ssh handshake with %s: %w", addr, err)
+}
+
+func isAuthFailure(err error) bool {
+	return err != nil && containsAny(err.Error(), "unable to authenticate", "no supported methods remain")
+}
+
+// Close ends the connection and every hop under it. Pending calls fail.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		if c.conn != nil {
+			c.conn.Close()
+		}
+		c.closeHops()
+		if c.agentConn != nil {
+			c.agentConn.Close()
+		}
+	})
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) closeHops() {
+	for i := len(c.hops) - 1; i >= 0; i-- {
+		c.hops[i].Close()
+	}
+}
+
+// lose records why the connection is gone (first reason wins) and closes
+// it, which fails every pending call.
+func (c *Client) lose(reason string, err error) {
+	c.lost.CompareAndSwap(nil, &ConnectionLostError{Node: c.cfg.Name, Reason: reason, Err: err})
+	c.conn.Close()
+	c.closeHops()
+}
+
+// lostErr is the reason the connection is gone, or nil if it was closed
+// on purpose or is still up.
+func (c *Client) lostErr() error {
+	if l := c.lost.Load(); l != nil {
+		return l
+	}
+	return nil
+}
+
+// connectionError explains a failure of a call: the recorded loss if there
+// is one, else a generic loss.
+func (c *Client) connectionError(what string, err error) error {
+	if l := c.lostErr(); l != nil {
+		return l
+	}
+	select {
+	case <-c.done:
+		return fmt.Errorf("%s: %s: connection closed by gpuaccept: %w", c.cfg.Name, what, net.ErrClosed)
+	default:
+	}
+	return &ConnectionLostError{Node: c.cfg.Name, Reason: what + " failed", Err: err}
+}
+
+func (c *Client) watch() {
+	defer c.wg.Done()
+	err := c.conn.Wait()
+	select {
+	case <-c.done:
+	default:
+		c.lose("closed by the node or the network", err)
+	}
+}
+
+const keepaliveRequest = "keepalive@openssh.com"
+
+// keepalive asks the node for a reply every interval. Liveness is "any
+// byte received recently", not "keepalive answered", so a busy transfer
+// whose replies queue behind data is not mistaken for a dead node.
+func (c *Client) keepalive() {
+	defer c.wg.Done()
+	interval, misses := c.cfg.KeepaliveInterval, c.cfg.KeepaliveMisses
+	limit := interval * time.Duration(misses)
+	// Check four times an interval so a loss is noticed close to the limit.
+	tick := time.NewTicker(interval / 4)
+	defer tick.Stop()
+	answered := make(chan error, 1)
+	inflight := false
+	var lastSent time.Time
+	for {
+		select {
+		case <-c.done:
+			if inflight {
+				<-answered
+			}
+			return
+		case err := <-answered:
+			inflight = false
+			if err != nil {
+				// watch() reports the closed connection with its cause.
+				continue
+			}
+		case now := <-tick.C:
+			if silent := now.Sub(c.live.lastRead()); silent > limit {
+				c.lose(fmt.Sprintf("node silent for %s (%d keepalives %s apart unanswered)",
+					silent.Round(100*time.Millisecond), misses, interval), nil)
+				if inflight {
+					<-answered
+				}
+				return
+			}
+			if !inflight && now.Sub(lastSent) >= interval {
+				inflight, lastSent = true, now
+				go func() {
+					_, _, err := c.conn.SendRequest(keepaliveRequest, true, nil)
+					answered <- err
+				}()
+			}
+		}
+	}
+}
+
+// liveConn remembers when a byte last arrived.
+type liveConn struct {
+	net.Conn
+	last atomic.Int64
+}
+
+func newLiveConn(c net.Conn) *liveConn {
+	l := &liveConn{Conn: c}
+	l.last.Store(time.Now().UnixNano())
+	return l
+}
+
+func (l *liveConn) Read(p []byte) (int, error) {
+	n, err := l.Conn.Read(p)
+	if n > 0 {
+		l.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (l *liveConn) lastRead() time.Time { return time.Unix(0, l.last.Load()) }

@@ -1,0 +1,164 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ExitError reports a remote command that ran and did not succeed. It
+// carries everything an operator needs to act without re-running the
+// command: where it ran, what it was, how it ended and what it last said.
+type ExitError struct {
+	Node    string
+	Command string
+	// Status is the exit status; -1 when the command died by a signal.
+	Status int
+	// Signal is the signal name without "SIG" (e.g. "KILL") when the
+	// command was killed by one.
+	Signal string
+	// StderrTail is the last few KiB of the command's stderr.
+	StderrTail string
+}
+
+func (e *ExitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s: ", e.Node, shorten(e.Command, 120))
+	if e.Signal != "" {
+		fmt.Fprintf(&b, "killed by signal %s", e.Signal)
+	} else {
+		fmt.Fprintf(&b, "exit %d", e.Status)
+	}
+	if tail := strings.TrimSpace(e.StderrTail); tail != "" {
+		fmt.Fprintf(&b, ": %s", lastLines(tail, 5))
+	}
+	return b.String()
+}
+
+// ConnectionLostError is returned by every call on a connection that went
+// away underneath it: the node died, the network dropped or keepalives went
+// unanswered.
+type ConnectionLostError struct {
+	Node   string
+	Reason string
+	Err    error
+}
+
+func (e *ConnectionLostError) Error() string {
+	msg := fmt.Sprintf("%s: connection lost: %s", e.Node, e.Reason)
+	if e.Err != nil && !strings.Contains(e.Reason, e.Err.Error()) {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ConnectionLostError) Unwrap() error { return e.Err }
+
+// ErrConnectionLost matches every ConnectionLostError with errors.Is.
+var ErrConnectionLost = errors.New("connection lost")
+
+func (e *ConnectionLostError) Is(target error) bool { return target == ErrConnectionLost }
+
+// TimeoutError names the step that ran out of time; it matches
+// context.DeadlineExceeded with errors.Is so callers can treat all
+// deadlines alike.
+type TimeoutError struct {
+	Node  string
+	Step  string
+	After time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s: %s: no answer within %s", e.Node, e.Step, e.After)
+}
+
+func (e *TimeoutError) Is(target error) bool {
+	return target == context.DeadlineExceeded
+}
+
+// UnknownHostKeyError: the node presented a key that no known_hosts file
+// holds, and trust on first use is off.
+type UnknownHostKeyError struct {
+	Node        string
+	Host        string // host:port as looked up in known_hosts
+	KeyType     string
+	Fingerprint string // SHA256:...
+	Files       []string
+	WriteFile   string
+}
+
+func (e *UnknownHostKeyError) Error() string {
+	host, port := splitHostPortDefault(e.Host)
+	target := e.WriteFile
+	if target == "" && len(e.Files) > 0 {
+		target = e.Files[0]
+	}
+	if target == "" {
+		target = "~/.ssh/known_hosts"
+	}
+	return fmt.Sprintf("%s: host key of %s is not known (%s %s, checked %s); "+
+		"confirm the fingerprint with the provider, then either add it: "+
+		"ssh-keyscan -p %s -t %s %s >> %s, or enable accept-new (trust on first use)",
+		e.Node, e.Host, e.KeyType, e.Fingerprint, filesOrNone(e.Files),
+		port, keyscanType(e.KeyType), host, target)
+}
+
+// HostKeyChangedError: the node presented a key that differs from the one
+// recorded. Always refused, in every mode: this is what a man in the middle
+// looks like, and also what a reinstalled node looks like; only a person can
+// tell which.
+type HostKeyChangedError struct {
+	Node        string
+	Host        string
+	KeyType     string
+	Fingerprint string
+	Known       []KnownKey
+}
+
+// KnownKey is one recorded key that did not match.
+type KnownKey struct {
+	File        string
+	Line        int
+	KeyType     string
+	Fingerprint string
+}
+
+func (e *HostKeyChangedError) Error() string {
+	var known []string
+	for _, k := range e.Known {
+		known = append(known, fmt.Sprintf("%s %s at %s:%d", k.KeyType, k.Fingerprint, k.File, k.Line))
+	}
+	host, _ := splitHostPortDefault(e.Host)
+	fix := ""
+	if len(e.Known) > 0 {
+		fix = fmt.Sprintf("; if the node was legitimately reinstalled, remove the old entry: ssh-keygen -R %s -f %s",
+			knownHostsName(e.Host, host), e.Known[0].File)
+	}
+	return fmt.Sprintf("%s: HOST KEY CHANGED for %s: node offered %s %s, known_hosts has %s; refusing to connect%s",
+		e.Node, e.Host, e.KeyType, e.Fingerprint, strings.Join(known, ", "), fix)
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func filesOrNone(files []string) string {
+	if len(files) == 0 {
+		return "no known_hosts file"
+	}
+	return strings.Join(files, ", ")
+}

@@ -1,0 +1,314 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+//go:embed guard.sh
+var guardScript string
+
+// Cmd is one command to run on a node.
+type Cmd struct {
+	// Command is a bash command line.
+	Command string
+	// Env is exported before the command runs. (SSH "env" requests are
+	// mostly refused by sshd's AcceptEnv, so it travels in the command.)
+	Env map[string]string
+	// Stdin, when set, is streamed to the command; it sees EOF at its end.
+	Stdin io.Reader
+	// Stdout and Stderr receive the streams as they arrive, each copied on
+	// its own; nil discards.
+	Stdout, Stderr io.Writer
+	// Grace is how long the command may take to exit after TERM when it
+	// is cancelled, before KILL. Default 5s.
+	Grace time.Duration
+}
+
+const (
+	stderrTailBytes = 4 << 10
+	stdinFrameBytes = 32 << 10
+	defaultGrace    = 5 * time.Second
+)
+
+// Run runs cmd on the node and waits for it. The command runs under a
+// guard (guard.sh): when ctx is cancelled, or the coordinator or the
+// network goes away, the command's whole process group on the node is
+// stopped, not only the local wait.
+//
+// Errors: *ExitError when the command failed; *ConnectionLostError when
+// the connection went away; ctx's error (wrapped, naming node and command)
+// when cancelled.
+func (c *Client) Run(ctx context.Context, cmd Cmd) error {
+	if err := c.lostErr(); err != nil {
+		return err
+	}
+	sess, err := c.newSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+
+	tail := &tailBuffer{max: stderrTailBytes}
+	sess.Stdout = cmd.Stdout
+	if sess.Stdout == nil {
+		sess.Stdout = io.Discard
+	}
+	if cmd.Stderr != nil {
+		sess.Stderr = io.MultiWriter(cmd.Stderr, tail)
+	} else {
+		sess.Stderr = tail
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		return c.connectionError("stdin", err)
+	}
+	for k := range cmd.Env {
+		if !isEnvName(k) {
+			return fmt.Errorf("%s: environment variable name %q is not a valid shell name", c.cfg.Name, k)
+		}
+	}
+	grace := cmd.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	line := guardedCommand(cmd, c.cfg.GuardLease, grace)
+	if err := sess.Start(line); err != nil {
+		return c.connectionError("start "+shorten(cmd.Command, 60), err)
+	}
+
+	ctl := &control{w: stdin}
+	stop := make(chan struct{})
+	var feeders sync.WaitGroup // the heartbeat
+	feeders.Add(1)
+	go func() {
+		defer feeders.Done()
+		ctl.heartbeat(c.cfg.KeepaliveInterval, stop)
+	}()
+	if cmd.Stdin != nil {
+		// Not waited for: a Stdin that blocks (a terminal, a pipe) must not
+		// hold Run after the command ended. The feeder ends when its Read
+		// returns, as os/exec's does.
+		go ctl.feed(cmd.Stdin, stop)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- sess.Wait() }()
+
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-ctx.Done():
+		// Closing the control stream is the guard's signal to stop the
+		// command's group; TERM covers a guard blocked mid-frame. Wait for
+		// the guard to report, so that when Run returns the node is clean.
+		ctl.close()
+		_ = sess.Signal(ssh.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(grace + 5*time.Second):
+		case <-c.done:
+		}
+		close(stop)
+		sess.Close()
+		feeders.Wait()
+		return fmt.Errorf("%s: %s: %w", c.cfg.Name, shorten(cmd.Command, 120), ctx.Err())
+	}
+	close(stop)
+	ctl.close()
+	sess.Close()
+	feeders.Wait()
+	return c.exitError(cmd.Command, werr, tail.String())
+}
+
+// Output runs command and returns its stdout; stderr's tail is in the
+// error when it fails.
+func (c *Client) Output(ctx context.Context, command string) ([]byte, error) {
+	var out bytes.Buffer
+	err := c.Run(ctx, Cmd{Command: command, Stdout: &out})
+	return out.Bytes(), err
+}
+
+func (c *Client) exitError(command string, err error, stderrTail string) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{
+			Node: c.cfg.Name, Command: command, Status: ee.ExitStatus(), Signal: ee.Signal(), StderrTail: stderrTail,
+		}
+	}
+	return c.connectionError(shorten(command, 60), err)
+}
+
+// newSession opens a channel under a deadline: OpenSSH can sit on a
+// channel-open forever when MaxSessions is reached (golang/go#26643).
+func (c *Client) newSession(ctx context.Context) (*ssh.Session, error) {
+	type result struct {
+		s   *ssh.Session
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := c.conn.NewSession()
+		ch <- result{s, err}
+	}()
+	timer := time.NewTimer(c.cfg.SessionTimeout)
+	defer timer.Stop()
+	abandon := func() {
+		// A late session is closed as soon as it arrives; the goroutine ends
+		// at the latest when the connection does.
+		go func() {
+			if r := <-ch; r.s != nil {
+				r.s.Close()
+			}
+		}()
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, c.connectionError("open session", r.err)
+		}
+		return r.s, nil
+	case <-timer.C:
+		abandon()
+		return nil, &TimeoutError{Node: c.cfg.Name, Step: "open session (is MaxSessions reached?)", After: c.cfg.SessionTimeout}
+	case <-ctx.Done():
+		abandon()
+		return nil, fmt.Errorf("%s: open session: %w", c.cfg.Name, ctx.Err())
+	}
+}
+
+// guardedCommand is the line sshd hands to the login shell.
+func guardedCommand(cmd Cmd, lease, grace time.Duration) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(cmd.Env) {
+		fmt.Fprintf(&b, "export %s=%s; ", k, Quote(cmd.Env[k]))
+	}
+	b.WriteString(cmd.Command)
+	withStdin := "0"
+	if cmd.Stdin != nil {
+		withStdin = "1"
+	}
+	return strings.Join([]string{
+		"exec", "bash", "-c", Quote(guardScript), "gpuaccept-guard", Quote(b.String()),
+		strconv.Itoa(ceilSeconds(lease)), strconv.Itoa(ceilSeconds(grace)), withStdin,
+	}, " ")
+}
+
+func ceilSeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
+}
+
+// control writes frames of the guard's control stream; writes from the
+// heartbeat and the stdin feeder never interleave.
+type control struct {
+	mu     sync.Mutex
+	w      io.WriteCloser
+	closed bool
+}
+
+func (c *control) frame(header string, data []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return io.ErrClosedPipe
+	}
+	if _, err := io.WriteString(c.w, header+"\n"); err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		_, err := c.w.Write(data)
+		return err
+	}
+	return nil
+}
+
+func (c *control) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.w.Close()
+	}
+}
+
+func (c *control) heartbeat(every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if c.frame("h", nil) != nil {
+				return
+			}
+		}
+	}
+}
+
+// feed streams r as data frames, then the end-of-stdin frame.
+func (c *control) feed(r io.Reader, stop <-chan struct{}) {
+	buf := make([]byte, stdinFrameBytes)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if c.frame("d "+strconv.Itoa(n), buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			// A failing reader ends the command's stdin just like EOF; the
+			// command decides what a short input means.
+			_ = c.frame("e", nil)
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// Quote makes s one word for a POSIX shell.
+func Quote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

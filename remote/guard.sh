@@ -1,0 +1,111 @@
+# gpuaccept guard: runs one command for the coordinator and makes sure it
+# never outlives the coordinator's interest in it. sshd does not kill a
+# command when its channel closes (no pty), so without this a cancelled or
+# orphaned benchmark would keep a rented GPU busy.
+#
+#   bash -c GUARD gpuaccept-guard COMMAND LEASE GRACE STDIN
+#
+# The command runs as `bash -c COMMAND` in a session and process group of
+# its own, so the whole tree can be signalled at once. The guard's own stdin
+# is a control stream from the coordinator, one frame per line:
+#   h        heartbeat; silence longer than LEASE seconds ends the command
+#   d N      N bytes of the command's stdin follow (only when STDIN=1)
+#   e        the command's stdin ends
+# End of the control stream (the channel closed, the connection or the
+# coordinator died) ends the command: TERM to its group, KILL after GRACE.
+# Processes that leave the group on purpose (setsid) are not followed.
+set -u
+cmd=$1 lease=$2 grace=$3 withstdin=$4
+dir= pid=
+
+# Signal the command's group and the command itself: until the child has
+# called setsid the group does not exist yet, and the child must still go.
+stop() {
+  [ -n "$pid" ] || return 0
+  kill -TERM -- "-$pid" 2>/dev/null
+  kill -TERM "$pid" 2>/dev/null
+}
+# Installed before anything starts, so an early TERM is never lost.
+trap stop TERM HUP INT
+
+# groupalive: does any live (non-zombie) process remain in the command's
+# group? Orphaned members linger as zombies until init reaps them.
+groupalive() {
+  if command -v ps >/dev/null 2>&1; then
+    ps -A -o pgid=,stat= | awk -v g="$pid" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'
+  else
+    kill -0 -- "-$pid" 2>/dev/null
+  fi
+}
+if [ "$withstdin" = 1 ]; then
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/gpuaccept-guard.XXXXXX") || exit 125
+  mkfifo "$dir/in" || exit 125
+  setsid bash -c "$cmd" <"$dir/in" &
+else
+  setsid bash -c "$cmd" </dev/null &
+fi
+pid=$!
+
+control() {
+  trap '' PIPE
+  if [ "$withstdin" = 1 ]; then exec 3>"$dir/in"; fi
+  while :; do
+    IFS=' ' read -r -t "$lease" op n
+    st=$?
+    if [ $st -ne 0 ]; then
+      # Timed out (>128: the coordinator fell silent) or end of stream (the
+      # channel is gone): either way nobody is waiting for this command.
+      stop
+      exit 0
+    fi
+    case $op in
+      h) ;;
+      d)
+        # Read the frame whole before passing it on, so a command that stops
+        # reading its stdin early cannot leave half a frame in the stream.
+        head -c "$n" >"$dir/chunk"
+        cat "$dir/chunk" >&3 2>/dev/null
+        ;;
+      e) exec 3>&- ;;
+    esac
+  done
+}
+
+# Background jobs get /dev/null as stdin unless redirected: hand the control
+# stream over explicitly. Its output goes nowhere so that it never holds the
+# channel open after the command ended.
+exec 4<&0
+control <&4 >/dev/null 2>&1 &
+ctl=$!
+exec 4<&-
+
+# wait returns early when a trapped signal arrives; keep waiting for the
+# command itself.
+while :; do
+  wait "$pid"
+  rc=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+
+# Whatever the command left in its group goes too: TERM, then KILL after
+# the grace period.
+if groupalive; then
+  kill -TERM -- "-$pid" 2>/dev/null
+  i=0
+  while groupalive && [ $i -lt $((grace * 10)) ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -KILL -- "-$pid" 2>/dev/null
+fi
+kill "$ctl" 2>/dev/null
+wait "$ctl" 2>/dev/null
+[ -n "$dir" ] && rm -rf "$dir"
+
+# A command killed by a signal makes the guard die by the same signal, so
+# the coordinator sees exit-signal as it would without the guard.
+if [ $rc -gt 128 ] && [ $rc -le 192 ]; then
+  trap - TERM HUP INT
+  kill -s $((rc - 128)) $$ 2>/dev/null
+fi
+exit $rc

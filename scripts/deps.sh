@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what the lab needs, once. Safe to re-run; a non-root user gets a
+# note instead (the lab tests then skip themselves and say why).
+set -euo pipefail
+pkgs=(openssh-server openssh-client openmpi-bin iproute2 procps psmisc pdsh util-linux coreutils)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "deps: not root; lab packages missing (${missing[*]}): lab tests will be skipped" >&2
+  exit 0
+fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
