@@ -41,9 +41,9 @@ type TransferResult struct {
 }
 
 const (
-	partSuffix     = ".gpuaccept-part"
-	resumeBlock    = 8 << 20
-	progressStep   = 1 << 20
+	partSuffix      = ".gpuaccept-part"
+	resumeBlock     = 8 << 20
+	progressStep    = 1 << 20
 	defaultInFlight = 64
 )
 
