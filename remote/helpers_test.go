@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -33,7 +34,7 @@ type fleet struct {
 
 // newFleet starts n servers that accept one client key, and records their
 // host keys in a known_hosts file.
-func newFleet(t *testing.T, n int) *fleet {
+func newFleet(t *testing.T, n int, tweak ...func(*sshtest.Options)) *fleet {
 	t.Helper()
 	f := &fleet{dir: t.TempDir()}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -53,7 +54,11 @@ func newFleet(t *testing.T, n int) *fleet {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		s, err := sshtest.Start(sshtest.Options{AuthorizedKeys: []ssh.PublicKey{sshPub}, Dir: f.dir, Name: "node" + string(rune('a'+i))})
+		o := sshtest.Options{AuthorizedKeys: []ssh.PublicKey{sshPub}, Dir: f.dir, Name: "node" + string(rune('a'+i))}
+		for _, fn := range tweak {
+			fn(&o)
+		}
+		s, err := sshtest.Start(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,3 +135,9 @@ func uniqueSleep() (cmd, marker string) {
 	marker = fmt.Sprintf("sleep 600.%06d", time.Now().UnixNano()%1000000)
 	return marker, marker
 }
+
+func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithCancel(t.Context())
+}
+
+func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }

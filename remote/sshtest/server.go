@@ -58,6 +58,10 @@ type Options struct {
 	// fails (a rejected key, a failed handshake, a command that would not
 	// start). It is not called after Close returns.
 	Logf func(format string, args ...any)
+	// CorruptSFTPWrites flips one byte in the first SFTP write that carries
+	// data on each SFTP session: bytes that the disk got differ from what
+	// the client sent, as bad memory, a bad disk or a broken proxy would do.
+	CorruptSFTPWrites bool
 }
 
 // Server is a running test SSH server. All methods are safe for concurrent

@@ -248,7 +248,11 @@ func (s *Server) serveSFTP(ch ssh.Channel) {
 	if s.opts.Dir != "" {
 		opts = append(opts, sftp.WithServerWorkingDirectory(s.opts.Dir))
 	}
-	server, err := sftp.NewServer(ch, opts...)
+	var rw io.ReadWriteCloser = ch
+	if s.opts.CorruptSFTPWrites {
+		rw = &corruptor{Channel: ch}
+	}
+	server, err := sftp.NewServer(rw, opts...)
 	if err != nil {
 		ch.Close()
 		return

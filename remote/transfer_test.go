@@ -1,0 +1,180 @@
+package remote
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuaccept/remote/sshtest"
+)
+
+func randomFile(t *testing.T, dir, name string, size int) []byte {
+	t.Helper()
+	data := make([]byte, size)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestUploadIsVerifiedAndAtomic(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	data := randomFile(t, src, "blob", 5<<20+123)
+	var calls int
+	var last, total int64
+	res, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(f.dir, "dst/sub/blob"), TransferOptions{
+		Progress: func(done, tot int64) { calls++; last, total = done, tot },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(f.dir, "dst/sub/blob"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("remote copy differs (%d bytes, %v)", len(got), err)
+	}
+	if res.Bytes != int64(len(data)) || res.Resumed != 0 || len(res.SHA256) != 64 {
+		t.Fatalf("result %+v", res)
+	}
+	if calls < 5 || last != total || total != int64(len(data)) {
+		t.Fatalf("progress: %d calls, last %d of %d", calls, last, total)
+	}
+	if st, _ := os.Stat(filepath.Join(f.dir, "dst/sub/blob")); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want the local 0640", st.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "dst/sub/.blob"+partSuffix)); !os.IsNotExist(err) {
+		t.Errorf("part file left behind: %v", err)
+	}
+}
+
+func TestUploadResumesFromMatchingBlocks(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	data := randomFile(t, src, "blob", 3*resumeBlock+1000)
+	// An earlier upload got two blocks right and left garbage in the third
+	// (concurrent writes leave holes, so size alone means nothing).
+	part := append(append([]byte{}, data[:2*resumeBlock]...), make([]byte, resumeBlock/2)...)
+	if err := os.WriteFile(filepath.Join(f.dir, ".blob"+partSuffix), part, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(f.dir, "blob"), TransferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Resumed != 2*resumeBlock {
+		t.Fatalf("resumed %d bytes, want %d", res.Resumed, 2*resumeBlock)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.dir, "blob")); !bytes.Equal(got, data) {
+		t.Fatal("resumed upload is not the file")
+	}
+
+	// A part that does not match from the first block on is not trusted.
+	bad := append([]byte{}, data[:2*resumeBlock]...)
+	bad[10] ^= 1
+	if err := os.WriteFile(filepath.Join(f.dir, ".blob"+partSuffix), bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(f.dir, "blob"), TransferOptions{})
+	if err != nil || res.Resumed != 0 {
+		t.Fatalf("resumed %d from a bad part, err %v", res.Resumed, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.dir, "blob")); !bytes.Equal(got, data) {
+		t.Fatal("upload over a bad part is not the file")
+	}
+}
+
+func TestUploadDetectsCorruptionOnTheNode(t *testing.T) {
+	f := newFleet(t, 1, func(o *sshtest.Options) { o.CorruptSFTPWrites = true })
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	randomFile(t, src, "blob", 1<<20)
+	old := []byte("the previous version stays in place")
+	dst := filepath.Join(f.dir, "blob")
+	if err := os.WriteFile(dst, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Upload(t.Context(), filepath.Join(src, "blob"), dst, TransferOptions{})
+	if err == nil || !strings.Contains(err.Error(), "verification failed on the node") || !strings.HasPrefix(err.Error(), "node-a: ") {
+		t.Fatalf("corruption not reported: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, old) {
+		t.Fatal("a corrupt upload replaced the target")
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, ".blob"+partSuffix)); !os.IsNotExist(err) {
+		t.Fatal("the corrupt part was kept for a resume")
+	}
+}
+
+func TestUploadAndDownloadDirectories(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	files := map[string][]byte{
+		"a.txt":        randomFile(t, src, "a.txt", 10),
+		"sub/b.bin":    randomFile(t, src, "sub/b.bin", 300<<10),
+		"sub/deep/c":   randomFile(t, src, "sub/deep/c", 0),
+		"sub/deep/d d": randomFile(t, src, "sub/deep/d d", 7),
+	}
+	up, err := c.UploadDir(t.Context(), src, filepath.Join(f.dir, "tree"), TransferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Files != len(files) {
+		t.Fatalf("uploaded %d files, want %d", up.Files, len(files))
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	down, err := c.DownloadDir(t.Context(), filepath.Join(f.dir, "tree"), back, TransferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if down.Files != len(files) || down.Bytes != up.Bytes {
+		t.Fatalf("downloaded %+v, uploaded %+v", down, up)
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(back, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: round trip differs (%v)", name, err)
+		}
+	}
+}
+
+func TestDownloadVerifies(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	data := randomFile(t, f.dir, "remote.bin", 2<<20)
+	dst := filepath.Join(t.TempDir(), "local.bin")
+	res, err := c.Download(t.Context(), filepath.Join(f.dir, "remote.bin"), dst, TransferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) || res.Bytes != int64(len(data)) {
+		t.Fatal("download differs")
+	}
+	_, err = c.Download(t.Context(), filepath.Join(f.dir, "missing"), dst, TransferOptions{})
+	if err == nil || !strings.Contains(err.Error(), "missing") || !strings.HasPrefix(err.Error(), "node-a: ") {
+		t.Fatalf("missing remote file: %v", err)
+	}
+}
+
+func TestUploadCancelled(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	randomFile(t, src, "blob", 1<<20)
+	ctx, cancel := contextWithCancel(t)
+	cancel()
+	if _, err := c.Upload(ctx, filepath.Join(src, "blob"), filepath.Join(f.dir, "blob"), TransferOptions{}); err == nil {
+		t.Fatal("a cancelled upload succeeded")
+	}
+}
