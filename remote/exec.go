@@ -16,7 +16,23 @@ import (
 )
 
 //go:embed guard.sh
-var guardScript string
+var guardSource string
+
+// guardScript is guard.sh without its comments: it travels with every
+// command and is parsed twice on the node.
+var guardScript = stripComments(guardSource)
+
+func stripComments(script string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(script, "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
 
 // Cmd is one command to run on a node.
 type Cmd struct {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +140,8 @@ func TestCancelStopsTheRemoteProcessGroup(t *testing.T) {
 		t.Errorf("cancel took %s", d)
 	}
 	if running(marker) || running("gpuaccept-guard") {
-		t.Fatalf("a process of ours outlived the cancel")
+		out, _ := exec.Command("pgrep", "-af", marker+"|gpuaccept-guard").Output()
+		t.Fatalf("a process of ours outlived the cancel:\n%s", out)
 	}
 	// The connection is still good for the next command.
 	if out, err := c.Output(t.Context(), "echo again"); err != nil || string(out) != "again\n" {
@@ -157,7 +159,9 @@ func TestCommandThatIgnoresTermIsKilledAfterGrace(t *testing.T) {
 	eventually(t, 3*time.Second, "remote sleep started", func() bool { return running(marker) })
 	cancel()
 	<-done
-	eventually(t, 3*time.Second, "TERM-ignoring command killed", func() bool { return !running(marker) })
+	eventually(t, 3*time.Second, "TERM-ignoring command and its guard killed", func() bool {
+		return !running(marker) && !running("gpuaccept-guard")
+	})
 }
 
 func TestDroppedConnectionFailsCallsAndStopsRemote(t *testing.T) {

@@ -31,10 +31,10 @@ trap stop TERM HUP INT
 # groupalive: does any live (non-zombie) process remain in the command's
 # group? Orphaned members linger as zombies until init reaps them.
 groupalive() {
+  # Most commands leave nothing behind: one builtin call settles it.
+  kill -0 -- "-$pid" 2>/dev/null || return 1
   if command -v ps >/dev/null 2>&1; then
     ps -A -o pgid=,stat= | awk -v g="$pid" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'
-  else
-    kill -0 -- "-$pid" 2>/dev/null
   fi
 }
 if [ "$withstdin" = 1 ]; then
@@ -55,7 +55,12 @@ control() {
     if [ $st -ne 0 ]; then
       # Timed out (>128: the coordinator fell silent) or end of stream (the
       # channel is gone): either way nobody is waiting for this command.
+      # TERM first; KILL after the grace period unless the guard, seeing
+      # the command end, has ended this subshell by then.
       stop
+      sleep "$grace"
+      kill -KILL -- "-$pid" 2>/dev/null
+      kill -KILL "$pid" 2>/dev/null
       exit 0
     fi
     case $op in
@@ -98,6 +103,8 @@ if groupalive; then
   done
   kill -KILL -- "-$pid" 2>/dev/null
 fi
+# The control subshell and whatever it runs (a sleep, a head) end with us.
+pkill -P "$ctl" 2>/dev/null
 kill "$ctl" 2>/dev/null
 wait "$ctl" 2>/dev/null
 [ -n "$dir" ] && rm -rf "$dir"
