@@ -13,7 +13,7 @@ build:
 # (root), and tears down every test lab whatever the outcome.
 test: deps
 	@rc=0; $(GO) test -race -count=1 -timeout 15m ./... || rc=$$?; \
-	  bash scripts/lab/cleanup-test-labs.sh; exit $$rc
+	  bash scripts/lab/cleanup-test-labs.sh || rc=1; exit $$rc
 
 # Pure and in-process tests only: no root, no lab.
 unit:

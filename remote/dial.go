@@ -57,10 +57,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		client, live, err := c.dialHop(ctx, via, ep, auth)
 		if err != nil {
 			c.closeHops()
-			if !last {
-				return nil, fmt.Errorf("%s: jump host %s: %w", r.Name, ep.addr(), err)
+			if c.agentConn != nil {
+				c.agentConn.Close()
 			}
-			return nil, fmt.Errorf("%s: %w", r.Name, err)
+			if !last {
+				return nil, withNode(r.Name, "jump host "+ep.addr(), err)
+			}
+			return nil, withNode(r.Name, "", err)
 		}
 		if last {
 			c.conn, c.live = client, live

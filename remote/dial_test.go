@@ -46,7 +46,7 @@ func TestJumpHostFailureNamesTheHop(t *testing.T) {
 	cfg := f.config(1)
 	cfg.Jump = []string{"127.0.0.1:1"} // nothing listens there
 	_, err := Dial(t.Context(), cfg)
-	if err == nil || !strings.HasPrefix(err.Error(), "node-b: jump host 127.0.0.1:1: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), "node-b: jump host 127.0.0.1:1: ") || strings.Count(err.Error(), "node-b") != 1 {
 		t.Fatalf("got %v", err)
 	}
 }

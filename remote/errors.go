@@ -162,3 +162,23 @@ func filesOrNone(files []string) string {
 	}
 	return strings.Join(files, ", ")
 }
+
+// nodeError puts the node name first exactly once, whatever the wrapped
+// error already says, and keeps the chain for errors.As.
+type nodeError struct {
+	msg string
+	err error
+}
+
+func (e *nodeError) Error() string { return e.msg }
+func (e *nodeError) Unwrap() error { return e.err }
+
+func withNode(node, step string, err error) error {
+	rest := strings.TrimPrefix(err.Error(), node+": ")
+	if step != "" {
+		rest = step + ": " + rest
+	} else if rest != err.Error() {
+		return err // already "node: ..."
+	}
+	return &nodeError{msg: node + ": " + rest, err: err}
+}

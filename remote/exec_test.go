@@ -166,7 +166,7 @@ func TestCommandThatIgnoresTermIsKilledAfterGrace(t *testing.T) {
 
 func TestDroppedConnectionFailsCallsAndStopsRemote(t *testing.T) {
 	f := newFleet(t, 1)
-	c := f.dial(t, 0)
+	c := f.dial(t, 0, tightKeepalives)
 	cmd, marker := uniqueSleep()
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
@@ -191,7 +191,7 @@ func TestDroppedConnectionFailsCallsAndStopsRemote(t *testing.T) {
 
 func TestFrozenNetworkIsDetectedByKeepalivesAndLeaseStopsRemote(t *testing.T) {
 	f := newFleet(t, 1)
-	c := f.dial(t, 0)
+	c := f.dial(t, 0, tightKeepalives)
 	cmd, marker := uniqueSleep()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(t.Context(), Cmd{Command: cmd}) }()
@@ -214,7 +214,7 @@ func TestFrozenNetworkIsDetectedByKeepalivesAndLeaseStopsRemote(t *testing.T) {
 
 func TestIgnoredKeepalivesCloseTheConnection(t *testing.T) {
 	f := newFleet(t, 1)
-	c := f.dial(t, 0)
+	c := f.dial(t, 0, tightKeepalives)
 	f.servers[0].IgnoreKeepalives(true)
 	start := time.Now()
 	err := c.Run(t.Context(), Cmd{Command: "sleep 5"})
@@ -236,6 +236,9 @@ func TestHandshakeDeadline(t *testing.T) {
 	var te *TimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "handshake") {
 		t.Fatalf("want handshake TimeoutError, got %v", err)
+	}
+	if strings.Count(err.Error(), "node-a") != 1 || !strings.HasPrefix(err.Error(), "node-a: ") {
+		t.Errorf("node named other than once, first: %v", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("took %s", d)

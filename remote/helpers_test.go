@@ -93,17 +93,23 @@ func (f *fleet) config(i int) Config {
 		SSHConfig:         "none",
 		HostKeys:          f.hostKeys,
 		ConnectTimeout:    2 * time.Second,
-		HandshakeTimeout:  2 * time.Second,
+		HandshakeTimeout:  10 * time.Second,
 		SessionTimeout:    2 * time.Second,
-		KeepaliveInterval: 200 * time.Millisecond,
-		KeepaliveMisses:   3,
+		// Relaxed enough for a loaded 2-core machine under -race; the
+		// keepalive tests tighten it.
+		KeepaliveInterval: 500 * time.Millisecond,
+		KeepaliveMisses:   4,
 		GuardLease:        2 * time.Second,
 	}
 }
 
-func (f *fleet) dial(t *testing.T, i int) *Client {
+func (f *fleet) dial(t *testing.T, i int, tweak ...func(*Config)) *Client {
 	t.Helper()
-	c, err := Dial(t.Context(), f.config(i))
+	cfg := f.config(i)
+	for _, fn := range tweak {
+		fn(&cfg)
+	}
+	c, err := Dial(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,3 +147,8 @@ func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 }
 
 func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }
+
+// tightKeepalives makes a lost node show within 600ms.
+func tightKeepalives(c *Config) {
+	c.KeepaliveInterval, c.KeepaliveMisses = 200*time.Millisecond, 3
+}

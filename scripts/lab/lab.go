@@ -1,0 +1,385 @@
+// Package lab drives the local multi-host test lab: Linux network namespaces on a private bridge, each
+// running a real OpenSSH sshd (see lab.sh, embedded here, and LAB.md in the shared notes). It needs Linux and
+// root; Supported says whether this machine can run it.
+//
+// Every method runs the embedded lab.sh, so a lab can also be driven by hand while a test runs
+// (bash scripts/lab/lab.sh status --name NAME). Methods that change a lab are serialized per lab by the
+// script; Exec and Ps are not, so a long Exec does not block a Kill.
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+//go:embed lab.sh
+var script []byte
+
+// Defaults of Options.
+const (
+	DefaultName   = "lab"
+	DefaultHosts  = 4
+	DefaultSubnet = "10.231.0"
+	MaxHosts      = 64
+)
+
+// Options of Up. Zero values take the defaults: name "lab", 4 hosts, subnet 10.231.0 (host i is
+// SUBNET.(10+i), the coordinator's side of the bridge SUBNET.1), no shaping.
+type Options struct {
+	Name   string // lab name: netns NAME-hI, bridge br-NAME, dir /tmp/gpuaccept-lab-NAME
+	Hosts  int    // 1..64
+	Subnet string // three octets, e.g. "10.232.0"; unique per lab running at the same time
+	Cap    string // tbf rate for both directions of every host, e.g. "200mbit"; "" for none
+}
+
+// Host is one lab host.
+type Host struct {
+	Name  string // "h1"
+	Addr  string // "10.231.0.11"
+	Index int    // 0-based
+}
+
+// Lab is a running lab.
+type Lab struct {
+	Name, Dir  string
+	Hosts      []Host
+	KnownHosts string // path of an OpenSSH known_hosts file naming every host as "hI,ADDR" and "ADDR"
+	ClientKey  string // path of the ed25519 private key root@every host accepts (public key: ClientKey+".pub")
+}
+
+// Supported reports whether this machine can run a lab, and why not.
+func Supported() (ok bool, why string) {
+	if runtime.GOOS != "linux" {
+		return false, "the lab needs Linux (network namespaces), this is " + runtime.GOOS
+	}
+	if os.Geteuid() != 0 {
+		return false, fmt.Sprintf("the lab needs root (network namespaces, bridges, mounts), euid is %d", os.Geteuid())
+	}
+	if caps, err := effectiveCaps(); err == nil {
+		const capNetAdmin, capSysAdmin = 12, 21
+		if caps&(1<<capNetAdmin) == 0 || caps&(1<<capSysAdmin) == 0 {
+			return false, "the lab needs CAP_NET_ADMIN and CAP_SYS_ADMIN (an unprivileged container?)"
+		}
+	}
+	var missing []string
+	for _, c := range []string{"bash", "ip", "tc", "nsenter", "unshare", "flock", "ssh-keygen"} {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = append(missing, c)
+		}
+	}
+	sshd := os.Getenv("LAB_SSHD") // lab.sh's override
+	if sshd == "" {
+		sshd = "/usr/sbin/sshd"
+	}
+	if _, err := os.Stat(sshd); err != nil {
+		missing = append(missing, sshd)
+	}
+	if len(missing) > 0 {
+		return false, "the lab needs " + strings.Join(missing, ", ") +
+			" (apt-get install openssh-server iproute2 util-linux)"
+	}
+	return true, ""
+}
+
+func effectiveCaps() (uint64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, errors.New("no CapEff in /proc/self/status")
+}
+
+// DirOf is where the lab of this name keeps its files.
+func DirOf(name string) string {
+	if name == "" {
+		name = DefaultName
+	}
+	return "/tmp/gpuaccept-lab-" + name
+}
+
+// Up brings up a lab, tearing down any lab of the same name first, and returns when every sshd accepts TCP
+// on port 22. On failure the half-built lab is torn down.
+func Up(ctx context.Context, o Options) (*Lab, error) {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.Hosts == 0 {
+		o.Hosts = DefaultHosts
+	}
+	if o.Subnet == "" {
+		o.Subnet = DefaultSubnet
+	}
+	if o.Hosts < 1 || o.Hosts > MaxHosts {
+		return nil, fmt.Errorf("lab %s: up: hosts must be 1..%d, got %d", o.Name, MaxHosts, o.Hosts)
+	}
+	dir := DirOf(o.Name)
+	args := []string{"up", "--name", o.Name, "--hosts", strconv.Itoa(o.Hosts), "--subnet", o.Subnet, "--dir", dir}
+	if o.Cap != "" {
+		args = append(args, "--cap", o.Cap)
+	}
+	if _, err := runScript(ctx, o.Name, "up", args...); err != nil {
+		return nil, err
+	}
+	l := &Lab{
+		Name:       o.Name,
+		Dir:        dir,
+		KnownHosts: filepath.Join(dir, "known_hosts"),
+		ClientKey:  filepath.Join(dir, "client_ed25519"),
+	}
+	tsv, err := os.ReadFile(filepath.Join(dir, "hosts.tsv"))
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: up: %w", o.Name, err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(tsv)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 2 {
+			return nil, fmt.Errorf("lab %s: up: bad line %d in hosts.tsv: %q", o.Name, i+1, line)
+		}
+		l.Hosts = append(l.Hosts, Host{Name: f[0], Addr: f[1], Index: i})
+	}
+	if len(l.Hosts) != o.Hosts {
+		return nil, fmt.Errorf("lab %s: up: hosts.tsv lists %d hosts, want %d", o.Name, len(l.Hosts), o.Hosts)
+	}
+	return l, nil
+}
+
+// Down tears the lab down: every process of its hosts, namespaces, interfaces, mounts, its dir. Safe to repeat.
+func (l *Lab) Down(ctx context.Context) error { return Down(ctx, l.Name) }
+
+// Down tears down the lab of this name (see Lab.Down); fine when it does not exist or was half built.
+func Down(ctx context.Context, name string) error {
+	if name == "" {
+		name = DefaultName
+	}
+	_, err := runScript(ctx, name, "down", "down", "--name", name)
+	return err
+}
+
+// Kill kill -9s every process of the host, as if it lost power. Its namespace and link stay; Start revives it.
+func (l *Lab) Kill(ctx context.Context, host string) error { return l.hostOp(ctx, "kill", host) }
+
+// Start (re)starts the host's sshd and waits until it accepts TCP on port 22 (checked inside the host, so it
+// works while the link is cut). Sessions of a running sshd survive a restart.
+func (l *Lab) Start(ctx context.Context, host string) error { return l.hostOp(ctx, "start", host) }
+
+// Cut takes the host's link down (bridge side): packets vanish, connections hang rather than fail.
+func (l *Lab) Cut(ctx context.Context, host string) error { return l.hostOp(ctx, "cut", host) }
+
+// Restore brings the host's link back up.
+func (l *Lab) Restore(ctx context.Context, host string) error { return l.hostOp(ctx, "restore", host) }
+
+// Cap shapes both directions of the host's link with tbf at rate (tc syntax: "200mbit", "1gbit").
+func (l *Lab) Cap(ctx context.Context, host, rate string) error {
+	_, err := runScript(ctx, l.hostLabel(host), "cap", "cap", "--name", l.Name, host, rate)
+	return err
+}
+
+// Uncap removes the host's shaping (no error when there is none).
+func (l *Lab) Uncap(ctx context.Context, host string) error { return l.hostOp(ctx, "uncap", host) }
+
+// Ps lists the processes of the host: a header line, then "PID PPID PGID ARGS" lines.
+func (l *Lab) Ps(ctx context.Context, host string) (string, error) {
+	return runScript(ctx, l.hostLabel(host), "ps", "ps", "--name", l.Name, host)
+}
+
+// Rekey gives the host a new host key, restarts its sshd and rewrites the lab's known_hosts files (the
+// coordinator's, KnownHosts, and the hosts' shared /root/.ssh/known_hosts). Copies made before keep the old key.
+func (l *Lab) Rekey(ctx context.Context, host string) error { return l.hostOp(ctx, "rekey", host) }
+
+// Exec runs args on the host and returns its combined output. A live host is joined through its sshd's
+// network, mount and UTS namespaces (what an ssh session sees: hostname, /srv, /etc/hosts, /root); a killed
+// host gets the same view built afresh. The working directory is /root.
+func (l *Lab) Exec(ctx context.Context, host string, args ...string) (string, error) {
+	if len(args) == 0 {
+		return "", fmt.Errorf("lab %s: exec: no command", l.hostLabel(host))
+	}
+	a := append([]string{"exec", "--name", l.Name, host, "--"}, args...)
+	out, err := runFiles(ctx, nil, a...)
+	if err != nil {
+		return out, fmt.Errorf("lab %s: exec %s: %w: %s", l.hostLabel(host), strings.Join(args, " "), err, tail(out, 2000))
+	}
+	return out, nil
+}
+
+// Host returns the host named "h3" (or "3"); the zero Host when there is none.
+func (l *Lab) Host(name string) Host {
+	n := strings.TrimPrefix(name, "h")
+	for _, h := range l.Hosts {
+		if h.Name == name || h.Name == "h"+n {
+			return h
+		}
+	}
+	return Host{}
+}
+
+func (l *Lab) hostOp(ctx context.Context, op, host string) error {
+	_, err := runScript(ctx, l.hostLabel(host), op, op, "--name", l.Name, host)
+	return err
+}
+
+// hostLabel is how errors name a host: "h3" for "3" too.
+func (l *Lab) hostLabel(host string) string {
+	if _, err := strconv.Atoi(host); err == nil {
+		return "h" + host
+	}
+	return host
+}
+
+// Command returns a command that runs the embedded lab.sh with args (for labctl and the Makefile).
+func Command(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	path, err := scriptPath()
+	if err != nil {
+		return nil, err
+	}
+	return exec.CommandContext(ctx, "bash", append([]string{path}, args...)...), nil
+}
+
+// runScript runs lab.sh and returns its stdout; errors read "lab WHO: OP: exit status N: <stderr>".
+func runScript(ctx context.Context, who, op string, args ...string) (string, error) {
+	var stderr string
+	out, err := runFiles(ctx, &stderr, args...)
+	if err != nil {
+		msg := strings.TrimSpace(stderr)
+		if msg == "" {
+			msg = strings.TrimSpace(tail(out, 2000))
+		}
+		return out, fmt.Errorf("lab %s: %s: %w: %s", who, op, err, msg)
+	}
+	return out, nil
+}
+
+// runFiles runs the script with its output in temp files rather than pipes, so a process it leaves behind
+// (sshd, a backgrounded command under Exec) cannot hold Wait up. With errOut nil stderr joins stdout.
+func runFiles(ctx context.Context, errOut *string, args ...string) (string, error) {
+	cmd, err := Command(ctx, args...)
+	if err != nil {
+		return "", err
+	}
+	outF, err := os.CreateTemp("", "gpuaccept-lab-out-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(outF.Name())
+	defer outF.Close()
+	cmd.Stdout = outF
+	cmd.Stderr = outF
+	var errF *os.File
+	if errOut != nil {
+		if errF, err = os.CreateTemp("", "gpuaccept-lab-err-*"); err != nil {
+			return "", err
+		}
+		defer os.Remove(errF.Name())
+		defer errF.Close()
+		cmd.Stderr = errF
+	}
+	// its own process group, killed whole when ctx ends (sshd daemonizes into its own session and survives)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	out, err := os.ReadFile(outF.Name())
+	if err != nil && runErr == nil {
+		runErr = err
+	}
+	if errF != nil {
+		b, _ := os.ReadFile(errF.Name())
+		*errOut = string(b)
+	}
+	if runErr != nil && ctx.Err() != nil {
+		runErr = fmt.Errorf("%w (%v)", ctx.Err(), runErr)
+	}
+	return string(out), runErr
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+var (
+	scriptOnce sync.Once
+	scriptFile string
+	scriptErr  error
+)
+
+// scriptPath writes the embedded lab.sh once per process to a private dir, named by its content hash so
+// processes built from different versions do not clash: $TMPDIR/gpuaccept-labscript-UID/lab-HASH.sh.
+func scriptPath() (string, error) {
+	scriptOnce.Do(func() {
+		sum := sha256.Sum256(script)
+		dir, err := privateDir(filepath.Join(os.TempDir(), fmt.Sprintf("gpuaccept-labscript-%d", os.Geteuid())))
+		if err != nil {
+			scriptErr = fmt.Errorf("lab: writing lab.sh: %w", err)
+			return
+		}
+		path := filepath.Join(dir, "lab-"+hex.EncodeToString(sum[:6])+".sh")
+		if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, script) {
+			scriptFile = path
+			return
+		}
+		f, err := os.CreateTemp(dir, ".lab-*.sh")
+		if err == nil {
+			_, err = f.Write(script)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = os.Chmod(f.Name(), 0o700)
+			}
+			if err == nil {
+				err = os.Rename(f.Name(), path) // atomic: concurrent test binaries may race here
+			}
+			if err != nil {
+				os.Remove(f.Name())
+			}
+		}
+		if err != nil {
+			scriptErr = fmt.Errorf("lab: writing lab.sh: %w", err)
+			return
+		}
+		scriptFile = path
+	})
+	return scriptFile, scriptErr
+}
+
+// privateDir makes dir (0700) or checks that an existing one is a real directory of ours that nobody else
+// can write; otherwise it falls back to a fresh temp dir.
+func privateDir(dir string) (string, error) {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return os.MkdirTemp("", "gpuaccept-labscript-*")
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || (ok && int(st.Uid) != os.Geteuid()) {
+		return os.MkdirTemp("", "gpuaccept-labscript-*")
+	}
+	return dir, nil
+}

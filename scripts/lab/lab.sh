@@ -1,0 +1,731 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2015,SC2016,SC2119 # A && B || die; sh snippets in single quotes; teardown's optional arg
+# lab.sh: a local multi-host test lab. Each host is a Linux network namespace on a private bridge running a
+# real OpenSSH sshd, with its own hostname, host key, /srv and sshd.log, and a lab-wide /etc/hosts and /root
+# (so hosts can ssh each other by name, as mpirun needs). Root only. See LAB.md (shared notes) for the
+# measured facts behind the choices made here.
+#
+#   lab.sh up      [--name NAME] [--hosts N] [--subnet A.B.C] [--cap RATE] [--dir DIR]
+#   lab.sh down    [--name NAME]
+#   lab.sh status  [--name NAME]
+#   lab.sh kill    [--name NAME] HOST        kill -9 every process of the host (it "lost power")
+#   lab.sh start   [--name NAME] HOST        (re)start the host's sshd
+#   lab.sh cut     [--name NAME] HOST        link down (bridge side of the host's veth)
+#   lab.sh restore [--name NAME] HOST        link up
+#   lab.sh cap     [--name NAME] HOST RATE   shape both directions with tbf (e.g. 200mbit)
+#   lab.sh uncap   [--name NAME] HOST
+#   lab.sh ps      [--name NAME] HOST        processes of the host: PID PPID PGID ARGS, header first
+#   lab.sh rekey   [--name NAME] HOST        new host key, restart sshd, rewrite both known_hosts files
+#   lab.sh exec    [--name NAME] HOST CMD... run CMD on the host (its network, mounts and hostname)
+#
+# HOST is h3 or 3. Defaults: NAME lab, N 4 (max 64), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME.
+# Host i is SUBNET.(10+i); the bridge (the coordinator's side) is SUBNET.1/24; bridge br-NAME, veths NAMEv<i>
+# (NAME shortened to 6 characters plus a 4-hex hash when longer than 10).
+#
+# Files written by up, for the coordinator: DIR/client_ed25519(.pub), DIR/known_hosts, DIR/hosts.tsv
+# (name TAB addr TAB netns TAB veth), DIR/env (LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS ...).
+# Per host: DIR/hosts/hI/{sshd_config,ssh_host_ed25519_key,sshd.log,sshd.pid,srv/}; DIR/home is every host's
+# /root, DIR/etc_hosts every host's /etc/hosts. Environment: LAB_WAIT (seconds to wait for sshd, default 20),
+# LAB_SSHD (the sshd binary, default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
+set -euo pipefail
+
+PROG=lab.sh
+RUNROOT=/run/gpuaccept-lab
+SSHD=${LAB_SSHD:-/usr/sbin/sshd}
+WAIT=${LAB_WAIT:-20}
+MAXHOSTS=64
+
+usage() {
+	sed -n '3,/^set -euo/p' "${BASH_SOURCE[0]}" 2>/dev/null | sed -e '$d' -e 's/^# \{0,1\}//' >&2 ||
+		echo "usage: $PROG up|down|status|kill|start|cut|restore|cap|uncap|ps|rekey|exec [--name NAME] ..." >&2
+}
+die() { # die MSG: a lab-level failure
+	echo "$PROG: lab $NAME: $*" >&2
+	exit 1
+}
+hdie() { # hdie HOST OP MSG: a host-level failure, host named first
+	echo "$PROG: lab $NAME host $1: $2: $3" >&2
+	exit 1
+}
+usage_die() {
+	echo "$PROG: $*" >&2
+	echo "run '$PROG help' for usage" >&2
+	exit 2
+}
+now_ms() { NOW=$((${EPOCHREALTIME/[.,]/} / 1000)); }
+
+# ---------------------------------------------------------------- arguments
+NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" DIR="" DIR_SET=0
+CMD="" ARGS=()
+parse_args() {
+	local raw=0
+	while (($#)); do
+		if ((raw)); then
+			ARGS+=("$1")
+			shift
+			continue
+		fi
+		case $1 in
+		--name) (($# >= 2)) || usage_die "--name needs a value"; NAME=$2; shift 2 ;;
+		--name=*) NAME=${1#*=}; shift ;;
+		--hosts) (($# >= 2)) || usage_die "--hosts needs a value"; NHOSTS=$2; shift 2 ;;
+		--hosts=*) NHOSTS=${1#*=}; shift ;;
+		--subnet) (($# >= 2)) || usage_die "--subnet needs a value"; SUBNET=$2; shift 2 ;;
+		--subnet=*) SUBNET=${1#*=}; shift ;;
+		--cap) (($# >= 2)) || usage_die "--cap needs a value"; CAP=$2; shift 2 ;;
+		--cap=*) CAP=${1#*=}; shift ;;
+		--dir) (($# >= 2)) || usage_die "--dir needs a value"; DIR=$2; DIR_SET=1; shift 2 ;;
+		--dir=*) DIR=${1#*=}; DIR_SET=1; shift ;;
+		-h | --help) CMD=help; shift ;;
+		--) shift; raw=1 ;;
+		-*) usage_die "unknown option $1" ;;
+		*)
+			if [[ -z $CMD ]]; then CMD=$1; else ARGS+=("$1"); fi
+			shift
+			# exec HOST CMD...: everything after HOST belongs to CMD, options included
+			if [[ $CMD == exec && ${#ARGS[@]} -ge 1 ]]; then raw=1; fi
+			;;
+		esac
+	done
+}
+
+valid_rate() { [[ ${1,,} =~ ^[0-9]+(\.[0-9]+)?[kmgt]?(bit|bps)$ ]]; }
+
+check_common() {
+	[[ $NAME =~ ^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$ ]] ||
+		usage_die "bad --name '$NAME': 1-32 characters from [A-Za-z0-9_-], starting with a letter or digit"
+	# interface names must fit 15 characters: the bridge is br-TAG, host i's veth TAGv<i> (i <= 64)
+	if ((${#NAME} <= 10)); then
+		TAG=$NAME
+	else
+		TAG=${NAME:0:6}$(printf %s "$NAME" | md5sum | cut -c1-4)
+	fi
+	BR=br-$TAG
+	if ((DIR_SET)); then
+		[[ $DIR == /* ]] || usage_die "--dir must be absolute: $DIR"
+	elif [[ -f $RUNROOT/$NAME.dir ]]; then
+		read -r DIR <"$RUNROOT/$NAME.dir" || true
+	fi
+	[[ -n $DIR ]] || DIR=/tmp/gpuaccept-lab-$NAME
+	DIR=${DIR%/}
+	[[ $DIR =~ ^/[A-Za-z0-9._/+-]+$ && $DIR != */.. && $DIR != */../* && $DIR != */./* ]] ||
+		usage_die "bad lab dir '$DIR': absolute, without spaces or special characters"
+}
+
+need_root() {
+	[[ $(uname -s) == Linux ]] || { echo "$PROG: Linux only (network namespaces)" >&2; exit 1; }
+	[[ $EUID == 0 ]] || {
+		echo "$PROG: must run as root (network namespaces, bridges and mounts need it); uid is $EUID" >&2
+		exit 1
+	}
+}
+
+need_cmds() {
+	local c missing=()
+	for c in "$@"; do
+		if [[ $c == /* ]]; then [[ -x $c ]] || missing+=("$c"); else command -v "$c" >/dev/null || missing+=("$c"); fi
+	done
+	((${#missing[@]} == 0)) ||
+		die "missing commands: ${missing[*]} (apt-get install openssh-server openssh-client iproute2 util-linux)"
+}
+
+lock() { # serialize the commands that change a lab (not exec, ps, status)
+	local try
+	for ((try = 0; try < 5; try++)); do # another lab's down may rmdir RUNROOT in between
+		mkdir -p "$RUNROOT"
+		if { exec 9>"$RUNROOT/$NAME.lock"; } 2>/dev/null; then break; fi
+	done
+	((try < 5)) || die "cannot create $RUNROOT/$NAME.lock"
+	flock -w 120 9 || die "another $PROG holds $RUNROOT/$NAME.lock for more than 120 s"
+}
+
+# ---------------------------------------------------------------- lab and host lookup
+require_lab() {
+	local name addr rest
+	[[ -f $DIR/hosts.tsv ]] || die "not up ($DIR/hosts.tsv missing; run '$PROG up --name $NAME')"
+	IFS=$'\t' read -r name addr rest <"$DIR/hosts.tsv" || die "$DIR/hosts.tsv is empty"
+	SUBNET=${addr%.*}
+	NHOSTS=0
+	while read -r _; do NHOSTS=$((NHOSTS + 1)); done <"$DIR/hosts.tsv"
+}
+
+set_host() { # set_host I: the variables naming host I
+	I=$1 H=h$1 NS=$NAME-h$1 VETH=${TAG}v$1 ADDR=$SUBNET.$((10 + $1)) HD=$DIR/hosts/h$1
+}
+
+host_arg() { # host_arg ARG: set_host for h3 or 3, checked against the lab
+	local a=${1:-}
+	[[ -n $a ]] || usage_die "$CMD: which host? (h1..h$NHOSTS)"
+	a=${a#h}
+	[[ $a =~ ^[1-9][0-9]*$ ]] && ((a <= NHOSTS)) || hdie "$1" "$CMD" "no such host (the lab has h1..h$NHOSTS)"
+	set_host "$a"
+	[[ -e /run/netns/$NS ]] ||
+		hdie "$H" "$CMD" "network namespace $NS is missing (lab half torn down? run '$PROG up --name $NAME')"
+}
+
+# sshd_pid: SPID = pid of host $I's listening sshd, if it is alive and in the host's network namespace
+sshd_pid() {
+	local pid="" comm=""
+	SPID=
+	[[ -s $HD/sshd.pid ]] || return 1
+	read -r pid <"$HD/sshd.pid" || [[ -n $pid ]] || return 1
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	[[ /proc/$pid/ns/net -ef /run/netns/$NS ]] || return 1 # a zombie has no namespace links
+	{ read -r comm <"/proc/$pid/comm"; } 2>/dev/null || return 1
+	[[ $comm == sshd ]] || return 1
+	SPID=$pid
+}
+
+alive() { # alive PID: the process exists and is no zombie (a slow init may reap late)
+	local st
+	{ read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
+	st=${st##*) }
+	[[ ${st:0:1} != Z ]]
+}
+
+# ns_pids NSFILE...: PIDS = the processes whose network namespace is one of these (no forks: [[ -ef ]])
+ns_pids() {
+	local p f
+	PIDS=()
+	for p in /proc/[0-9]*; do
+		[[ $p/ns/net -ef /proc/$$/ns/net ]] && continue # the common case: the root namespace
+		for f in "$@"; do
+			if [[ $p/ns/net -ef $f ]]; then
+				PIDS+=("${p#/proc/}")
+				break
+			fi
+		done
+	done
+}
+
+# kill_ns NSFILE...: kill -9 every process in these namespaces until none is left
+kill_ns() {
+	local try
+	(($#)) || return 0
+	for ((try = 0; try < 100; try++)); do
+		ns_pids "$@"
+		((${#PIDS[@]})) || return 0
+		kill -9 "${PIDS[@]}" 2>/dev/null || true
+		sleep 0.02
+	done
+	echo "$PROG: lab $NAME: processes survive kill -9 in ${*##*/}: ${PIDS[*]}" >&2
+	return 1
+}
+
+# ---------------------------------------------------------------- the host's view: hostname and mounts
+# sh snippet that builds a host's private mount and UTS view, then runs the rest of the script;
+# positional args: HOST HOSTDIR LABDIR SHADOW, then the rest's own.
+HOSTVIEW='set -e
+hostname "$1"
+mount --bind "$2/srv" /srv
+mount --bind "$3/etc_hosts" /etc/hosts
+mount --bind "$3/home" /root
+if [ -n "$4" ]; then mount --bind "$4" /etc/shadow; fi
+shift 4
+'
+SHADOW=""
+
+LOGMARK='=== lab.sh: starting sshd'
+
+# launch_sshd: stop host $I's sshd if it runs and start a new one in the background (LPID = the launcher);
+# collect with launched
+launch_sshd() {
+	local try
+	if sshd_pid; then
+		kill -TERM "$SPID" 2>/dev/null || true
+		for ((try = 0; try < 100; try++)); do
+			alive "$SPID" || break
+			sleep 0.02
+		done
+		kill -9 "$SPID" 2>/dev/null || true
+	fi
+	rm -f "$HD/sshd.pid" "$HD/start.err"
+	printf '%s %(%F %T)T ===\n' "$LOGMARK" -1 >>"$HD/sshd.log"
+	nsenter --net="/run/netns/$NS" unshare --mount --uts --propagation private \
+		/bin/sh -c "$HOSTVIEW"'exec "$1" -f "$2/sshd_config" -E "$2/sshd.log"' \
+		sh "$H" "$HD" "$DIR" "$SHADOW" "$SSHD" "$HD" </dev/null >/dev/null 2>"$HD/start.err" 9>&- &
+	LPID=$!
+}
+
+launched() { # launched LPID: the launcher's result (sshd daemonizes, so this is quick)
+	local err="" rc=0
+	wait "$1" || rc=$?
+	((rc)) || return 0
+	if [[ -s $HD/start.err ]]; then err=$(<"$HD/start.err"); fi
+	hdie "$H" "start sshd" "$SSHD exited with status $rc${err:+: ${err//$'\n'/ }}$(sshd_log_tail)"
+}
+
+sshd_log_tail() { # the last log lines since the latest start, and where the log is
+	local line lines=() n
+	if [[ -f $HD/sshd.log ]]; then
+		while IFS= read -r line; do
+			if [[ $line == "$LOGMARK"* ]]; then lines=(); else lines+=("$line"); fi
+		done <"$HD/sshd.log"
+		n=$((${#lines[@]} > 3 ? ${#lines[@]} - 3 : 0))
+		((${#lines[@]} == 0)) || printf '; sshd.log says: %s' "${lines[*]:n}"
+	fi
+	printf ' (log: %s)' "$HD/sshd.log"
+}
+
+sshd_failed() { # sshd logged a fatal error since the latest start
+	local line bad=1
+	[[ -f $HD/sshd.log ]] || return 1
+	while IFS= read -r line; do
+		if [[ $line == "$LOGMARK"* ]]; then
+			bad=1
+		elif [[ ${line,,} == *fatal* || ${line,,} == *"cannot bind"* ]]; then
+			bad=0
+		fi
+	done <"$HD/sshd.log"
+	return $bad
+}
+
+# wait_sshd MODE IDX...: wait until each host's sshd wrote its pid file (it does so after listening) and
+# accepts TCP on port 22. MODE bridge: connect over the bridge from the root namespace (no forks); MODE local:
+# from inside the host (works while its link is cut).
+wait_sshd() {
+	local mode=$1 i deadline start pending left checked=0 conns c fd banner rt
+	shift
+	pending=("$@")
+	WHY=()
+	now_ms
+	start=$NOW deadline=$((NOW + WAIT * 1000))
+	while ((${#pending[@]})); do
+		left=() conns=()
+		now_ms
+		for i in "${pending[@]}"; do
+			set_host "$i"
+			if sshd_pid; then
+				if [[ $mode == bridge ]]; then
+					# connect to all first, read the banners after: the sshds answer in parallel
+					if { exec {fd}<>"/dev/tcp/$ADDR/22"; } 2>/dev/null; then
+						conns+=("$i:$fd")
+						continue
+					fi
+				else
+					nsenter --net="/run/netns/$NS" bash -c 'exec 3<>/dev/tcp/127.0.0.1/22; read -r -t 5 l <&3; [[ $l == SSH-* ]]' 2>/dev/null && continue
+				fi
+			elif ((NOW - start > 1000 + checked * 500)) && sshd_failed; then
+				hdie "$H" "start sshd" "sshd exited$(sshd_log_tail)"
+			fi
+			left+=("$i")
+		done
+		rt=2 # seconds for a banner; after one silent port the others get less (they had the time already)
+		for c in "${conns[@]}"; do
+			i=${c%%:*} fd=${c#*:} banner=""
+			{ read -r -t "$rt" banner <&"$fd"; } 2>/dev/null || rt=0.2
+			exec {fd}>&-
+			if [[ $banner != SSH-* ]]; then # not yet, or something else holds port 22
+				left+=("$i")
+				WHY[i]="port 22 accepts TCP but sends no SSH banner"
+			fi
+		done
+		if ((NOW - start > 1000 + checked * 500)); then checked=$((checked + 1)); fi
+		pending=("${left[@]}")
+		((${#pending[@]})) || break
+		if ((NOW > deadline)); then
+			set_host "${pending[0]}"
+			hdie "$H" "wait for sshd" "${WHY[${pending[0]}]:-$ADDR:22 does not accept TCP} after ${WAIT}s (pending: $(printf 'h%s ' "${pending[@]}"))$(sshd_log_tail)"
+		fi
+		sleep 0.03
+	done
+}
+
+# ---------------------------------------------------------------- shaping
+tbf_burst() { # bytes: 100000 (as measured in LAB.md up to 1gbit), more above 1gbit so tbf can reach the rate
+	awk -v r="${1,,}" 'BEGIN {
+		n = r + 0; u = substr(r, 1, length(r) - 3); m = (r ~ /bps$/) ? 1 : 1 / 8
+		p = substr(u, length(u), 1)
+		if (p == "k") m *= 1e3; else if (p == "m") m *= 1e6; else if (p == "g") m *= 1e9; else if (p == "t") m *= 1e12
+		b = n * m / 1250; if (b < 100000) b = 100000
+		printf "%d\n", b }'
+}
+
+shape_host() { # shape_host RATE: tbf on both directions of host $I
+	local rate=$1 burst err
+	valid_rate "$rate" || hdie "$H" cap "bad rate '$rate' (examples: 100mbit, 1gbit, 500kbit)"
+	burst=$(tbf_burst "$rate")
+	err=$(nsenter --net="/run/netns/$NS" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 20ms 2>&1) ||
+		hdie "$H" cap "tc on eth0 in $NS (host transmit): $err"
+	err=$(tc qdisc replace dev "$VETH" root tbf rate "$rate" burst "$burst" latency 20ms 2>&1) ||
+		hdie "$H" cap "tc on $VETH (host receive): $err"
+}
+
+unshape_host() {
+	local err
+	if nsenter --net="/run/netns/$NS" tc qdisc show dev eth0 root 2>/dev/null | grep -q '^qdisc tbf'; then
+		err=$(nsenter --net="/run/netns/$NS" tc qdisc del dev eth0 root 2>&1) || hdie "$H" uncap "tc on eth0 in $NS: $err"
+	fi
+	if tc qdisc show dev "$VETH" root 2>/dev/null | grep -q '^qdisc tbf'; then
+		err=$(tc qdisc del dev "$VETH" root 2>&1) || hdie "$H" uncap "tc on $VETH: $err"
+	fi
+}
+
+# ---------------------------------------------------------------- files
+write_known_hosts() { # DIR/known_hosts and DIR/home/.ssh/known_hosts from every host's current key (atomic)
+	local name addr rest typ key tmp=$DIR/.known_hosts.new
+	while IFS=$'\t' read -r name addr rest; do
+		read -r typ key rest <"$DIR/hosts/$name/ssh_host_ed25519_key.pub"
+		printf '%s,%s %s %s\n%s %s %s\n' "$name" "$addr" "$typ" "$key" "$addr" "$typ" "$key"
+	done <"$DIR/hosts.tsv" >"$tmp"
+	chmod 644 "$tmp"
+	cp "$tmp" "$DIR/home/.ssh/.known_hosts.new"
+	mv -f "$DIR/home/.ssh/.known_hosts.new" "$DIR/home/.ssh/known_hosts"
+	mv -f "$tmp" "$DIR/known_hosts"
+}
+
+write_sshd_config() {
+	printf '%s\n' \
+		"# gpuaccept lab $NAME, host $H ($ADDR)" \
+		"Port 22" \
+		"HostKey $HD/ssh_host_ed25519_key" \
+		"PidFile $HD/sshd.pid" \
+		"PermitRootLogin prohibit-password" \
+		"PubkeyAuthentication yes" \
+		"AuthorizedKeysFile .ssh/authorized_keys" \
+		"PasswordAuthentication no" \
+		"KbdInteractiveAuthentication no" \
+		"UsePAM no" \
+		"UseDNS no" \
+		"MaxStartups 200:30:400" \
+		"MaxSessions 100" \
+		"ClientAliveInterval 0" \
+		"AllowTcpForwarding yes" \
+		"PrintMotd no" \
+		"LogLevel VERBOSE" \
+		"Subsystem sftp internal-sftp" >"$HD/sshd_config"
+}
+
+# ---------------------------------------------------------------- teardown
+# shellcheck disable=SC2120 # keepdir is passed by up's EXIT trap
+teardown() { # teardown [keepdir]: keepdir leaves DIR (its logs) for a post-mortem, down removes it later
+	local keep=${1:-} f l m nsfiles=() batch=() rc=0 rest mnt mnts=()
+	for f in /run/netns/"$NAME"-h*; do
+		if [[ -e $f && ${f##*/} =~ ^${NAME}-h[0-9]+$ ]]; then nsfiles+=("$f"); fi
+	done
+	kill_ns "${nsfiles[@]}" || rc=1
+	# veths first (this also removes their peers), then the bridge and the namespaces
+	while read -r _ l rest; do
+		l=${l%:} l=${l%@*}
+		if [[ $l =~ ^${TAG}v[0-9]+$ || $l == "$BR" ]]; then batch+=("link del $l"); fi
+	done < <(ip -o link show 2>/dev/null)
+	for f in "${nsfiles[@]}"; do batch+=("netns del ${f##*/}"); done
+	if ((${#batch[@]})); then
+		printf '%s\n' "${batch[@]}" | ip -force -batch - >/dev/null 2>&1 || true
+	fi
+	# leftovers: namespace files ip could not delete, interfaces, mounts under the lab dir in this namespace
+	for f in "${nsfiles[@]}"; do
+		if [[ -e $f ]]; then
+			umount -l "$f" 2>/dev/null || true
+			rm -f "$f" 2>/dev/null || { echo "$PROG: lab $NAME: cannot remove $f" >&2; rc=1; }
+		fi
+	done
+	while read -r _ l rest; do
+		l=${l%:} l=${l%@*}
+		if [[ $l =~ ^${TAG}v[0-9]+$ || $l == "$BR" ]]; then
+			ip link del "$l" 2>/dev/null || { echo "$PROG: lab $NAME: cannot delete interface $l" >&2; rc=1; }
+		fi
+	done < <(ip -o link show 2>/dev/null)
+	while read -r _ mnt rest; do
+		if [[ $mnt == "$DIR" || $mnt == "$DIR"/* || $mnt =~ ^/run/netns/${NAME}-h[0-9]+$ ]]; then mnts=("$mnt" "${mnts[@]}"); fi
+	done </proc/mounts
+	for m in "${mnts[@]}"; do
+		umount -l "$m" 2>/dev/null || { echo "$PROG: lab $NAME: cannot unmount $m" >&2; rc=1; }
+	done
+	[[ -z $keep ]] || return $rc
+	if [[ -d $DIR ]]; then
+		if [[ -f $DIR/.gpuaccept-lab ]] || [[ -z $(ls -A "$DIR") ]]; then
+			rm -rf --one-file-system "$DIR" || rc=1
+		else
+			echo "$PROG: lab $NAME: not removing $DIR: no .gpuaccept-lab marker in it (not a lab dir?)" >&2
+			rc=1
+		fi
+	fi
+	rm -f "$RUNROOT/$NAME.dir"
+	return $rc
+}
+
+# ---------------------------------------------------------------- commands
+cmd_up() {
+	local i o1 o2 o3 conflict p pids=() lpids=() batch=() err dirs=() newdir
+	((${#ARGS[@]} == 0)) || usage_die "up takes no arguments (got: ${ARGS[*]})"
+	[[ $NHOSTS =~ ^[0-9]+$ ]] && ((NHOSTS >= 1 && NHOSTS <= MAXHOSTS)) ||
+		usage_die "--hosts must be 1..$MAXHOSTS, got '$NHOSTS'"
+	IFS=. read -r o1 o2 o3 <<<"$SUBNET"
+	[[ $SUBNET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] && ((10#$o1 <= 255 && 10#$o2 <= 255 && 10#$o3 <= 255)) ||
+		usage_die "--subnet must be three octets like 10.231.0, got '$SUBNET'"
+	[[ -z $CAP ]] || valid_rate "$CAP" || usage_die "bad --cap '$CAP' (examples: 100mbit, 1gbit)"
+	need_cmds ip nsenter unshare flock ssh-keygen "$SSHD" ${CAP:+tc}
+	lock
+	# from here on a failure tears down what was built (teardown is idempotent and spares foreign dirs)
+	trap 'rc=$?; if ((rc != 0)); then
+		echo "$PROG: lab $NAME: up failed; tore it down, kept $DIR (logs) until $PROG down --name $NAME" >&2
+		teardown keepdir >/dev/null 2>&1 || true
+	fi' EXIT
+	# tear down a previous lab of this name (also when it lived in another dir)
+	if [[ -f $RUNROOT/$NAME.dir ]]; then
+		newdir=$DIR
+		read -r DIR <"$RUNROOT/$NAME.dir" || true
+		if [[ -n $DIR && $DIR != "$newdir" ]]; then teardown || die "cannot tear down the previous lab (dir $DIR)"; fi
+		DIR=$newdir
+	fi
+	teardown || die "cannot tear down the previous lab of this name"
+	conflict=$(ip -o -4 addr show 2>/dev/null | awk -v p="$SUBNET." '{ split($4, a, "/"); if (index(a[1], p) == 1) print $2 }' | head -n 1)
+	[[ -z $conflict ]] || die "subnet $SUBNET.0/24 is already used by interface $conflict (another lab? pick --subnet)"
+	[[ -z $(ip -4 route show "$SUBNET.0/24" 2>/dev/null) ]] || die "a route to $SUBNET.0/24 exists already (pick --subnet)"
+	if [[ -e $DIR ]] && [[ -n $(ls -A "$DIR" 2>/dev/null) ]]; then
+		die "$DIR exists and is not empty; remove it or pick --dir"
+	fi
+
+	mkdir -p "$DIR" "$RUNROOT"
+	: >"$DIR/.gpuaccept-lab"
+	echo "$DIR" >"$RUNROOT/$NAME.dir"
+	chmod 755 "$DIR"
+	for ((i = 1; i <= NHOSTS; i++)); do dirs+=("$DIR/hosts/h$i/srv"); done
+	mkdir -p /run/sshd /srv "$DIR/home/.ssh" "${dirs[@]}"
+	chmod 700 "$DIR/home" "$DIR/home/.ssh"
+
+	# keys: the lab-wide identity (also the coordinator's) and one host key per host, made in parallel
+	ssh-keygen -q -t ed25519 -N '' -C "gpuaccept-lab-$NAME" -f "$DIR/home/.ssh/id_ed25519" &
+	pids+=($!)
+	for ((i = 1; i <= NHOSTS; i++)); do
+		ssh-keygen -q -t ed25519 -N '' -C "h$i.$NAME" -f "$DIR/hosts/h$i/ssh_host_ed25519_key" &
+		pids+=($!)
+	done
+
+	# sshd without PAM refuses a locked root account ("!" in /etc/shadow): the hosts get an unlocked copy
+	if awk -F: '$1 == "root" && $2 ~ /^!/ { found = 1 } END { exit !found }' /etc/shadow 2>/dev/null; then
+		awk -F: -v OFS=: '$1 == "root" { $2 = "*" } { print }' /etc/shadow >"$DIR/shadow"
+		chmod --reference=/etc/shadow "$DIR/shadow"
+		chown --reference=/etc/shadow "$DIR/shadow"
+		SHADOW=$DIR/shadow
+	fi
+	printf '%s\n' \
+		"# gpuaccept lab $NAME: every host reaches every other host as root, by name or address" \
+		"Host *" \
+		"    User root" \
+		"    IdentityFile ~/.ssh/id_ed25519" \
+		"    IdentitiesOnly yes" \
+		"    UserKnownHostsFile ~/.ssh/known_hosts" \
+		"    GlobalKnownHostsFile /dev/null" \
+		"    StrictHostKeyChecking yes" \
+		"    BatchMode yes" \
+		"    ConnectTimeout 10" \
+		"    KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org" >"$DIR/home/.ssh/config"
+	chmod 600 "$DIR/home/.ssh/config"
+	: >"$DIR/home/.hushlogin"
+	{
+		printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
+		for ((i = 1; i <= NHOSTS; i++)); do printf '%s\th%d\n' "$SUBNET.$((10 + i))" "$i"; done
+	} >"$DIR/etc_hosts"
+	chmod 644 "$DIR/etc_hosts"
+
+	# the network, in one ip batch: the bridge (the coordinator's address on it is SUBNET.1), namespaces, veths
+	batch=("link add $BR type bridge" "addr add $SUBNET.1/24 dev $BR" "link set $BR up")
+	: >"$DIR/hosts.tsv"
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		batch+=("netns add $NS" "link add $VETH type veth peer name eth0 netns $NS" "link set $VETH master $BR up")
+		printf '%s\t%s\t%s\t%s\n' "$H" "$ADDR" "$NS" "$VETH" >>"$DIR/hosts.tsv"
+		write_sshd_config
+	done
+	err=$(printf '%s\n' "${batch[@]}" | ip -batch - 2>&1) || die "creating the network failed: ${err//$'\n'/ }"
+	# inside each namespace, one ip batch per host, in parallel
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		printf 'addr add %s/24 dev eth0\nlink set lo up\nlink set eth0 up\n' "$ADDR" |
+			ip -n "$NS" -batch - 2>"$HD/start.err" &
+		lpids+=($!)
+	done
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		wait "${lpids[i - 1]}" || hdie "$H" up "configuring eth0 in $NS failed: $(<"$HD/start.err")"
+	done
+	for p in "${pids[@]}"; do wait "$p" || die "ssh-keygen failed"; done
+	cp "$DIR/home/.ssh/id_ed25519.pub" "$DIR/home/.ssh/authorized_keys"
+	chmod 600 "$DIR/home/.ssh/authorized_keys"
+	cp -p "$DIR/home/.ssh/id_ed25519" "$DIR/client_ed25519"
+	cp -p "$DIR/home/.ssh/id_ed25519.pub" "$DIR/client_ed25519.pub"
+	write_known_hosts
+	if [[ -n $CAP ]]; then
+		for ((i = 1; i <= NHOSTS; i++)); do set_host "$i"; shape_host "$CAP"; done
+	fi
+	local names="" addrs=""
+	for ((i = 1; i <= NHOSTS; i++)); do names+=" h$i" addrs+=" $SUBNET.$((10 + i))"; done
+	{
+		# values single-quoted and free of quotes: sourceable by sh and bash, easy to parse
+		printf "LAB_NAME='%s'\nLAB_DIR='%s'\nLAB_HOSTS='%s'\nLAB_SUBNET='%s'\n" "$NAME" "$DIR" "$NHOSTS" "$SUBNET"
+		printf "LAB_KEY='%s'\nLAB_KNOWN_HOSTS='%s'\n" "$DIR/client_ed25519" "$DIR/known_hosts"
+		printf "LAB_HOSTNAMES='%s'\nLAB_ADDRS='%s'\n" "${names# }" "${addrs# }"
+		printf "LAB_BRIDGE='%s'\nLAB_GATEWAY='%s'\nLAB_CAP='%s'\n" "$BR" "$SUBNET.1" "$CAP"
+		printf 'export LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS LAB_HOSTNAMES LAB_ADDRS LAB_BRIDGE LAB_GATEWAY LAB_CAP\n'
+	} >"$DIR/env"
+
+	# the sshds, launched in parallel, then waited for over the bridge
+	lpids=()
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		launch_sshd
+		lpids+=("$LPID")
+	done
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		launched "${lpids[i - 1]}"
+	done
+	local all=()
+	for ((i = 1; i <= NHOSTS; i++)); do all+=("$i"); done
+	wait_sshd bridge "${all[@]}"
+	trap - EXIT
+	if [[ -r /proc/sys/net/bridge/bridge-nf-call-iptables && $(</proc/sys/net/bridge/bridge-nf-call-iptables) == 1 ]] &&
+		command -v iptables >/dev/null && iptables -S FORWARD 2>/dev/null | grep -q '^-P FORWARD DROP'; then
+		echo "$PROG: lab $NAME: warning: br_netfilter is on and the FORWARD policy is DROP: host-to-host traffic may be dropped" >&2
+	fi
+	echo "lab $NAME: $NHOSTS hosts up on $BR ($SUBNET.0/24), dir $DIR"
+}
+
+cmd_down() {
+	((${#ARGS[@]} == 0)) || usage_die "down takes no arguments (got: ${ARGS[*]})"
+	lock
+	teardown || die "teardown incomplete (see above)"
+	rm -f "$RUNROOT/$NAME.lock"
+	rmdir "$RUNROOT" 2>/dev/null || true
+}
+
+one_host() { # the command takes exactly HOST
+	((${#ARGS[@]} == 1)) || usage_die "usage: $PROG $CMD [--name NAME] HOST"
+	require_lab
+	host_arg "${ARGS[0]}"
+}
+
+shadow_of_lab() { [[ ! -f $DIR/shadow ]] || SHADOW=$DIR/shadow; }
+
+cmd_kill() {
+	one_host
+	lock
+	kill_ns "/run/netns/$NS" || hdie "$H" kill "processes survive kill -9"
+	rm -f "$HD/sshd.pid"
+}
+
+cmd_start() {
+	one_host
+	lock
+	shadow_of_lab
+	launch_sshd
+	launched "$LPID"
+	wait_sshd local "$I"
+}
+
+cmd_cut() {
+	local err
+	one_host
+	lock
+	err=$(ip link set "$VETH" down 2>&1) || hdie "$H" cut "ip link set $VETH down: $err"
+}
+
+cmd_restore() {
+	local err
+	one_host
+	lock
+	err=$(ip link set "$VETH" up 2>&1) || hdie "$H" restore "ip link set $VETH up: $err"
+}
+
+cmd_cap() {
+	((${#ARGS[@]} == 2)) || usage_die "usage: $PROG cap [--name NAME] HOST RATE"
+	require_lab
+	host_arg "${ARGS[0]}"
+	need_cmds tc
+	lock
+	shape_host "${ARGS[1]}"
+}
+
+cmd_uncap() {
+	one_host
+	need_cmds tc
+	lock
+	unshape_host
+}
+
+cmd_ps() {
+	local list
+	one_host
+	ns_pids "/run/netns/$NS"
+	if ((${#PIDS[@]} == 0)); then
+		ps -o pid,ppid,pgid,args -p $$ | head -n 1
+	else
+		list=${PIDS[*]}
+		ps -o pid,ppid,pgid,args -p "${list// /,}" || true
+	fi
+}
+
+cmd_rekey() {
+	local err
+	one_host
+	lock
+	shadow_of_lab
+	rm -f "$HD/ssh_host_ed25519_key" "$HD/ssh_host_ed25519_key.pub"
+	err=$(ssh-keygen -q -t ed25519 -N '' -C "$H.$NAME" -f "$HD/ssh_host_ed25519_key" 2>&1) ||
+		hdie "$H" rekey "ssh-keygen: $err"
+	write_known_hosts
+	launch_sshd
+	launched "$LPID"
+	wait_sshd local "$I"
+}
+
+cmd_exec() {
+	((${#ARGS[@]} >= 2)) || usage_die "usage: $PROG exec [--name NAME] HOST CMD [ARG...]"
+	require_lab
+	host_arg "${ARGS[0]}"
+	[[ ${ARGS[1]} != -- ]] || ARGS=("${ARGS[0]}" "${ARGS[@]:2}")
+	((${#ARGS[@]} >= 2)) || usage_die "usage: $PROG exec [--name NAME] HOST [--] CMD [ARG...]"
+	if sshd_pid; then
+		# join the live host: its sshd's network, mount and UTS namespaces (what an ssh session sees)
+		exec nsenter --target "$SPID" --net --mount --uts -- env -C /root HOME=/root "${ARGS[@]:1}" 9>&-
+	fi
+	# the host's sshd is down (killed): build the same view afresh
+	shadow_of_lab
+	exec nsenter --net="/run/netns/$NS" unshare --mount --uts --propagation private \
+		/bin/sh -c "$HOSTVIEW"'cd /root; HOME=/root; export HOME; exec "$@"' \
+		sh "$H" "$HD" "$DIR" "$SHADOW" "${ARGS[@]:1}" 9>&-
+}
+
+cmd_status() {
+	local name addr ns veth l flags rest cap sshd tcp link
+	declare -A up=()
+	((${#ARGS[@]} == 0)) || usage_die "status takes no arguments"
+	require_lab
+	while read -r _ l flags rest; do
+		l=${l%:} l=${l%@*}
+		if [[ $flags == *[\<,]UP[,\>]* ]]; then up[$l]=1; fi
+	done < <(ip -o link show 2>/dev/null)
+	printf '%-4s %-15s %-5s %-5s %-6s %s\n' HOST ADDR SSHD LINK PORT22 CAP
+	while IFS=$'\t' read -r name addr ns veth; do
+		set_host "${name#h}"
+		if [[ ! -e /run/netns/$ns ]]; then
+			printf '%-4s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" gone - - -
+			continue
+		fi
+		sshd=down tcp=- link=cut
+		[[ -z ${up[$veth]:-} ]] || link=up
+		if sshd_pid; then
+			sshd=up
+			if nsenter --net="/run/netns/$ns" timeout 2 bash -c ': 3<>/dev/tcp/127.0.0.1/22' 2>/dev/null; then tcp=open; else tcp=closed; fi
+		fi
+		cap=$(tc qdisc show dev "$veth" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
+		printf '%-4s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" "$sshd" "$link" "$tcp" "${cap:--}"
+	done <"$DIR/hosts.tsv"
+}
+
+main() {
+	parse_args "$@"
+	case $CMD in
+	help) usage; exit 0 ;;
+	"") usage; exit 2 ;;
+	up | down | status | kill | start | cut | restore | cap | uncap | ps | rekey | exec) ;;
+	*) usage_die "unknown command '$CMD'" ;;
+	esac
+	need_root
+	check_common
+	"cmd_$CMD"
+}
+
+main "$@"
