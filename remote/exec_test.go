@@ -21,6 +21,12 @@ func TestRunOutputAndExitStatus(t *testing.T) {
 	if err != nil || string(out) != "hello\n" {
 		t.Fatalf("Output = %q, %v", out, err)
 	}
+	// The guard adds nothing to either stream.
+	var so, se bytes.Buffer
+	if err := c.Run(ctx, Cmd{Command: "echo out; echo err >&2", Stdout: &so, Stderr: &se}); err != nil ||
+		so.String() != "out\n" || se.String() != "err\n" {
+		t.Fatalf("streams %q %q, %v", so.String(), se.String(), err)
+	}
 
 	err = c.Run(ctx, Cmd{Command: "echo about to fail >&2; exit 3"})
 	var ee *ExitError

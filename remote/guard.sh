@@ -82,6 +82,9 @@ control() {
 exec 4<&0
 control <&4 >/dev/null 2>&1 &
 ctl=$!
+# Untracked, so bash never reports its end ("Terminated") on the
+# command's stderr.
+disown "$ctl"
 exec 4<&-
 
 # wait returns early when a trapped signal arrives; keep waiting for the
@@ -104,9 +107,16 @@ if groupalive; then
   kill -KILL -- "-$pid" 2>/dev/null
 fi
 # The control subshell and whatever it runs (a sleep, a head) end with us.
-pkill -P "$ctl" 2>/dev/null
+# Its children are read from /proc without a fork where the kernel offers
+# the list; usually there are none.
+kids=
+if [ -r "/proc/$ctl/task/$ctl/children" ]; then
+  read -r kids <"/proc/$ctl/task/$ctl/children"
+else
+  kids=$(pgrep -P "$ctl" 2>/dev/null)
+fi
+[ -n "$kids" ] && kill $kids 2>/dev/null
 kill "$ctl" 2>/dev/null
-wait "$ctl" 2>/dev/null
 [ -n "$dir" ] && rm -rf "$dir"
 
 # A command killed by a signal makes the guard die by the same signal, so

@@ -30,7 +30,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GPUACCEPT_HELPER_COORDINATOR") != "" {
 		os.Exit(m.Run()) // a child coordinator, see TestCoordinatorDeath
 	}
-	if ok, why := lab.Supported(); !ok {
+	if why, err := lab.TestSkip(); err != nil {
+		fmt.Fprintf(os.Stderr, "root on Linux, yet the lab cannot run: %v\n", err)
+		os.Exit(1)
+	} else if why != "" {
 		skipWhy = why
 		os.Exit(m.Run())
 	}

@@ -96,6 +96,21 @@ func Supported() (ok bool, why string) {
 	return true, ""
 }
 
+// TestSkip decides for a test suite: a reason to skip when this machine is
+// not root on Linux (a developer's laptop), or an error when it is but the
+// lab still cannot run (a missing package): there the tests must fail, not
+// quietly skip, or CI would pass without proving anything.
+func TestSkip() (skip string, err error) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		_, why := Supported()
+		return why, nil
+	}
+	if ok, why := Supported(); !ok {
+		return "", errors.New(why)
+	}
+	return "", nil
+}
+
 func effectiveCaps() (uint64, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {

@@ -37,7 +37,9 @@ func sshTo(ctx context.Context, l *lab.Lab, knownHosts string, connectTimeout in
 }
 
 func TestLab(t *testing.T) {
-	if ok, why := lab.Supported(); !ok {
+	if why, err := lab.TestSkip(); err != nil {
+		t.Fatalf("root on Linux, yet the lab cannot run: %v", err)
+	} else if why != "" {
 		t.Skipf("lab not supported here: %s (run as root on Linux: sudo go test ./scripts/lab/)", why)
 	}
 	if _, err := exec.LookPath("ssh"); err != nil {
