@@ -85,16 +85,16 @@ func newFleet(t *testing.T, n int, tweak ...func(*sshtest.Options)) *fleet {
 func (f *fleet) config(i int) Config {
 	s := f.servers[i]
 	return Config{
-		Name:              "node-" + string(rune('a'+i)),
-		Host:              s.Host(),
-		Port:              s.Port(),
-		User:              "tester",
-		IdentityFiles:     []string{f.keyFile},
-		SSHConfig:         "none",
-		HostKeys:          f.hostKeys,
-		ConnectTimeout:    2 * time.Second,
-		HandshakeTimeout:  10 * time.Second,
-		SessionTimeout:    2 * time.Second,
+		Name:             "node-" + string(rune('a'+i)),
+		Host:             s.Host(),
+		Port:             s.Port(),
+		User:             "tester",
+		IdentityFiles:    []string{f.keyFile},
+		SSHConfig:        "none",
+		HostKeys:         f.hostKeys,
+		ConnectTimeout:   2 * time.Second,
+		HandshakeTimeout: 10 * time.Second,
+		SessionTimeout:   2 * time.Second,
 		// Relaxed enough for a loaded 2-core machine under -race; the
 		// keepalive tests tighten it.
 		KeepaliveInterval: 500 * time.Millisecond,

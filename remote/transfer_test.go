@@ -178,3 +178,37 @@ func TestUploadCancelled(t *testing.T) {
 		t.Fatal("a cancelled upload succeeded")
 	}
 }
+
+func TestInterruptedUploadResumes(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	data := randomFile(t, src, "blob", 5*resumeBlock)
+	ctx, cancel := contextWithCancel(t)
+	_, err := c.Upload(ctx, filepath.Join(src, "blob"), filepath.Join(f.dir, "blob"), TransferOptions{
+		Progress: func(done, _ int64) {
+			if done >= 3*resumeBlock {
+				cancel() // the coordinator is interrupted mid-transfer
+			}
+		},
+	})
+	if err == nil {
+		t.Fatal("interrupted upload reported success")
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "blob")); !os.IsNotExist(err) {
+		t.Fatal("an interrupted upload left a target behind")
+	}
+	res, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(f.dir, "blob"), TransferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In-flight writes may leave holes near where it stopped; everything
+	// before them is kept.
+	if res.Resumed < resumeBlock {
+		t.Fatalf("resumed only %d bytes after %d were sent", res.Resumed, 3*resumeBlock)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.dir, "blob")); !bytes.Equal(got, data) {
+		t.Fatal("resumed upload is not the file")
+	}
+	t.Logf("resumed from %d MiB of %d", res.Resumed>>20, len(data)>>20)
+}

@@ -242,7 +242,9 @@ func TestCancelLeavesNoProcessOnTheNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	// A pipeline and a background child: the whole group must go.
-	go func() { done <- c.Run(ctx, remote.Cmd{Command: cmd + " & " + cmd + " | cat; wait", Grace: 2 * time.Second}) }()
+	go func() {
+		done <- c.Run(ctx, remote.Cmd{Command: cmd + " & " + cmd + " | cat; wait", Grace: 2 * time.Second})
+	}()
 	eventually(t, 5*time.Second, "sleep started", func() bool { return leftovers(t, l, host, pattern) != "" })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

@@ -248,9 +248,12 @@ func (s *Server) serveSFTP(ch ssh.Channel) {
 	if s.opts.Dir != "" {
 		opts = append(opts, sftp.WithServerWorkingDirectory(s.opts.Dir))
 	}
-	var rw io.ReadWriteCloser = ch
+	// pkg/sftp's server may still be sending replies after Serve returns;
+	// x/crypto's channel does not allow a Write concurrent with CloseWrite.
+	lc := &lockedChannel{Channel: ch}
+	var rw io.ReadWriteCloser = lc
 	if s.opts.CorruptSFTPWrites {
-		rw = &corruptor{Channel: ch}
+		rw = &corruptor{Channel: lc}
 	}
 	server, err := sftp.NewServer(rw, opts...)
 	if err != nil {
@@ -264,7 +267,7 @@ func (s *Server) serveSFTP(ch ssh.Channel) {
 		status = 1
 	}
 	// sshd reports the exit of its sftp-server child like any other.
-	ch.CloseWrite()
+	lc.CloseWrite()
 	ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
 	ch.Close()
 }
@@ -305,4 +308,22 @@ func (s *Server) KillChildren() {
 	for _, c := range list {
 		<-c.done
 	}
+}
+
+// lockedChannel serializes writes with CloseWrite.
+type lockedChannel struct {
+	ssh.Channel
+	mu sync.Mutex
+}
+
+func (c *lockedChannel) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Channel.Write(p)
+}
+
+func (c *lockedChannel) CloseWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Channel.CloseWrite()
 }
