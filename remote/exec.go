@@ -167,42 +167,18 @@ func (c *Client) exitError(command string, err error, stderrTail string) error {
 	return c.connectionError(shorten(command, 60), err)
 }
 
-// newSession opens a channel under a deadline: OpenSSH can sit on a
-// channel-open forever when MaxSessions is reached (golang/go#26643).
+// newSession opens a channel under the session deadline.
 func (c *Client) newSession(ctx context.Context) (*ssh.Session, error) {
-	type result struct {
-		s   *ssh.Session
-		err error
+	s, err := openBounded(ctx, c.cfg.SessionTimeout, c.conn.NewSession, func(s *ssh.Session) { s.Close() })
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(err, errOpenTimeout):
+		return nil, &TimeoutError{Node: c.cfg.Name, Step: "open session (is sshd's MaxSessions reached?)", After: c.cfg.SessionTimeout}
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%s: open session: %w", c.cfg.Name, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		s, err := c.conn.NewSession()
-		ch <- result{s, err}
-	}()
-	timer := time.NewTimer(c.cfg.SessionTimeout)
-	defer timer.Stop()
-	abandon := func() {
-		// A late session is closed as soon as it arrives; the goroutine ends
-		// at the latest when the connection does.
-		go func() {
-			if r := <-ch; r.s != nil {
-				r.s.Close()
-			}
-		}()
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, c.connectionError("open session", r.err)
-		}
-		return r.s, nil
-	case <-timer.C:
-		abandon()
-		return nil, &TimeoutError{Node: c.cfg.Name, Step: "open session (is MaxSessions reached?)", After: c.cfg.SessionTimeout}
-	case <-ctx.Done():
-		abandon()
-		return nil, fmt.Errorf("%s: open session: %w", c.cfg.Name, ctx.Err())
-	}
+	return nil, c.connectionError("open session", err)
 }
 
 // guardedCommand is the line sshd hands to the login shell.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +267,10 @@ func TestSessionOpenIsBounded(t *testing.T) {
 	var te *TimeoutError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "open session") {
 		t.Fatalf("want open-session TimeoutError, got %v", err)
+	}
+	_, err = c.Download(t.Context(), "/etc/hostname", filepath.Join(t.TempDir(), "x"), TransferOptions{})
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "open sftp session") || !strings.HasPrefix(err.Error(), "node-a: ") {
+		t.Fatalf("want open-sftp TimeoutError, got %v", err)
 	}
 }
 

@@ -358,41 +358,19 @@ func (c *Client) sftpClient(ctx context.Context, o TransferOptions) (*sftp.Clien
 	if err := c.lostErr(); err != nil {
 		return nil, nil, err
 	}
-	type result struct {
-		sc  *sftp.Client
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		sc, err := sftp.NewClient(c.conn,
+	sc, err := openBounded(ctx, c.cfg.SessionTimeout, func() (*sftp.Client, error) {
+		return sftp.NewClient(c.conn,
 			sftp.UseConcurrentWrites(true),
 			sftp.UseConcurrentReads(true),
 			sftp.MaxConcurrentRequestsPerFile(inFlight(o)))
-		ch <- result{sc, err}
-	}()
-	timer := time.NewTimer(c.cfg.SessionTimeout)
-	defer timer.Stop()
-	var sc *sftp.Client
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, nil, c.connectionError("open sftp", r.err)
-		}
-		sc = r.sc
-	case <-timer.C:
-		go func() {
-			if r := <-ch; r.sc != nil {
-				r.sc.Close()
-			}
-		}()
+	}, func(sc *sftp.Client) { sc.Close() })
+	switch {
+	case errors.Is(err, errOpenTimeout):
 		return nil, nil, &TimeoutError{Node: c.cfg.Name, Step: "open sftp session", After: c.cfg.SessionTimeout}
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.sc != nil {
-				r.sc.Close()
-			}
-		}()
-		return nil, nil, fmt.Errorf("%s: open sftp: %w", c.cfg.Name, ctx.Err())
+	case err != nil && ctx.Err() != nil:
+		return nil, nil, fmt.Errorf("%s: open sftp: %w", c.cfg.Name, err)
+	case err != nil:
+		return nil, nil, c.connectionError("open sftp", err)
 	}
 	stop := make(chan struct{})
 	watched := make(chan struct{})
