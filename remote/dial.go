@@ -273,6 +273,10 @@ func (c *Client) lose(reason string, err error) {
 	c.closeHops()
 }
 
+// Lost reports whether the connection went away underneath the client
+// (as opposed to being closed by it).
+func (c *Client) Lost() bool { return c.lost.Load() != nil }
+
 // lostErr is the reason the connection is gone, or nil if it was closed
 // on purpose or is still up.
 func (c *Client) lostErr() error {

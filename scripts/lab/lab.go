@@ -398,3 +398,9 @@ func privateDir(dir string) (string, error) {
 	}
 	return dir, nil
 }
+
+// BinDir is the host's own /usr/local/bin, seen from the coordinator: what
+// is put there is on that host's PATH only (GPU tool stand-ins, say).
+func (l *Lab) BinDir(host string) string {
+	return filepath.Join(l.Dir, "hosts", l.Host(host).Name, "bin")
+}

@@ -24,7 +24,8 @@
 #
 # Files written by up, for the coordinator: DIR/client_ed25519(.pub), DIR/known_hosts, DIR/hosts.tsv
 # (name TAB addr TAB netns TAB veth), DIR/env (LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS ...).
-# Per host: DIR/hosts/hI/{sshd_config,ssh_host_ed25519_key,sshd.log,sshd.pid,srv/}; DIR/home is every host's
+# Per host: DIR/hosts/hI/{sshd_config,ssh_host_ed25519_key,sshd.log,sshd.pid,srv/,bin/}; bin/ is the host's own
+# /usr/local/bin (where tests install GPU tool stand-ins per host); DIR/home is every host's
 # /root, DIR/etc_hosts every host's /etc/hosts. Environment: LAB_WAIT (seconds to wait for sshd, default 20),
 # LAB_SSHD (the sshd binary, default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
 set -euo pipefail
@@ -218,6 +219,7 @@ kill_ns() {
 HOSTVIEW='set -e
 hostname "$1"
 mount --bind "$2/srv" /srv
+mount --bind "$2/bin" /usr/local/bin
 mount --bind "$3/etc_hosts" /etc/hosts
 mount --bind "$3/home" /root
 if [ -n "$4" ]; then mount --bind "$4" /etc/shadow; fi
@@ -481,7 +483,7 @@ cmd_up() {
 	: >"$DIR/.gpuaccept-lab"
 	echo "$DIR" >"$RUNROOT/$NAME.dir"
 	chmod 755 "$DIR"
-	for ((i = 1; i <= NHOSTS; i++)); do dirs+=("$DIR/hosts/h$i/srv"); done
+	for ((i = 1; i <= NHOSTS; i++)); do dirs+=("$DIR/hosts/h$i/srv" "$DIR/hosts/h$i/bin"); done
 	mkdir -p /run/sshd /srv "$DIR/home/.ssh" "${dirs[@]}"
 	chmod 700 "$DIR/home" "$DIR/home/.ssh"
 

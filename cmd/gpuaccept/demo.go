@@ -1,0 +1,128 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"gpuaccept/inventories"
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/remote/sshtest"
+	"gpuaccept/scripts/standins"
+)
+
+// demoProfiles: three healthy nodes and one whose GPU diagnostic fails, so
+// the demo shows a rejection and the evidence behind it.
+var demoProfiles = []string{"h100", "h100", "h100", "h100-diag-fail"}
+
+func newDemoCmd() *cobra.Command {
+	var f windowFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a whole window on simulated nodes (no root, no network)",
+		Long: `Run the acceptance window against four simulated nodes: in-process SSH servers on
+loopback whose nvidia-smi, dcgmi and ibstat answer with genuine outputs of real machines.
+One node's GPU diagnostic fails, so the window is NOT accepted and gpuaccept exits 1, as it
+would on real nodes. Every report it writes is marked SIMULATED.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			work, err := os.MkdirTemp("", "gpuaccept-demo-")
+			if err != nil {
+				return exitWith(exitCouldNotRun, err)
+			}
+			defer os.RemoveAll(work)
+			inv, servers, err := demoNodes(work)
+			defer func() {
+				for _, s := range servers {
+					s.Close()
+				}
+			}()
+			if err != nil {
+				return exitWith(exitCouldNotRun, fmt.Errorf("demo: %w", err))
+			}
+			o := f.options(cmd)
+			o.Progress.Line("demo: %d simulated nodes on loopback; %s has a failing GPU diagnostic", len(servers), inv.Nodes[len(inv.Nodes)-1].Name)
+			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
+			return finish(cmd, rec, dir, err, f.output)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// demoNodes starts one SSH server per node of the embedded demo inventory,
+// each with its own home and its own stand-in GPU tools on PATH, and points
+// the inventory at them.
+func demoNodes(work string) (*inventory.Inventory, []*sshtest.Server, error) {
+	inv, err := inventory.Parse("demo.yaml (embedded)", inventories.Demo)
+	if err != nil {
+		return nil, nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, keyFile, err := demoKey(work)
+	if err != nil {
+		return nil, nil, err
+	}
+	var servers []*sshtest.Server
+	for i := range inv.Nodes {
+		n := &inv.Nodes[i]
+		home := filepath.Join(work, n.Name)
+		bin := filepath.Join(home, "bin")
+		if err := standins.Install(bin, demoProfiles[i%len(demoProfiles)], []string{exe, "standin"}); err != nil {
+			return nil, servers, err
+		}
+		s, err := sshtest.Start(sshtest.Options{
+			AuthorizedKeys: []ssh.PublicKey{pub},
+			Dir:            home,
+			Env:            []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home},
+			Name:           n.Name,
+		})
+		if err != nil {
+			return nil, servers, err
+		}
+		servers = append(servers, s)
+		n.Address, n.Port = s.Host(), s.Port()
+	}
+	knownHosts := filepath.Join(work, "known_hosts")
+	if err := sshtest.WriteKnownHosts(knownHosts, servers...); err != nil {
+		return nil, servers, err
+	}
+	inv.SSH.IdentityFiles = []string{keyFile}
+	inv.SSH.KnownHosts = []string{knownHosts}
+	inv.SSH.AcceptNew = false
+	inv.SSH.Agent = false
+	inv.SSH.Config = "none"
+	inv.Simulated = true
+	return inv, servers, nil
+}
+
+func demoKey(work string) (ssh.PublicKey, string, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "gpuaccept demo")
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(work, "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, "", err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	return sshPub, path, err
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/remote"
+)
+
+func newExecCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "exec INVENTORY -- COMMAND...",
+		Short: "Run a command on every node at once; identical outputs grouped",
+		Long: `Run a shell command on every node of the inventory at once. Outputs are collated per
+node, and nodes whose output is identical are shown together (as dshbak -c does), then the
+exit status of every node. Exit 0 when every node exited 0, 1 when any did not, 3 when a node
+could not be reached.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return exitWith(exitBadInput, fmt.Errorf("usage: gpuaccept exec INVENTORY -- COMMAND..."))
+			}
+			inv, err := inventory.Load(args[0])
+			if err != nil {
+				return err
+			}
+			return execAll(contextOf(cmd), cmd.OutOrStdout(), inv, strings.Join(args[1:], " "))
+		},
+	}
+	return cmd
+}
+
+type nodeOutput struct {
+	name   string
+	output string
+	status string
+	code   int // 0 ok, 1 command failed, 3 unreachable
+}
+
+func execAll(ctx context.Context, out io.Writer, inv *inventory.Inventory, command string) error {
+	hk, err := remote.NewHostKeys(remote.HostKeyOptions{Files: inv.SSH.KnownHosts, AcceptNew: inv.SSH.AcceptNew})
+	if err != nil {
+		return exitWith(exitBadInput, err)
+	}
+	results := remote.Each(ctx, len(inv.Nodes), remote.FanOut{Limit: inv.SSH.Concurrency},
+		func(ctx context.Context, i int) (nodeOutput, error) {
+			n := inv.Nodes[i]
+			o := nodeOutput{name: n.Name}
+			c, err := remote.Dial(ctx, orchestrator.NodeConfig(inv, n, hk))
+			if err != nil {
+				o.status, o.code = "unreachable: "+err.Error(), exitCouldNotRun
+				return o, nil
+			}
+			defer c.Close()
+			var buf lockedBuffer
+			err = c.Run(ctx, remote.Cmd{Command: command, Stdout: &buf, Stderr: &buf})
+			o.output = buf.String()
+			switch e := err.(type) {
+			case nil:
+				o.status = "exit 0"
+			case *remote.ExitError:
+				o.code = exitNotAccepted
+				if e.Signal != "" {
+					o.status = "killed by signal " + e.Signal
+				} else {
+					o.status = "exit " + strconv.Itoa(e.Status)
+				}
+			default:
+				o.status, o.code = err.Error(), exitCouldNotRun
+			}
+			return o, nil
+		})
+	outs := make([]nodeOutput, len(results))
+	for i, r := range results {
+		outs[i] = r.Value
+		if r.Err != nil {
+			outs[i] = nodeOutput{name: inv.Nodes[i].Name, status: r.Err.Error(), code: exitCouldNotRun}
+		}
+	}
+	writeCollated(out, outs)
+	code := exitAccepted
+	for _, o := range outs {
+		code = max(code, o.code)
+	}
+	if ctx.Err() != nil {
+		code = exitInterrupted
+	}
+	return exitWith(code, nil)
+}
+
+// writeCollated prints each distinct output once, under the names of the
+// nodes that produced it, then every node's status grouped the same way.
+func writeCollated(w io.Writer, outs []nodeOutput) {
+	for _, g := range group(outs, func(o nodeOutput) string { return o.output }) {
+		if g.key == "" {
+			continue
+		}
+		bar := strings.Repeat("-", 16)
+		fmt.Fprintf(w, "%s\n%s\n%s\n%s", bar, compressNames(g.names), bar, g.key)
+		if !strings.HasSuffix(g.key, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w, strings.Repeat("=", 16))
+	for _, g := range group(outs, func(o nodeOutput) string { return o.status }) {
+		fmt.Fprintf(w, "%s: %s\n", compressNames(g.names), g.key)
+	}
+}
+
+type outGroup struct {
+	key   string
+	names []string
+}
+
+func group(outs []nodeOutput, key func(nodeOutput) string) []outGroup {
+	var groups []outGroup
+	idx := map[string]int{}
+	for _, o := range outs {
+		k := key(o)
+		i, ok := idx[k]
+		if !ok {
+			i = len(groups)
+			idx[k] = i
+			groups = append(groups, outGroup{key: k})
+		}
+		groups[i].names = append(groups[i].names, o.name)
+	}
+	return groups
+}
+
+var numbered = regexp.MustCompile(`^(.*?)(\d+)$`)
+
+// compressNames writes gpu-01,gpu-02,gpu-03,gpu-07 as gpu-[01-03,07], as
+// dshbak -c does; names without a number are listed as they are.
+func compressNames(names []string) string {
+	type num struct {
+		text string
+		n    int
+	}
+	byPrefix := map[string][]num{}
+	var prefixes, plain []string
+	for _, name := range names {
+		m := numbered.FindStringSubmatch(name)
+		if m == nil {
+			plain = append(plain, name)
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		if _, ok := byPrefix[m[1]]; !ok {
+			prefixes = append(prefixes, m[1])
+		}
+		byPrefix[m[1]] = append(byPrefix[m[1]], num{m[2], n})
+	}
+	var parts []string
+	for _, p := range prefixes {
+		nums := byPrefix[p]
+		if len(nums) == 1 {
+			parts = append(parts, p+nums[0].text)
+			continue
+		}
+		sort.Slice(nums, func(i, j int) bool { return nums[i].n < nums[j].n })
+		var ranges []string
+		for i := 0; i < len(nums); {
+			j := i
+			for j+1 < len(nums) && nums[j+1].n == nums[j].n+1 && len(nums[j+1].text) == len(nums[i].text) {
+				j++
+			}
+			if j > i {
+				ranges = append(ranges, nums[i].text+"-"+nums[j].text)
+			} else {
+				ranges = append(ranges, nums[i].text)
+			}
+			i = j + 1
+		}
+		parts = append(parts, p+"["+strings.Join(ranges, ",")+"]")
+	}
+	return strings.Join(append(parts, plain...), ",")
+}
+
+// lockedBuffer collects stdout and stderr in arrival order.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"gpuaccept/orchestrator/parse"
+)
+
+func newParseCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "parse TOOL FILE",
+		Short: "Parse a tool's saved output and print it as JSON",
+		Long:  "Parse saved output of a GPU tool and print the result as JSON. Exit 0 when parsed, 2 when the file is not that tool's output.",
+	}
+	add := func(tool, short string, fn func(string) (any, error)) {
+		cmd.AddCommand(&cobra.Command{
+			Use:   tool + " FILE",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				data, err := os.ReadFile(args[0])
+				if err != nil {
+					return exitWith(exitBadInput, err)
+				}
+				v, err := fn(string(data))
+				if err != nil {
+					if errors.Is(err, parse.ErrNotRecognized) {
+						return exitWith(exitBadInput, fmt.Errorf("%s: not %s output: %w", args[0], tool, err))
+					}
+					return exitWith(exitBadInput, fmt.Errorf("%s: %w", args[0], err))
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(v)
+			},
+		})
+	}
+	add("dcgmi", "dcgmi diag output (text tables or -j JSON)", func(s string) (any, error) { return parse.DCGMDiag(s) })
+	add("nvidia-smi-q", "nvidia-smi -q", func(s string) (any, error) { return parse.NvidiaSmiQ(s) })
+	add("nvidia-smi-L", "nvidia-smi -L", func(s string) (any, error) { return parse.NvidiaSmiList(s) })
+	add("nvidia-smi-topo", "nvidia-smi topo -m", func(s string) (any, error) { return parse.NvidiaSmiTopo(s) })
+	add("ibstat", "ibstat", func(s string) (any, error) { return parse.IBStat(s) })
+	return cmd
+}

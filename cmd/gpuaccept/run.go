@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/reports"
+)
+
+// windowFlags are shared by run and demo.
+type windowFlags struct {
+	runsDir string
+	strict  bool
+	output  string
+}
+
+func (f *windowFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.runsDir, "runs-dir", "reports/runs", "where run directories are made")
+	cmd.Flags().BoolVar(&f.strict, "strict", false, "abort the window when a node fails a gating phase, instead of quarantining it")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "what to print on stdout: text (the summary) or json (run.json)")
+}
+
+func (f *windowFlags) validate() error {
+	if f.output != "text" && f.output != "json" {
+		return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text or json", f.output))
+	}
+	return nil
+}
+
+func newRunCmd() *cobra.Command {
+	var f windowFlags
+	var resume string
+	cmd := &cobra.Command{
+		Use:   "run INVENTORY | run --resume DIR",
+		Short: "Run the acceptance window over the inventory's nodes",
+		Long: `Run the acceptance window: connect, preflight, diagnostics, teardown, in lockstep over
+every node. Progress goes to stderr; the summary (or run.json with -o json) to stdout; the
+evidence bundle to --runs-dir/<run-id>/.
+
+--resume DIR continues a window whose coordinator died: phases the journal records as done
+are not run again.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if resume != "" && len(args) > 0 {
+				return fmt.Errorf("give either INVENTORY or --resume DIR, not both")
+			}
+			if resume == "" && len(args) != 1 {
+				return fmt.Errorf("run needs one INVENTORY (or --resume DIR)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			o := f.options(cmd)
+			if resume != "" {
+				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, inventory.Load, phases.All(), o)
+				return finish(cmd, rec, dir, err, f.output)
+			}
+			inv, err := inventory.Load(args[0])
+			if err != nil {
+				return err
+			}
+			rec, dir, err := orchestrator.Start(cmd.Context(), inv, phases.All(), o)
+			return finish(cmd, rec, dir, err, f.output)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&resume, "resume", "", "continue the window in this run directory")
+	return cmd
+}
+
+func (f *windowFlags) options(cmd *cobra.Command) orchestrator.Options {
+	stderr := cmd.ErrOrStderr()
+	return orchestrator.Options{
+		RunsDir:  f.runsDir,
+		Strict:   f.strict,
+		Progress: orchestrator.NewProgress(stderr, isTerminal(stderr)),
+		Tool:     version,
+	}
+}
+
+// finish writes the bundle, prints the result and picks the exit code.
+func finish(cmd *cobra.Command, rec *record.Run, dir string, runErr error, output string) error {
+	if rec == nil {
+		return exitWith(exitCouldNotRun, runErr)
+	}
+	if err := reports.WriteBundle(dir, rec); err != nil {
+		return exitWith(exitCouldNotRun, fmt.Errorf("write evidence to %s: %w", dir, err))
+	}
+	out := cmd.OutOrStdout()
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rec); err != nil {
+			return exitWith(exitCouldNotRun, err)
+		}
+	} else if err := reports.Summary(out, rec, isTerminal(out)); err != nil {
+		return exitWith(exitCouldNotRun, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "evidence: %s\n", dir)
+	if runErr != nil {
+		return exitWith(exitCouldNotRun, runErr)
+	}
+	return exitWith(exitCode(rec), nil)
+}
+
+// exitCode maps a finished window onto DESIGN.md's codes.
+func exitCode(rec *record.Run) int {
+	switch {
+	case rec.Interrupted:
+		return exitInterrupted
+	case rec.Aborted != "":
+		return exitCouldNotRun
+	case !anyConnected(rec):
+		return exitCouldNotRun
+	case !rec.Accepted():
+		return exitNotAccepted
+	}
+	return exitAccepted
+}
+
+func anyConnected(rec *record.Run) bool {
+	for _, p := range rec.Phases {
+		if p.Phase == "connect" && p.Outcome == record.OK {
+			return true
+		}
+	}
+	return false
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// contextOf is the command's context, never nil.
+func contextOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}

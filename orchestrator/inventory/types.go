@@ -1,0 +1,123 @@
+// Package inventory reads an acceptance window's inventory: the nodes, how
+// to reach them, the provider's quote, the acceptance thresholds and the
+// phases to run. Load is strict: an unknown key, a wrong type or a bad
+// value is an error naming the file, the key path and the line.
+package inventory
+
+import "time"
+
+// Inventory is one window's input, as loaded and validated.
+type Inventory struct {
+	// Path is the file it was read from; Digest its sha256 (hex), kept in
+	// the evidence so a report names exactly what it was run against.
+	Path   string `mapstructure:"-" json:"path"`
+	Digest string `mapstructure:"-" json:"digest"`
+
+	Provider string `mapstructure:"provider" json:"provider"`
+	Region   string `mapstructure:"region" json:"region"`
+	Window   string `mapstructure:"window" json:"window"` // a label, e.g. "vendor-a-2026-11-trial"
+	// Simulated marks a window on stand-in hosts (the lab, the demo); every
+	// report made from it says SIMULATED.
+	Simulated bool `mapstructure:"simulated" json:"simulated"`
+
+	SSH        SSH        `mapstructure:"ssh" json:"ssh"`
+	Nodes      []Node     `mapstructure:"nodes" json:"nodes"`
+	Image      Image      `mapstructure:"image" json:"image"`
+	Quote      Quote      `mapstructure:"quote" json:"quote"`
+	Acceptance Acceptance `mapstructure:"acceptance" json:"acceptance"`
+	Phases     Phases     `mapstructure:"phases" json:"phases"`
+}
+
+// SSH holds the defaults for every node.
+type SSH struct {
+	User          string   `mapstructure:"user" json:"user"`
+	IdentityFiles []string `mapstructure:"identity_files" json:"identity_files"`
+	Agent         bool     `mapstructure:"agent" json:"agent"`
+	KnownHosts    []string `mapstructure:"known_hosts" json:"known_hosts"`
+	AcceptNew     bool     `mapstructure:"accept_new" json:"accept_new"`
+	Jump          []string `mapstructure:"jump" json:"jump"`
+	Config        string   `mapstructure:"config" json:"config"` // ssh_config file; "none" to ignore ~/.ssh/config
+	Concurrency   int      `mapstructure:"concurrency" json:"concurrency"`
+
+	ConnectTimeout    time.Duration `mapstructure:"connect_timeout" json:"connect_timeout"`
+	HandshakeTimeout  time.Duration `mapstructure:"handshake_timeout" json:"handshake_timeout"`
+	SessionTimeout    time.Duration `mapstructure:"session_timeout" json:"session_timeout"`
+	KeepaliveInterval time.Duration `mapstructure:"keepalive_interval" json:"keepalive_interval"`
+	KeepaliveMisses   int           `mapstructure:"keepalive_misses" json:"keepalive_misses"`
+}
+
+// Node is one rented machine. Empty fields take the SSH defaults.
+type Node struct {
+	Name    string            `mapstructure:"name" json:"name"`
+	Address string            `mapstructure:"address" json:"address"`
+	Port    int               `mapstructure:"port" json:"port"`
+	User    string            `mapstructure:"user" json:"user"`
+	Labels  map[string]string `mapstructure:"labels" json:"labels"`
+}
+
+// Image is the pinned container image the window runs.
+type Image struct {
+	Reference string `mapstructure:"reference" json:"reference"` // repo[:tag]@sha256:<64 hex>
+	Runtime   string `mapstructure:"runtime" json:"runtime"`     // docker | podman | enroot
+}
+
+// Quote is what the provider promised. Zero means "not stated": the
+// criterion is then SKIP, and quote lint warns.
+type Quote struct {
+	GPUModel      string  `mapstructure:"gpu_model" json:"gpu_model"` // as nvidia-smi names it, e.g. "NVIDIA H100 80GB HBM3"
+	GPUsPerNode   int     `mapstructure:"gpus_per_node" json:"gpus_per_node"`
+	GPUMemoryGiB  float64 `mapstructure:"gpu_memory_gib" json:"gpu_memory_gib"`
+	FormFactor    string  `mapstructure:"form_factor" json:"form_factor"` // SXM | PCIe
+	Fabric        string  `mapstructure:"fabric" json:"fabric"`           // infiniband | roce | ethernet | efa ...
+	NICsPerNode   int     `mapstructure:"nics_per_node" json:"nics_per_node"`
+	NICGbps       float64 `mapstructure:"nic_gbps" json:"nic_gbps"`
+	IntraBusBWGBs float64 `mapstructure:"intra_busbw_gbs" json:"intra_busbw_gbs"` // all-reduce busbw inside a node, GB/s
+	InterBusBWGBs float64 `mapstructure:"inter_busbw_gbs" json:"inter_busbw_gbs"` // across nodes, GB/s
+	BusBWSize     Bytes   `mapstructure:"busbw_size" json:"busbw_size"`           // message size the busbw applies to
+	StagingGBs    float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
+	CheckpointGBs float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
+	PricePerGPUHr float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
+	Currency      string  `mapstructure:"currency" json:"currency"`
+	Billing       string  `mapstructure:"billing_granularity" json:"billing_granularity"` // e.g. "1m", "1h"
+	Driver        string  `mapstructure:"driver" json:"driver"`                           // driver version promised, if any
+	CUDA          string  `mapstructure:"cuda" json:"cuda"`
+}
+
+// Acceptance says how close to the quote is close enough.
+type Acceptance struct {
+	// Tolerance is the fraction of a quoted figure that still passes
+	// (0.9: 90% of the quoted busbw passes). Default 0.9.
+	Tolerance float64 `mapstructure:"tolerance" json:"tolerance"`
+	// Thresholds override Tolerance per requirement ID (e.g. "NCCL-002": 0.85).
+	Thresholds map[string]float64 `mapstructure:"thresholds" json:"thresholds"`
+	// Strict aborts the window when a node fails a gating phase instead of
+	// quarantining it.
+	Strict bool `mapstructure:"strict" json:"strict"`
+}
+
+// Phases says which phases run and with what parameters.
+type Phases struct {
+	Preflight Toggle `mapstructure:"preflight" json:"preflight"`
+	Diag      Diag   `mapstructure:"diag" json:"diag"`
+	// Deadline bounds each phase on each node unless the phase sets its own.
+	Deadline time.Duration `mapstructure:"deadline" json:"deadline"`
+}
+
+// Toggle is a phase that only needs switching on or off (default on).
+type Toggle struct {
+	Enabled *bool         `mapstructure:"enabled" json:"enabled"`
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// Diag configures dcgmi diag.
+type Diag struct {
+	Enabled *bool         `mapstructure:"enabled" json:"enabled"`
+	Level   int           `mapstructure:"level" json:"level"` // 1..4 (dcgmi diag -r); default 1
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// On reports whether an optional switch is on; nil means the default, on.
+func On(b *bool) bool { return b == nil || *b }
+
+// Bytes is a size given as "1GiB", "512MiB", "8G" or a plain number of bytes.
+type Bytes int64

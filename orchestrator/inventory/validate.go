@@ -1,0 +1,398 @@
+package inventory
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults filled in when the inventory leaves a key out. A key written
+// with a value is never defaulted: port: 0 is an error, not port 22.
+const (
+	DefaultTolerance   = 0.9
+	DefaultDiagLevel   = 1
+	DefaultConcurrency = 32
+	DefaultPort        = 22
+	DefaultKnownHosts  = "~/.ssh/known_hosts"
+)
+
+// validator checks a decoded inventory and fills its defaults. Problems
+// go to the collector, which places them in the file.
+type validator struct {
+	inv *Inventory
+	c   *collector
+	// dir is the inventory's directory: relative paths in it are relative
+	// to the file, not to wherever gpuaccept was started.
+	dir string
+}
+
+func validate(inv *Inventory, c *collector, dir string) {
+	v := &validator{inv: inv, c: c, dir: dir}
+	v.top()
+	v.ssh()
+	v.nodes()
+	v.image()
+	v.quote()
+	v.acceptance()
+	v.phases()
+}
+
+// given reports whether the file or the environment sets key.
+func (v *validator) given(key string) bool {
+	_, fromEnv := v.c.env[key]
+	return fromEnv || v.c.idx.given(key)
+}
+
+// problem records a problem with key unless key already has one (a type
+// error, say): one mistake, one message.
+func (v *validator) problem(key, format string, args ...any) {
+	if !v.c.blocked(key) {
+		v.c.addf(key, format, args...)
+	}
+}
+
+func (v *validator) top() {
+	if strings.TrimSpace(v.inv.Provider) == "" {
+		v.problem("provider", "required: who rents out the nodes, e.g. %q", "vendor-a")
+	}
+}
+
+func (v *validator) ssh() {
+	s := &v.inv.SSH
+	if !v.given("ssh.concurrency") {
+		s.Concurrency = DefaultConcurrency
+	} else if s.Concurrency < 0 {
+		v.problem("ssh.concurrency", "must be 0 (no limit) or more, got %d", s.Concurrency)
+	}
+	v.nonNegativeDuration("ssh.connect_timeout", s.ConnectTimeout)
+	v.nonNegativeDuration("ssh.handshake_timeout", s.HandshakeTimeout)
+	v.nonNegativeDuration("ssh.session_timeout", s.SessionTimeout)
+	v.nonNegativeDuration("ssh.keepalive_interval", s.KeepaliveInterval)
+	v.nonNegativeInt("ssh.keepalive_misses", s.KeepaliveMisses)
+	for i := range s.IdentityFiles {
+		s.IdentityFiles[i] = v.path(fmt.Sprintf("ssh.identity_files[%d]", i), s.IdentityFiles[i])
+	}
+	if len(s.KnownHosts) == 0 {
+		s.KnownHosts = []string{v.path("ssh.known_hosts", DefaultKnownHosts)}
+	} else {
+		for i := range s.KnownHosts {
+			s.KnownHosts[i] = v.path(fmt.Sprintf("ssh.known_hosts[%d]", i), s.KnownHosts[i])
+		}
+	}
+	if s.Config != "" && !strings.EqualFold(s.Config, "none") {
+		s.Config = v.path("ssh.config", s.Config)
+	}
+	for i, hop := range s.Jump {
+		if msg := checkHop(hop); msg != "" {
+			v.problem(fmt.Sprintf("ssh.jump[%d]", i), "%s", msg)
+		}
+	}
+}
+
+// path expands ~ and resolves a relative path against the inventory's
+// directory. The file need not exist yet: the dial step says so, per node.
+func (v *validator) path(key, p string) string {
+	if strings.TrimSpace(p) == "" {
+		v.problem(key, "empty path")
+		return p
+	}
+	expanded, err := expandHome(p)
+	if err != nil {
+		v.problem(key, "%v", err)
+		return p
+	}
+	if !filepath.IsAbs(expanded) {
+		expanded = filepath.Join(v.dir, expanded)
+	}
+	return expanded
+}
+
+func expandHome(p string) (string, error) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		if strings.HasPrefix(p, "~") {
+			return "", fmt.Errorf("%q: ~user is not supported; write the full path", short(p))
+		}
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot expand ~ in %q: %v", short(p), err)
+	}
+	return filepath.Join(home, p[1:]), nil
+}
+
+// checkHop reads a ProxyJump hop as the remote package will:
+// [user@]host[:port], one hop per list entry.
+func checkHop(hop string) string {
+	bad := func(why string) string {
+		return fmt.Sprintf("expected [user@]host[:port], got %q: %s", short(hop), why)
+	}
+	h := strings.TrimPrefix(hop, "ssh://")
+	switch {
+	case strings.TrimSpace(h) == "":
+		return bad("empty")
+	case strings.Contains(h, ","):
+		return bad("one hop per list entry, in order")
+	case strings.ContainsAny(h, " \t"):
+		return bad("contains whitespace")
+	}
+	if i := strings.LastIndex(h, "@"); i >= 0 {
+		if i == 0 {
+			return bad("no user before @")
+		}
+		h = h[i+1:]
+	}
+	host := h
+	if hh, p, err := net.SplitHostPort(h); err == nil {
+		host = hh
+		if port, err := strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+			return bad("port must be 1..65535")
+		}
+	}
+	if host == "" {
+		return bad("no host")
+	}
+	return ""
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func (v *validator) nodes() {
+	if len(v.inv.Nodes) == 0 {
+		v.problem("nodes", "at least one node is required")
+		return
+	}
+	names := map[string]int{}
+	for i := range v.inv.Nodes {
+		v.node(i, names)
+	}
+	v.users()
+	v.duplicateEndpoints()
+}
+
+func (v *validator) node(i int, names map[string]int) {
+	n := &v.inv.Nodes[i]
+	key := fmt.Sprintf("nodes[%d]", i)
+	switch {
+	case n.Name == "":
+		v.problem(key+".name", "required: a short unique name such as gpu-01, used in reports and file names")
+	case !dnsLabel.MatchString(n.Name):
+		v.problem(key+".name", "%q is not a DNS label: use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit", short(n.Name))
+	default:
+		if j, dup := names[n.Name]; dup {
+			v.problem(key+".name", "duplicate name: nodes[%d] is also called %q", j, n.Name)
+		} else {
+			names[n.Name] = i
+		}
+	}
+	if msg := checkAddress(n.Address); msg != "" {
+		v.problem(key+".address", "%s", msg)
+	}
+	if !v.given(key + ".port") {
+		n.Port = DefaultPort
+	} else if n.Port < 1 || n.Port > 65535 {
+		v.problem(key+".port", "must be 1..65535, got %d", n.Port)
+	}
+}
+
+// checkAddress accepts what ssh would: an IP address, a host name or an
+// ssh_config alias; the usual slips (a port or a user in it) are named.
+func checkAddress(a string) string {
+	switch {
+	case a == "":
+		return "required: the node's IP address or host name"
+	case strings.ContainsAny(a, " \t\r\n"):
+		return fmt.Sprintf("%q contains whitespace", short(a))
+	case strings.Contains(a, "@"):
+		return fmt.Sprintf("%q: give the user in user, not in the address", short(a))
+	case strings.HasPrefix(a, "["):
+		return fmt.Sprintf("%q: write an IPv6 address without brackets", short(a))
+	case strings.Contains(a, "/"):
+		return fmt.Sprintf("%q is not an IP address or host name", short(a))
+	}
+	if host, port, err := net.SplitHostPort(a); err == nil {
+		return fmt.Sprintf("%q: give the port in port (address: %s, port: %s)", short(a), host, port)
+	}
+	return ""
+}
+
+// users fills each node's user from ssh.user, or says who has none.
+func (v *validator) users() {
+	nodes := v.inv.Nodes
+	var missing []int
+	for i := range nodes {
+		if nodes[i].User == "" {
+			if v.inv.SSH.User != "" {
+				nodes[i].User = v.inv.SSH.User
+				continue
+			}
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if len(missing) == len(nodes) {
+		v.problem("ssh.user", "required: set ssh.user, or user on every node")
+		return
+	}
+	for _, i := range missing {
+		v.problem(fmt.Sprintf("nodes[%d].user", i), "required: ssh.user is not set, so every node needs a user")
+	}
+}
+
+// duplicateEndpoints flags two nodes that are one machine: the window
+// would count its GPUs twice.
+func (v *validator) duplicateEndpoints() {
+	seen := map[string]int{}
+	for i, n := range v.inv.Nodes {
+		key := fmt.Sprintf("nodes[%d]", i)
+		if checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
+			continue
+		}
+		ep := net.JoinHostPort(strings.ToLower(n.Address), strconv.Itoa(n.Port))
+		if j, dup := seen[ep]; dup {
+			v.problem(key+".address", "%s is also nodes[%d] (%q): each node needs its own address and port", ep, j, v.inv.Nodes[j].Name)
+			continue
+		}
+		seen[ep] = i
+	}
+}
+
+var pinnedImage = regexp.MustCompile(`^[^\s@]+@sha256:[0-9a-f]{64}$`)
+
+func (v *validator) image() {
+	im := &v.inv.Image
+	if im.Reference != "" && !pinnedImage.MatchString(im.Reference) {
+		v.problem("image.reference", "%s", imageMessage(im.Reference))
+	}
+	if im.Runtime != "" {
+		switch rt := strings.ToLower(im.Runtime); rt {
+		case "docker", "podman", "enroot":
+			im.Runtime = rt
+		default:
+			v.problem("image.runtime", "must be docker, podman or enroot, got %q", short(im.Runtime))
+		}
+	}
+}
+
+// imageMessage explains why a reference is not pinned. A tag can be moved
+// to another image between two runs; only a digest names one image.
+func imageMessage(ref string) string {
+	name, digest, pinned := strings.Cut(ref, "@")
+	switch {
+	case !pinned:
+		return fmt.Sprintf("%q is not pinned: a tag can be moved to another image; pin it by digest as NAME@sha256:<64 hex digits> (docker buildx imagetools inspect %s prints it)",
+			short(ref), short(ref))
+	case strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t"):
+		return fmt.Sprintf("%q: expected NAME[:TAG]@sha256:<64 hex digits>", short(ref))
+	}
+	if hex, ok := strings.CutPrefix(digest, "sha256:"); ok {
+		return fmt.Sprintf("bad digest: expected sha256: and 64 lowercase hex digits, got %d characters %q", len(hex), short(hex))
+	}
+	return fmt.Sprintf("bad digest %q: expected sha256: and 64 lowercase hex digits", short(digest))
+}
+
+var currencyCode = regexp.MustCompile(`^[A-Za-z]{3}$`)
+
+func (v *validator) quote() {
+	q := &v.inv.Quote
+	v.nonNegativeInt("quote.gpus_per_node", q.GPUsPerNode)
+	v.nonNegativeInt("quote.nics_per_node", q.NICsPerNode)
+	v.nonNegativeNumber("quote.gpu_memory_gib", q.GPUMemoryGiB)
+	v.nonNegativeNumber("quote.nic_gbps", q.NICGbps)
+	v.nonNegativeNumber("quote.intra_busbw_gbs", q.IntraBusBWGBs)
+	v.nonNegativeNumber("quote.inter_busbw_gbs", q.InterBusBWGBs)
+	v.nonNegativeNumber("quote.staging_gbs", q.StagingGBs)
+	v.nonNegativeNumber("quote.checkpoint_gbs", q.CheckpointGBs)
+	v.nonNegativeNumber("quote.price_per_gpu_hour", q.PricePerGPUHr)
+	if q.BusBWSize < 0 {
+		v.problem("quote.busbw_size", "must not be negative, got %d", q.BusBWSize)
+	}
+	switch {
+	case q.FormFactor == "":
+	case strings.EqualFold(q.FormFactor, "SXM"):
+		q.FormFactor = "SXM"
+	case strings.EqualFold(q.FormFactor, "PCIe"):
+		q.FormFactor = "PCIe"
+	default:
+		v.problem("quote.form_factor", "must be SXM or PCIe, got %q", short(q.FormFactor))
+	}
+	if q.Currency != "" {
+		if currencyCode.MatchString(q.Currency) {
+			q.Currency = strings.ToUpper(q.Currency)
+		} else {
+			v.problem("quote.currency", "expected an ISO 4217 code such as USD or EUR, got %q", short(q.Currency))
+		}
+	}
+	if q.Billing != "" {
+		if d, err := time.ParseDuration(q.Billing); err != nil || d <= 0 {
+			v.problem("quote.billing_granularity", "expected the billing step as a duration such as \"1s\", \"1m\" or \"1h\", got %q", short(q.Billing))
+		}
+	}
+}
+
+var requirementID = regexp.MustCompile(`^[A-Z]+-[0-9]+$`)
+
+func (v *validator) acceptance() {
+	a := &v.inv.Acceptance
+	if !v.given("acceptance.tolerance") {
+		a.Tolerance = DefaultTolerance
+	} else {
+		v.fraction("acceptance.tolerance", a.Tolerance)
+	}
+	for id, f := range a.Thresholds {
+		key := "acceptance.thresholds." + id
+		if !requirementID.MatchString(id) {
+			v.problem(key, "not a requirement ID: expected LETTERS-DIGITS such as NCCL-002")
+			continue
+		}
+		v.fraction(key, f)
+	}
+}
+
+// fraction checks a share of a quoted figure: 0.9 passes at 90%.
+func (v *validator) fraction(key string, f float64) {
+	if !(f > 0 && f <= 1) {
+		v.problem(key, "must be more than 0 and at most 1 (a fraction of the quoted figure: 0.9 passes at 90%%), got %v", f)
+	}
+}
+
+func (v *validator) phases() {
+	p := &v.inv.Phases
+	v.nonNegativeDuration("phases.deadline", p.Deadline)
+	v.nonNegativeDuration("phases.preflight.timeout", p.Preflight.Timeout)
+	v.nonNegativeDuration("phases.diag.timeout", p.Diag.Timeout)
+	if !v.given("phases.diag.level") {
+		p.Diag.Level = DefaultDiagLevel
+	} else if p.Diag.Level < 1 || p.Diag.Level > 4 {
+		v.problem("phases.diag.level", "must be 1..4 (dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended), got %d", p.Diag.Level)
+	}
+}
+
+func (v *validator) nonNegativeInt(key string, n int) {
+	if n < 0 {
+		v.problem(key, "must not be negative, got %d", n)
+	}
+}
+
+func (v *validator) nonNegativeNumber(key string, f float64) {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		v.problem(key, "must be a finite number, got %v", f)
+	case f < 0:
+		v.problem(key, "must not be negative, got %v", f)
+	}
+}
+
+func (v *validator) nonNegativeDuration(key string, d time.Duration) {
+	if d < 0 {
+		v.problem(key, "must not be negative, got %v", d)
+	}
+}

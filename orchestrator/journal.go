@@ -1,0 +1,170 @@
+package orchestrator
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// JournalFile is the journal's name in the run directory.
+const JournalFile = "journal.jsonl"
+
+// entry is one journal line. The journal is the window's memory: each line
+// is on disk (fsync) before the window moves on, so a coordinator that
+// dies loses at most the phase it was in.
+type entry struct {
+	Type string    `json:"type"` // start | result | done | quarantine | resume | end
+	At   time.Time `json:"at"`
+
+	Run    *record.Run         `json:"run,omitempty"`    // start: the header (no phases yet)
+	Result *record.PhaseResult `json:"result,omitempty"` // result
+	Phase  string              `json:"phase,omitempty"`  // done, quarantine
+	Node   string              `json:"node,omitempty"`   // quarantine
+	Reason string              `json:"reason,omitempty"` // quarantine, end
+}
+
+type journal struct {
+	f *os.File
+}
+
+func createJournal(dir string) (*journal, error) {
+	f, err := os.OpenFile(filepath.Join(dir, JournalFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return &journal{f: f}, nil
+}
+
+// appendJournal reopens a journal to continue it, first cutting off a line
+// torn by a crash (everything after the last whole entry, at size).
+func appendJournal(dir string, size int64) (*journal, error) {
+	path := filepath.Join(dir, JournalFile)
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	// A whole last entry may lack only its newline.
+	newline := size > st.Size()
+	if err := os.Truncate(path, min(size, st.Size())); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if newline {
+		if _, err := f.Write([]byte("\n")); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+	}
+	return &journal{f: f}, nil
+}
+
+func (j *journal) write(e entry) error {
+	e.At = time.Now().UTC()
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("journal: fsync: %w", err)
+	}
+	return nil
+}
+
+func (j *journal) close() error { return j.f.Close() }
+
+// replayed is what a journal says about a window so far.
+type replayed struct {
+	run        *record.Run
+	done       map[string]bool
+	quarantine []entry
+	ended      bool
+	size       int64 // bytes of whole entries
+}
+
+// readJournal rebuilds a window from its journal. A torn last line (the
+// coordinator died mid-write) is ignored; a bad line elsewhere is an error
+// naming it.
+func readJournal(dir string) (*replayed, error) {
+	path := filepath.Join(dir, JournalFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	defer f.Close()
+	r := &replayed{done: map[string]bool{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var lines [][]byte
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("resume: %s: %w", path, err)
+	}
+	for i, line := range lines {
+		var e entry
+		if err := json.Unmarshal(line, &e); err != nil {
+			if i == len(lines)-1 {
+				break // torn by a crash mid-write: the phase will run again
+			}
+			return nil, fmt.Errorf("resume: %s:%d: %w", path, i+1, err)
+		}
+		r.size += int64(len(line)) + 1
+		switch e.Type {
+		case "start":
+			r.run = e.Run
+		case "result":
+			if r.run == nil || e.Result == nil {
+				return nil, fmt.Errorf("resume: %s:%d: result before start", path, i+1)
+			}
+			r.run.Phases = append(r.run.Phases, *e.Result)
+		case "done":
+			r.done[e.Phase] = true
+		case "quarantine":
+			r.quarantine = append(r.quarantine, e)
+		case "resume":
+			if r.run != nil {
+				r.run.Resumed = append(r.run.Resumed, e.At)
+			}
+		case "end":
+			r.ended = true
+		}
+	}
+	if r.run == nil {
+		return nil, errors.New("resume: " + path + ": no start record")
+	}
+	return r, nil
+}
+
+// keep drops what phases that must run again left behind: results and
+// quarantines of unfinished phases (they run again in full, so a phase's
+// results always come from one attempt) and of phases that always re-run.
+func (r *replayed) keep(rerun func(phase string) bool) {
+	keep := func(phase string) bool { return r.done[phase] && !rerun(phase) }
+	kept := r.run.Phases[:0]
+	for _, p := range r.run.Phases {
+		if keep(p.Phase) {
+			kept = append(kept, p)
+		}
+	}
+	r.run.Phases = kept
+	var q []entry
+	for _, e := range r.quarantine {
+		if keep(e.Phase) {
+			q = append(q, e)
+		}
+	}
+	r.quarantine = q
+}

@@ -1,0 +1,403 @@
+package labtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
+	"gpuaccept/scripts/lab"
+	"gpuaccept/scripts/standins"
+)
+
+// nodeSetup says what each lab host's GPU tools answer, and how slowly.
+type nodeSetup struct {
+	profile  string
+	slowSMI  time.Duration // nvidia-smi waits this long first
+	slowDiag time.Duration // dcgmi diag waits this long first
+}
+
+// prepare installs the stand-ins on every host and writes the inventory.
+func prepare(t *testing.T, l *lab.Lab, nodes map[string]nodeSetup) string {
+	t.Helper()
+	for _, h := range l.Hosts {
+		s, ok := nodes[h.Name]
+		if !ok {
+			s = nodeSetup{profile: "h100"}
+		}
+		bin := l.BinDir(h.Name)
+		entries, _ := os.ReadDir(bin)
+		for _, e := range entries {
+			os.Remove(filepath.Join(bin, e.Name()))
+		}
+		if err := standins.Install(bin, s.profile, []string{binary, "standin"}); err != nil {
+			t.Fatal(err)
+		}
+		// A slow tool is the genuine stand-in behind a sleep, so a test can
+		// act while a phase is in flight.
+		slow := func(tool, when string, d time.Duration) {
+			if d == 0 {
+				return
+			}
+			script := fmt.Sprintf("#!/bin/sh\ncase \"$1\" in %s) sleep %g;; esac\nexec %s standin --profile %s %s \"$@\"\n",
+				when, d.Seconds(), remote.Quote(binary), s.profile, tool)
+			if err := os.WriteFile(filepath.Join(bin, tool), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		slow("nvidia-smi", "*", s.slowSMI)
+		slow("dcgmi", "diag", s.slowDiag)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `provider: lab
+region: local
+window: labtest
+simulated: true
+ssh:
+  user: root
+  identity_files: [%s]
+  known_hosts: [%s]
+  config: none
+  keepalive_interval: 1s
+  keepalive_misses: 3
+nodes:
+`, l.ClientKey, l.KnownHosts)
+	for _, h := range l.Hosts {
+		fmt.Fprintf(&b, "  - name: %s\n    address: %s\n", h.Name, h.Addr)
+	}
+	b.WriteString(`quote:
+  gpu_model: NVIDIA H100 80GB HBM3
+  gpus_per_node: 8
+  gpu_memory_gib: 80
+  form_factor: SXM
+acceptance:
+  tolerance: 0.9
+phases:
+  diag:
+    level: 1
+`)
+	path := filepath.Join(t.TempDir(), "lab.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func gpuaccept(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("gpuaccept %v: %v", args, err)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+}
+
+// runDir is the one run directory under runs.
+func runDir(t *testing.T, runs string) string {
+	t.Helper()
+	entries, err := os.ReadDir(runs)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("want one run directory in %s, got %v (%v)", runs, entries, err)
+	}
+	return filepath.Join(runs, entries[0].Name())
+}
+
+func readRun(t *testing.T, dir string) *record.Run {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r record.Run
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func verdict(r *record.Run, id, node string) record.Verdict {
+	for _, v := range r.Verdicts {
+		if v.ID == id && v.Node == node {
+			return v
+		}
+	}
+	return record.Verdict{ID: id, Node: node, Status: "absent"}
+}
+
+// nothingLeft checks every host for processes of ours.
+func nothingLeft(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	for _, h := range l.Hosts {
+		ps, err := l.Ps(t.Context(), h.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(ps, "\n") {
+			for _, ours := range []string{"standin", "gpuaccept-guard", "dcgmi", "nvidia-smi", "sleep"} {
+				if strings.Contains(line, ours) {
+					t.Errorf("%s: left running: %s", h.Name, line)
+				}
+			}
+		}
+	}
+}
+
+func TestWindowNamesTheOddNodes(t *testing.T) {
+	l := needLab(t)
+	inv := prepare(t, l, map[string]nodeSetup{"h3": {profile: "h100-other-driver"}, "h4": {profile: "h100-diag-fail"}})
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1 (not accepted)\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	dir := runDir(t, runs)
+	r := readRun(t, dir)
+	want := []struct {
+		id, node string
+		status   record.Status
+	}{
+		{"GPU-001", "h1", record.Pass}, {"GPU-002", "h1", record.Pass}, {"GPU-004", "h1", record.Pass},
+		{"GPU-005", "h1", record.Pass}, {"NODE-001", "h1", record.Pass}, {"DIAG-001", "h1", record.Pass},
+		{"GPU-005", "h3", record.Fail}, {"NODE-001", "h3", record.Fail}, {"GPU-002", "h3", record.Fail},
+		{"DIAG-001", "h4", record.Fail}, {"NODE-001", "h4", record.Pass}, {"WIN-001", "h4", record.Fail},
+	}
+	for _, w := range want {
+		if v := verdict(r, w.id, w.node); v.Status != w.status {
+			t.Errorf("%s %s: %s, want %s (%+v)", w.id, w.node, v.Status, w.status, v)
+		}
+	}
+	if v := verdict(r, "NODE-001", "h3"); !strings.Contains(v.Detail, "590.48.01") {
+		t.Errorf("NODE-001 h3 does not name the odd driver: %q", v.Detail)
+	}
+	for _, want := range []string{"NOT ACCEPTED", "SIMULATED", "h3", "h4"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	if v := gpuaccept(t, "verify", dir); v.code != 0 {
+		t.Fatalf("verify: exit %d: %s%s", v.code, v.stdout, v.stderr)
+	}
+	for _, f := range []string{"raw/h4/diag.log", "raw/h3/preflight.log", "report.md", "junit.xml", "MANIFEST.sha256", orchestrator.JournalFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("bundle lacks %s", f)
+		}
+	}
+	nothingLeft(t, l)
+}
+
+func TestNodeKilledDuringPreflightIsQuarantined(t *testing.T) {
+	l := needLab(t)
+	inv := prepare(t, l, map[string]nodeSetup{"h2": {profile: "h100", slowSMI: 5 * time.Second}})
+	t.Cleanup(func() {
+		if err := l.Start(t.Context(), "h2"); err != nil {
+			t.Errorf("restart h2: %v", err)
+		}
+	})
+	runs := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "h2's slow nvidia-smi running", func() bool {
+		ps, _ := l.Ps(t.Context(), "h2")
+		return strings.Contains(ps, "sleep")
+	})
+	if err := l.Kill(t.Context(), "h2"); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out.String(), errb.String())
+	}
+	dir := runDir(t, runs)
+	r := readRun(t, dir)
+	if n := r.Nodes[1]; !n.Quarantined || !strings.Contains(n.Reason, "preflight") {
+		t.Fatalf("h2 not quarantined by preflight: %+v", n)
+	}
+	for _, h := range []string{"h1", "h3", "h4"} {
+		if v := verdict(r, "DIAG-001", h); v.Status != record.Pass {
+			t.Errorf("%s did not complete the window: DIAG-001 %s %s", h, v.Status, v.Detail)
+		}
+	}
+	if v := verdict(r, "WIN-001", "h2"); v.Status != record.Fail {
+		t.Errorf("WIN-001 h2 = %s", v.Status)
+	}
+	// The journal is intact: every line parses, the quarantine is in it,
+	// every phase is done and the window ended.
+	types := journalTypes(t, dir)
+	for _, want := range []string{"start", "quarantine", "done:connect", "done:preflight", "done:diag", "done:teardown", "end"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("journal lacks %s: %v", want, types)
+		}
+	}
+}
+
+func TestCoordinatorKilledThenResumed(t *testing.T) {
+	l := needLab(t)
+	setups := map[string]nodeSetup{"h4": {profile: "h100-diag-fail"}}
+	inv := prepare(t, l, setups)
+	baseline := t.TempDir()
+	if res := gpuaccept(t, "run", inv, "--runs-dir", baseline); res.code != 1 {
+		t.Fatalf("baseline exit %d\n%s", res.code, res.stderr)
+	}
+	want := readRun(t, runDir(t, baseline)).Verdicts
+
+	// The same nodes, but diag takes long enough to kill the coordinator
+	// in the middle of it.
+	for _, h := range []string{"h1", "h2", "h3", "h4"} {
+		s := setups[h]
+		if s.profile == "" {
+			s.profile = "h100"
+		}
+		s.slowDiag = 6 * time.Second
+		setups[h] = s
+	}
+	inv = prepare(t, l, setups)
+	runs := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "diag running on h1", func() bool {
+		ps, _ := l.Ps(t.Context(), "h1")
+		return strings.Contains(ps, "sleep")
+	})
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	// Nobody waits for the diag any more: the guards end it on every node.
+	waitFor(t, 10*time.Second, "no process of ours left after the coordinator died", func() bool {
+		for _, h := range l.Hosts {
+			ps, _ := l.Ps(t.Context(), h.Name)
+			if strings.Contains(ps, "sleep") || strings.Contains(ps, "standin") || strings.Contains(ps, "gpuaccept-guard") {
+				return false
+			}
+		}
+		return true
+	})
+	dir := runDir(t, runs)
+	if types := journalTypes(t, dir); slices.Contains(types, "done:diag") || slices.Contains(types, "end") {
+		t.Fatalf("the coordinator was killed too late: %v", types)
+	}
+	res := gpuaccept(t, "run", "--resume", dir)
+	if res.code != 1 {
+		t.Fatalf("resume exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	r := readRun(t, dir)
+	if len(r.Resumed) != 1 {
+		t.Errorf("resumed %d times, want 1", len(r.Resumed))
+	}
+	if got := verdictKeys(r.Verdicts); !slices.Equal(got, verdictKeys(want)) {
+		t.Errorf("verdicts after resume differ from an uninterrupted run:\n got %v\nwant %v", got, verdictKeys(want))
+	}
+	nothingLeft(t, l)
+	if v := gpuaccept(t, "verify", dir); v.code != 0 {
+		t.Fatalf("verify after resume: %s%s", v.stdout, v.stderr)
+	}
+}
+
+func TestInterruptStopsEverything(t *testing.T) {
+	l := needLab(t)
+	setups := map[string]nodeSetup{}
+	for _, h := range l.Hosts {
+		setups[h.Name] = nodeSetup{profile: "h100", slowDiag: 30 * time.Second}
+	}
+	inv := prepare(t, l, setups)
+	runs := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "diag running on h4", func() bool {
+		ps, _ := l.Ps(t.Context(), "h4")
+		return strings.Contains(ps, "sleep")
+	})
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130\n%s", code, errb.String())
+	}
+	t.Logf("stopped %s after Ctrl-C", time.Since(start).Round(time.Millisecond))
+	r := readRun(t, runDir(t, runs))
+	if !r.Interrupted {
+		t.Error("run.json does not record the interruption")
+	}
+	torn := 0
+	for _, p := range r.Phases {
+		if p.Phase == "teardown" && p.Outcome == record.OK {
+			torn++
+		}
+	}
+	if torn != len(l.Hosts) {
+		t.Errorf("teardown ran on %d hosts, want %d", torn, len(l.Hosts))
+	}
+	nothingLeft(t, l)
+}
+
+func journalTypes(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, orchestrator.JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var types []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		var e struct{ Type, Phase string }
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("journal line %d: %v", n, err)
+		}
+		if e.Type == "done" {
+			e.Type += ":" + e.Phase
+		}
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+func verdictKeys(vs []record.Verdict) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, fmt.Sprintf("%s/%s/%s/%s", v.ID, v.Node, v.Status, v.Measured))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,58 @@
+// Package orchestrator runs an acceptance window: phases in lockstep over
+// the nodes, a barrier between phases, a journal that survives the
+// coordinator, quarantine of nodes that fail a gating phase, verdicts.
+package orchestrator
+
+import (
+	"context"
+	"time"
+
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+)
+
+// Phase is one step of the window, as data. Exactly one of PerNode and
+// Cluster is set.
+type Phase struct {
+	Name string
+	// Gating: a node that fails it is quarantined (or, with --strict, the
+	// window aborts).
+	Gating bool
+	// AlwaysRun phases run again on --resume even when the journal holds
+	// their results (connect: connections do not survive the coordinator).
+	AlwaysRun bool
+	// Teardown phases run after everything else, also when the window was
+	// interrupted or aborted, on every node that was reached.
+	Teardown bool
+	// Enabled says whether the inventory wants it; nil means always.
+	Enabled func(inv *inventory.Inventory) bool
+	// Deadline bounds the phase on each node (or the cluster body).
+	Deadline func(inv *inventory.Inventory) time.Duration
+	// PerNode runs on every node still in the window, all at once. Its
+	// value is recorded as the node's result data (JSON).
+	PerNode func(ctx context.Context, w *Window, n *Node) (any, error)
+	// Cluster runs once for the whole window.
+	Cluster func(ctx context.Context, w *Window) (any, error)
+	// Judge turns recorded results into verdicts; it reads only the record
+	// (so a resumed window judges exactly as an uninterrupted one).
+	Judge func(w *Window) []record.Verdict
+}
+
+func (p *Phase) enabled(inv *inventory.Inventory) bool {
+	return p.Enabled == nil || p.Enabled(inv)
+}
+
+func (p *Phase) deadline(inv *inventory.Inventory) time.Duration {
+	if p.Deadline != nil {
+		if d := p.Deadline(inv); d > 0 {
+			return d
+		}
+	}
+	if inv.Phases.Deadline > 0 {
+		return inv.Phases.Deadline
+	}
+	return 10 * time.Minute
+}
+
+// PhaseDeadline is the deadline p runs under for inv (for plans).
+func PhaseDeadline(p *Phase, inv *inventory.Inventory) time.Duration { return p.deadline(inv) }

@@ -1,0 +1,118 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
+)
+
+// Diag runs DCGM's diagnostic at the inventory's level on every node at
+// once (JSON output; DCGM versions that answer in text are parsed too). A
+// failed test fails the node; warnings are kept.
+var Diag = orchestrator.Phase{
+	Name:   "diag",
+	Gating: true,
+	Enabled: func(inv *inventory.Inventory) bool {
+		return inventory.On(inv.Phases.Diag.Enabled)
+	},
+	Deadline: func(inv *inventory.Inventory) time.Duration {
+		// dcgmi diag -r 3 takes ~30 min on 8 GPUs, -r 4 hours.
+		def := map[int]time.Duration{1: 5 * time.Minute, 2: 15 * time.Minute, 3: 60 * time.Minute, 4: 4 * time.Hour}[inv.Phases.Diag.Level]
+		return orDefault(inv.Phases.Diag.Timeout, orDefault(def, 5*time.Minute))
+	},
+	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		level := max(w.Inv.Phases.Diag.Level, 1)
+		out, err := runOn(ctx, w, n, "diag", fmt.Sprintf("dcgmi diag -r %d -j", level))
+		var exit *remote.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			return nil, err
+		}
+		// dcgmi exits non-zero when a test fails; its report says which.
+		d, perr := parse.DCGMDiag(string(out))
+		if perr != nil {
+			if err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("dcgmi diag output not understood: %w", perr)
+		}
+		if !d.OK {
+			return d, fmt.Errorf("dcgmi diag -r %d failed: %s", level, strings.Join(failedTests(d), ", "))
+		}
+		return d, nil
+	},
+	Judge: func(w *orchestrator.Window) []record.Verdict {
+		var vs []record.Verdict
+		for _, n := range w.Nodes {
+			v := record.Verdict{ID: "DIAG-001", Title: titles["DIAG-001"], Node: n.Name}
+			var d parse.Diag
+			r, ok := w.Result("diag", n.Index, &d)
+			switch {
+			case !ok:
+				reason := "not run"
+				if q, why := n.Quarantined(); q {
+					reason = why
+				}
+				v.Status, v.Detail = record.Skip, reason
+			case r.Outcome == record.Skipped:
+				v.Status, v.Detail = record.Skip, r.Error
+			case len(r.Data) == 0:
+				v.Status, v.Detail = record.Fail, r.Error
+			case !d.OK:
+				v.Status, v.Measured, v.Detail = record.Fail, "failed", strings.Join(failedTests(d), ", ")
+			case len(warnings(d)) > 0:
+				v.Status, v.Measured, v.Detail = record.Warn, "passed with warnings", strings.Join(warnings(d), "; ")
+			default:
+				v.Status, v.Measured = record.Pass, fmt.Sprintf("%d tests passed", len(d.Tests))
+			}
+			vs = append(vs, v)
+		}
+		return vs
+	},
+}
+
+func failedTests(d parse.Diag) []string {
+	var out []string
+	for _, t := range d.Tests {
+		if t.Status == "Fail" {
+			name := t.Name
+			var gpus []string
+			for _, g := range t.GPUs {
+				if g.Status == "Fail" {
+					gpus = append(gpus, fmt.Sprint(g.GPU))
+				}
+			}
+			if len(gpus) > 0 {
+				name += " (GPU " + strings.Join(gpus, ",") + ")"
+			}
+			out = append(out, name)
+		}
+	}
+	out = append(out, d.Errors...)
+	if len(out) == 0 {
+		out = append(out, "reported failure")
+	}
+	return out
+}
+
+func warnings(d parse.Diag) []string {
+	var out []string
+	for _, t := range d.Tests {
+		if t.Status == "Warn" {
+			out = append(out, t.Name)
+		}
+		for _, g := range t.GPUs {
+			for _, w := range g.Warnings {
+				out = append(out, fmt.Sprintf("%s GPU %d: %s", t.Name, g.GPU, w))
+			}
+		}
+	}
+	return out
+}

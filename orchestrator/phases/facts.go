@@ -1,0 +1,297 @@
+package phases
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gpuaccept/orchestrator/parse"
+)
+
+// Facts are what preflight learns about a node.
+type Facts struct {
+	Hostname     string    `json:"hostname"`
+	MachineID    string    `json:"machine_id,omitempty"`
+	Kernel       string    `json:"kernel,omitempty"`
+	OS           string    `json:"os,omitempty"`
+	CPU          string    `json:"cpu,omitempty"`
+	CPUs         int       `json:"cpus,omitempty"`
+	MemoryGiB    float64   `json:"memory_gib,omitempty"`
+	Driver       string    `json:"driver,omitempty"`
+	CUDA         string    `json:"cuda,omitempty"`
+	GPUModel     string    `json:"gpu_model,omitempty"` // "mixed: a, b" when the node's GPUs differ
+	GPUCount     int       `json:"gpu_count"`
+	GPUMemoryMiB int       `json:"gpu_memory_mib,omitempty"` // the smallest GPU's
+	FormFactor   string    `json:"form_factor,omitempty"`    // SXM | PCIe | "" (cannot tell)
+	FormWhy      string    `json:"form_factor_evidence,omitempty"`
+	NVLink       bool      `json:"nvlink"`
+	GPUs         []GPUFact `json:"gpus,omitempty"`
+	NICs         []NICFact `json:"nics,omitempty"`
+	DCGMDevices  int       `json:"dcgm_devices,omitempty"`
+	// Missing tools and Problems (sections that failed or did not parse)
+	// are kept, never hidden: they are part of what the provider delivered.
+	Missing  []string `json:"missing,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// GPUFact is one GPU.
+type GPUFact struct {
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	UUID      string `json:"uuid"`
+	Serial    string `json:"serial,omitempty"`
+	BusID     string `json:"bus_id,omitempty"`
+	MemoryMiB int    `json:"memory_mib,omitempty"`
+	VBIOS     string `json:"vbios,omitempty"`
+}
+
+// NICFact is one port of a host channel adapter.
+type NICFact struct {
+	Device    string  `json:"device"`
+	Port      int     `json:"port"`
+	State     string  `json:"state"`
+	RateGbps  float64 `json:"rate_gbps,omitempty"`
+	LinkLayer string  `json:"link_layer,omitempty"`
+}
+
+// section is one command's output from preflight.sh.
+type section struct {
+	out string
+	rc  int
+}
+
+// The end marker may share a line with output that had no final newline
+// (some tools print none).
+var endLine = regexp.MustCompile(`^(.*)@@gpuaccept@@ end (\S+) rc=(\d+)$`)
+
+// splitSections cuts preflight.sh's output into its commands' outputs.
+func splitSections(out string) map[string]section {
+	sections := map[string]section{}
+	var name string
+	var body []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimRight(line, "\r")
+		if n, ok := strings.CutPrefix(line, "@@gpuaccept@@ begin "); ok {
+			name, body = n, nil
+			continue
+		}
+		if m := endLine.FindStringSubmatch(line); m != nil && m[2] == name {
+			if m[1] != "" {
+				body = append(body, m[1])
+			}
+			rc, _ := strconv.Atoi(m[3])
+			sections[name] = section{out: strings.Join(body, "\n"), rc: rc}
+			name = ""
+			continue
+		}
+		if name != "" {
+			body = append(body, line)
+		}
+	}
+	return sections
+}
+
+// factsFrom reads what each section says; every failure is noted, none is
+// fatal here (usable decides).
+func factsFrom(s map[string]section) *Facts {
+	f := &Facts{}
+	text := func(name string) (string, bool) {
+		sec, ok := s[name]
+		switch {
+		case !ok:
+			f.Problems = append(f.Problems, name+": no output (preflight cut short?)")
+			return "", false
+		case sec.rc == 127:
+			f.Missing = append(f.Missing, name)
+			return "", false
+		case sec.rc != 0:
+			f.Problems = append(f.Problems, fmt.Sprintf("%s: exit %d: %s", name, sec.rc, lastLine(sec.out)))
+			return sec.out, false
+		}
+		return sec.out, true
+	}
+	if t, ok := text("hostname"); ok {
+		f.Hostname = strings.TrimSpace(t)
+	}
+	if t, ok := text("machine-id"); ok {
+		f.MachineID = strings.TrimSpace(t)
+	}
+	if t, ok := text("kernel"); ok {
+		f.Kernel = strings.TrimSpace(t)
+	}
+	if t, ok := text("os-release"); ok {
+		f.OS = osName(t)
+	}
+	if t, ok := text("cpu"); ok {
+		f.CPU, f.CPUs = cpuInfo(t)
+	}
+	if t, ok := text("meminfo"); ok {
+		var kb float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(t, "MemTotal:")), "%f", &kb); err == nil {
+			f.MemoryGiB = round1(kb / (1 << 20))
+		}
+	}
+	f.gpus(text)
+	f.nics(text)
+	if t, ok := text("dcgmi-discovery"); ok {
+		if devs, err := parse.DCGMDiscovery(t); err == nil {
+			f.DCGMDevices = len(devs)
+		} else {
+			f.Problems = append(f.Problems, "dcgmi discovery -l: "+err.Error())
+		}
+	}
+	return f
+}
+
+// gpus takes -q as the authority (versions, memory, serials) and checks -L
+// against it: a node whose two answers disagree is suspect.
+func (f *Facts) gpus(text func(string) (string, bool)) {
+	if t, ok := text("nvidia-smi-q"); ok {
+		q, err := parse.NvidiaSmiQ(t)
+		if err != nil {
+			f.Problems = append(f.Problems, "nvidia-smi -q: "+err.Error())
+		} else {
+			f.Driver, f.CUDA = q.DriverVersion, q.CUDAVersion
+			for i, g := range q.GPUs {
+				f.GPUs = append(f.GPUs, GPUFact{Index: i, Name: g.ProductName, UUID: g.UUID, Serial: g.Serial,
+					BusID: g.BusID, MemoryMiB: g.MemoryTotalMiB, VBIOS: g.VBIOS})
+			}
+		}
+	}
+	if t, ok := text("nvidia-smi-L"); ok {
+		list, err := parse.NvidiaSmiList(t)
+		switch {
+		case err != nil:
+			f.Problems = append(f.Problems, "nvidia-smi -L: "+err.Error())
+		case len(f.GPUs) == 0:
+			for _, g := range list {
+				f.GPUs = append(f.GPUs, GPUFact{Index: g.Index, Name: g.Name, UUID: g.UUID})
+			}
+		case len(list) != len(f.GPUs):
+			f.Problems = append(f.Problems, fmt.Sprintf("nvidia-smi -L lists %d GPUs, -q %d", len(list), len(f.GPUs)))
+		}
+	}
+	if t, ok := text("nvidia-smi-query"); ok {
+		if _, err := parse.NvidiaSmiQueryCSV(t); err != nil {
+			f.Problems = append(f.Problems, "nvidia-smi --query-gpu: "+err.Error())
+		}
+	}
+	f.GPUCount = len(f.GPUs)
+	var names []string
+	for _, g := range f.GPUs {
+		if !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+		if g.MemoryMiB > 0 && (f.GPUMemoryMiB == 0 || g.MemoryMiB < f.GPUMemoryMiB) {
+			f.GPUMemoryMiB = g.MemoryMiB
+		}
+	}
+	switch len(names) {
+	case 0:
+	case 1:
+		f.GPUModel = names[0]
+	default:
+		f.GPUModel = "mixed: " + strings.Join(names, ", ")
+	}
+	if t, ok := text("nvidia-smi-topo"); ok {
+		if topo, err := parse.NvidiaSmiTopo(t); err == nil {
+			f.NVLink = topo.NVLinked()
+		} else {
+			f.Problems = append(f.Problems, "nvidia-smi topo -m: "+err.Error())
+		}
+	}
+	f.FormFactor, f.FormWhy = formFactor(f)
+}
+
+// formFactor: the product name says PCIe or SXM when NVIDIA put it there;
+// otherwise GPUs joined by NVLink in `topo -m` are SXM (PCIe cards use
+// bridges, which show as NV links only in pairs — a full NVLink mesh over
+// more than two GPUs is SXM).
+func formFactor(f *Facts) (string, string) {
+	for _, g := range f.GPUs {
+		switch {
+		case strings.Contains(strings.ToUpper(g.Name), "PCIE"):
+			return "PCIe", "product name " + g.Name
+		case strings.Contains(strings.ToUpper(g.Name), "SXM"):
+			return "SXM", "product name " + g.Name
+		}
+	}
+	if f.NVLink && f.GPUCount > 2 {
+		return "SXM", "NVLink between GPUs (nvidia-smi topo -m)"
+	}
+	return "", ""
+}
+
+func (f *Facts) nics(text func(string) (string, bool)) {
+	add := func(devs []parse.IBDevice) {
+		for _, d := range devs {
+			for _, p := range d.Ports {
+				f.NICs = append(f.NICs, NICFact{Device: d.CA, Port: p.Port, State: p.State, RateGbps: p.RateGbps, LinkLayer: p.LinkLayer})
+			}
+		}
+	}
+	if t, ok := text("ibstat"); ok {
+		if devs, err := parse.IBStat(t); err == nil {
+			add(devs)
+			return
+		} else {
+			f.Problems = append(f.Problems, "ibstat: "+err.Error())
+		}
+	}
+	if t, ok := text("ibv_devinfo"); ok {
+		if devs, err := parse.IBVDevinfo(t); err == nil {
+			add(devs)
+		} else {
+			f.Problems = append(f.Problems, "ibv_devinfo: "+err.Error())
+		}
+	}
+}
+
+// usable says whether the node can take part in GPU tests at all.
+func (f *Facts) usable() error {
+	if f.GPUCount == 0 {
+		why := "no GPU found"
+		if len(f.Problems) > 0 {
+			why += ": " + f.Problems[0]
+		} else if slices.Contains(f.Missing, "nvidia-smi-q") {
+			why += ": nvidia-smi is not installed"
+		}
+		return errors.New(why)
+	}
+	return nil
+}
+
+func osName(release string) string {
+	for _, line := range strings.Split(release, "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+func cpuInfo(t string) (string, int) {
+	var model string
+	var n int
+	for _, line := range strings.Split(t, "\n") {
+		if _, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(line, "model name") {
+			model = strings.TrimSpace(v)
+		} else if c, err := strconv.Atoi(strings.TrimSpace(line)); err == nil {
+			n = c
+		}
+	}
+	return model, n
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func round1(x float64) float64 { return float64(int(x*10+0.5)) / 10 }

@@ -1,0 +1,53 @@
+// Package phases holds the steps of an acceptance window, one small file
+// each, as data for the orchestrator.
+package phases
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/remote"
+)
+
+// All is the window in order. Teardown runs last, whatever happened.
+func All() []orchestrator.Phase {
+	return []orchestrator.Phase{Connect, Preflight, Diag, Teardown}
+}
+
+// runOn runs command on the node with the window's mark in its
+// environment (teardown finds leftovers by it) and keeps everything the
+// node said in the phase's raw log. It returns stdout.
+func runOn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, phase, command string) ([]byte, error) {
+	if n.Client == nil {
+		return nil, fmt.Errorf("%s: not connected", n.Name)
+	}
+	log, _, err := w.LogFile(n, phase)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	fmt.Fprintf(log, "$ %s\n", firstLine(command))
+	var out bytes.Buffer
+	err = n.Client.Run(ctx, remote.Cmd{
+		Command: command,
+		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},
+		Stdout:  io.MultiWriter(&out, log),
+		Stderr:  log,
+	})
+	if err != nil {
+		fmt.Fprintf(log, "# %v\n", err)
+	}
+	return out.Bytes(), err
+}
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i] + " ..."
+		}
+	}
+	return s
+}

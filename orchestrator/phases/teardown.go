@@ -1,0 +1,66 @@
+package phases
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/remote"
+	"gpuaccept/scripts"
+)
+
+// Cleaned is what teardown did on a node.
+type Cleaned struct {
+	Ended   int      `json:"processes_ended"`
+	Actions []string `json:"actions,omitempty"`
+}
+
+// Teardown ends every process of the window on every node that was reached
+// (quarantined ones too) and removes the window's files. It runs after an
+// interrupt or an abort as well.
+var Teardown = orchestrator.Phase{
+	Name:     "teardown",
+	Teardown: true,
+	Deadline: func(*inventory.Inventory) time.Duration { return 45 * time.Second },
+	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		if n.Client == nil || n.Client.Lost() {
+			// The connection went away during the window: one more try, so
+			// a network blip does not leave the node uncleaned.
+			c, err := remote.Dial(ctx, n.Config)
+			if err != nil {
+				return nil, err
+			}
+			n.Client = c
+		}
+		dir := "$HOME/.gpuaccept/" + w.RunID()
+		// The teardown command itself must not carry the window's mark, or
+		// it would end itself: it runs without runOn's environment.
+		log, _, err := w.LogFile(n, "teardown")
+		if err != nil {
+			return nil, err
+		}
+		defer log.Close()
+		var out strings.Builder
+		cmd := "bash -c " + remote.Quote(scripts.Teardown) + " teardown " + remote.Quote(w.RunID()) + " \"" + dir + "\""
+		err = n.Client.Run(ctx, remote.Cmd{Command: cmd, Stdout: &out, Stderr: log})
+		log.Write([]byte(out.String()))
+		if err != nil {
+			return nil, err
+		}
+		c := Cleaned{}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if strings.HasPrefix(line, "ended ") {
+				c.Ended++
+			}
+			if line != "" && !strings.HasPrefix(line, "processes ended") {
+				c.Actions = append(c.Actions, line)
+			}
+		}
+		if c.Ended > 0 {
+			w.Progress.Node(n.Name, "teardown ended %d leftover process(es)", c.Ended)
+		}
+		return c, nil
+	},
+}

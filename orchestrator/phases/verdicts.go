@@ -1,0 +1,258 @@
+package phases
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+)
+
+// tolerance is the fraction of a quoted figure that passes requirement id.
+func tolerance(inv *inventory.Inventory, id string) float64 {
+	if t, ok := inv.Acceptance.Thresholds[id]; ok && t > 0 {
+		return t
+	}
+	if inv.Acceptance.Tolerance > 0 {
+		return inv.Acceptance.Tolerance
+	}
+	return 0.9
+}
+
+// nodeFacts returns the preflight facts of every node that has them.
+func nodeFacts(w *orchestrator.Window) map[int]*Facts {
+	out := map[int]*Facts{}
+	for _, n := range w.Nodes {
+		var f Facts
+		if r, ok := w.Result("preflight", n.Index, &f); ok && len(r.Data) > 0 {
+			out[n.Index] = &f
+		}
+	}
+	return out
+}
+
+// judgePreflight checks each node against the quote and against the rest
+// of the fleet.
+func judgePreflight(w *orchestrator.Window) []record.Verdict {
+	inv := w.Inv
+	q := inv.Quote
+	facts := nodeFacts(w)
+	var vs []record.Verdict
+	for _, n := range w.Nodes {
+		f, ok := facts[n.Index]
+		if !ok {
+			reason := "no preflight facts"
+			if qd, why := n.Quarantined(); qd {
+				reason = why
+			}
+			for _, id := range []string{"GPU-001", "GPU-002", "GPU-003", "GPU-004"} {
+				vs = append(vs, record.Verdict{ID: id, Title: titles[id], Node: n.Name, Status: record.Skip, Detail: reason})
+			}
+			continue
+		}
+		vs = append(vs,
+			exact("GPU-001", n.Name, f.GPUModel, q.GPUModel),
+			exact("GPU-002", n.Name, itoa(f.GPUCount), itoa(q.GPUsPerNode)),
+			atLeast("GPU-003", n.Name, round1(float64(f.GPUMemoryMiB)/1024), q.GPUMemoryGiB, "GiB", tolerance(inv, "GPU-003")),
+			formVerdict(n.Name, f, q.FormFactor),
+		)
+		if q.NICsPerNode > 0 || q.NICGbps > 0 {
+			vs = append(vs, nicVerdict(n.Name, f, q, tolerance(inv, "NET-001")))
+		}
+	}
+	vs = append(vs, versionVerdict("GPU-005", w, facts, func(f *Facts) string { return f.Driver }, q.Driver)...)
+	vs = append(vs, versionVerdict("GPU-006", w, facts, func(f *Facts) string { return f.CUDA }, q.CUDA)...)
+	vs = append(vs, homogeneity(w, facts)...)
+	return vs
+}
+
+var titles = map[string]string{
+	"GPU-001":  "GPU model matches the quote",
+	"GPU-002":  "GPUs per node match the quote",
+	"GPU-003":  "GPU memory matches the quote",
+	"GPU-004":  "GPU form factor matches the quote",
+	"GPU-005":  "driver version the same on every node (and as quoted)",
+	"GPU-006":  "CUDA version the same on every node (and as quoted)",
+	"NET-001":  "network ports active at the quoted count and speed",
+	"NODE-001": "node matches the rest of the fleet",
+	"DIAG-001": "DCGM diagnostic passes",
+}
+
+func exact(id, node, measured, quoted string) record.Verdict {
+	v := record.Verdict{ID: id, Title: titles[id], Node: node, Measured: measured, Quoted: quoted}
+	switch {
+	case quoted == "" || quoted == "0":
+		v.Status, v.Quoted, v.Detail = record.Skip, "", "not stated in the quote"
+	case strings.EqualFold(strings.TrimSpace(measured), strings.TrimSpace(quoted)):
+		v.Status = record.Pass
+	default:
+		v.Status = record.Fail
+	}
+	return v
+}
+
+func atLeast(id, node string, measured, quoted float64, unit string, tol float64) record.Verdict {
+	v := record.Verdict{ID: id, Title: titles[id], Node: node, Measured: fmt.Sprintf("%g %s", measured, unit)}
+	if quoted <= 0 {
+		v.Status, v.Detail = record.Skip, "not stated in the quote"
+		return v
+	}
+	ratio := measured / quoted
+	v.Quoted, v.Ratio, v.Tolerance = fmt.Sprintf("%g %s", quoted, unit), &ratio, &tol
+	v.Status = record.Pass
+	if ratio < tol {
+		v.Status = record.Fail
+	}
+	return v
+}
+
+func formVerdict(node string, f *Facts, quoted string) record.Verdict {
+	v := record.Verdict{ID: "GPU-004", Title: titles["GPU-004"], Node: node, Measured: f.FormFactor, Quoted: quoted, Detail: f.FormWhy}
+	switch {
+	case quoted == "":
+		v.Status, v.Detail = record.Skip, "not stated in the quote"
+	case f.FormFactor == "":
+		v.Status, v.Detail = record.Warn, "the node's tools do not tell SXM from PCIe"
+	case strings.EqualFold(f.FormFactor, quoted):
+		v.Status = record.Pass
+	default:
+		v.Status = record.Fail
+	}
+	return v
+}
+
+// nicVerdict counts the ports that are up at the quoted speed; slower
+// ports are other networks (front-end, storage) and do not count towards
+// the quoted fabric.
+func nicVerdict(node string, f *Facts, q inventory.Quote, tol float64) record.Verdict {
+	v := record.Verdict{ID: "NET-001", Title: titles["NET-001"], Node: node}
+	fast := 0
+	var down []string
+	for _, p := range f.NICs {
+		switch {
+		case p.State != "Active":
+			down = append(down, fmt.Sprintf("%s/%d %s", p.Device, p.Port, p.State))
+		case q.NICGbps == 0 || p.RateGbps >= q.NICGbps*tol:
+			fast++
+		}
+	}
+	if q.NICGbps > 0 {
+		v.Measured = fmt.Sprintf("%d active at ≥ %g Gb/s", fast, q.NICGbps*tol)
+		v.Quoted = fmt.Sprintf("%d × %g Gb/s", q.NICsPerNode, q.NICGbps)
+	} else {
+		v.Measured = fmt.Sprintf("%d active", fast)
+		v.Quoted = fmt.Sprintf("%d", q.NICsPerNode)
+	}
+	switch {
+	case len(f.NICs) == 0:
+		v.Status, v.Detail = record.Warn, "no InfiniBand/RoCE ports reported (ibstat, ibv_devinfo absent or empty)"
+	case fast < max(q.NICsPerNode, 1):
+		v.Status, v.Detail = record.Fail, "not active: "+orNone(down)
+	case len(down) > 0:
+		v.Status, v.Detail = record.Warn, "beyond the quoted ports, not active: "+strings.Join(down, ", ")
+	default:
+		v.Status = record.Pass
+	}
+	return v
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none (ports are up but slower than quoted)"
+	}
+	return strings.Join(s, ", ")
+}
+
+// versionVerdict: every node on the fleet's common version, and that
+// version as quoted when the quote names one.
+func versionVerdict(id string, w *orchestrator.Window, facts map[int]*Facts, get func(*Facts) string, quoted string) []record.Verdict {
+	common := modal(facts, get)
+	var vs []record.Verdict
+	for _, n := range w.Nodes {
+		f, ok := facts[n.Index]
+		if !ok {
+			continue
+		}
+		v := record.Verdict{ID: id, Title: titles[id], Node: n.Name, Measured: get(f), Quoted: quoted, Status: record.Pass}
+		switch {
+		case get(f) == "":
+			v.Status, v.Detail = record.Warn, "not reported"
+		case quoted != "" && get(f) != quoted:
+			v.Status, v.Detail = record.Fail, "differs from the quote"
+		case get(f) != common:
+			v.Status, v.Detail = record.Fail, fmt.Sprintf("differs from the rest of the fleet (%s)", common)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// homogeneity names every node whose GPU model, count, driver or NIC set
+// differs from what most nodes have.
+func homogeneity(w *orchestrator.Window, facts map[int]*Facts) []record.Verdict {
+	keys := []struct {
+		name string
+		get  func(*Facts) string
+	}{
+		{"GPU model", func(f *Facts) string { return f.GPUModel }},
+		{"GPU count", func(f *Facts) string { return itoa(f.GPUCount) }},
+		{"driver", func(f *Facts) string { return f.Driver }},
+		{"NIC set", nicSet},
+	}
+	var vs []record.Verdict
+	for _, n := range w.Nodes {
+		f, ok := facts[n.Index]
+		if !ok {
+			continue
+		}
+		var diffs []string
+		for _, k := range keys {
+			if c := modal(facts, k.get); k.get(f) != c {
+				diffs = append(diffs, fmt.Sprintf("%s %q (most nodes: %q)", k.name, k.get(f), c))
+			}
+		}
+		v := record.Verdict{ID: "NODE-001", Title: titles["NODE-001"], Node: n.Name, Status: record.Pass, Measured: "same as the fleet"}
+		if len(diffs) > 0 {
+			v.Status, v.Measured, v.Detail = record.Fail, "differs", strings.Join(diffs, "; ")
+		}
+		if len(facts) < 2 {
+			v.Status, v.Detail = record.Skip, "one node: nothing to compare with"
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func nicSet(f *Facts) string {
+	var s []string
+	for _, p := range f.NICs {
+		s = append(s, fmt.Sprintf("%s/%d@%g", p.Device, p.Port, p.RateGbps))
+	}
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}
+
+// modal is the value most nodes have; ties go to the lowest node index, so
+// the answer does not depend on map order.
+func modal(facts map[int]*Facts, get func(*Facts) string) string {
+	count := map[string]int{}
+	first := map[string]int{}
+	for i, f := range facts {
+		v := get(f)
+		count[v]++
+		if j, ok := first[v]; !ok || i < j {
+			first[v] = i
+		}
+	}
+	best, bestN, bestFirst := "", -1, 0
+	for v, n := range count {
+		if n > bestN || (n == bestN && first[v] < bestFirst) {
+			best, bestN, bestFirst = v, n, first[v]
+		}
+	}
+	return best
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }

@@ -1,0 +1,414 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
+)
+
+// Options tune a window.
+type Options struct {
+	// RunsDir is where a new window's directory is made (<RunsDir>/<id>).
+	RunsDir string
+	// Strict aborts the window when a node fails a gating phase, instead of
+	// quarantining the node.
+	Strict bool
+	// Progress receives phase banners and node events; nil discards.
+	Progress *Progress
+	// Tool is the gpuaccept version recorded in the evidence.
+	Tool string
+	// TeardownTimeout bounds the teardown that runs after an interrupt.
+	TeardownTimeout time.Duration
+}
+
+// Start runs a new window over inv's nodes. The returned record is
+// complete even when the window was interrupted (ctx cancelled) or aborted;
+// the error is for the tool's own failures (the run directory cannot be
+// written), never for a node's.
+func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Options) (*record.Run, string, error) {
+	now := time.Now().UTC()
+	id := now.Format("20060102T150405Z") + "-" + slug(firstNonEmpty(inv.Window, inv.Provider, "window"))
+	dir := filepath.Join(o.RunsDir, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("run directory: %w", err)
+	}
+	w, err := newWindow(inv, dir, o)
+	if err != nil {
+		return nil, dir, err
+	}
+	w.rec = header(inv, id, now, o.Tool)
+	j, err := createJournal(dir)
+	if err != nil {
+		return nil, dir, err
+	}
+	defer j.close()
+	hdr := *w.rec
+	if err := j.write(entry{Type: "start", Run: &hdr}); err != nil {
+		return nil, dir, err
+	}
+	return w.execute(ctx, phases, j, nil, o)
+}
+
+// Resume continues the window in dir whose coordinator was lost: phases the
+// journal records as done are not run again (except those that must, like
+// connect), the rest run as they would have.
+func Resume(ctx context.Context, dir string, load func(path string) (*inventory.Inventory, error), phases []Phase, o Options) (*record.Run, string, error) {
+	r, err := readJournal(dir)
+	if err != nil {
+		return nil, dir, err
+	}
+	if r.ended {
+		return nil, dir, fmt.Errorf("resume %s: the window already ended; start a new one", dir)
+	}
+	inv, err := load(r.run.Inventory.Path)
+	if err != nil {
+		return nil, dir, err
+	}
+	if inv.Digest != r.run.Inventory.Digest {
+		return nil, dir, fmt.Errorf("resume %s: %s changed since the window started (sha256 %s, now %s); a resumed window must use the same inventory",
+			dir, r.run.Inventory.Path, r.run.Inventory.Digest, inv.Digest)
+	}
+	byName := map[string]Phase{}
+	for _, p := range phases {
+		byName[p.Name] = p
+	}
+	r.keep(func(name string) bool { return byName[name].AlwaysRun })
+	w, err := newWindow(inv, dir, o)
+	if err != nil {
+		return nil, dir, err
+	}
+	w.rec = r.run
+	for _, q := range r.quarantine {
+		for _, n := range w.Nodes {
+			if n.Name == q.Node {
+				n.quarantined, n.reason = true, q.Reason
+			}
+		}
+	}
+	j, err := appendJournal(dir, r.size)
+	if err != nil {
+		return nil, dir, err
+	}
+	defer j.close()
+	if err := j.write(entry{Type: "resume"}); err != nil {
+		return nil, dir, err
+	}
+	w.rec.Resumed = append(w.rec.Resumed, time.Now().UTC())
+	w.Progress.Line("resuming %s: %d phase(s) already done", w.rec.ID, len(r.done))
+	return w.execute(ctx, phases, j, r.done, o)
+}
+
+func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error) {
+	hk, err := remote.NewHostKeys(remote.HostKeyOptions{Files: inv.SSH.KnownHosts, AcceptNew: inv.SSH.AcceptNew})
+	if err != nil {
+		return nil, err
+	}
+	p := o.Progress
+	if p == nil {
+		p = NewProgress(nil, false)
+	}
+	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk}
+	for i, n := range inv.Nodes {
+		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: NodeConfig(inv, n, hk)})
+	}
+	return w, nil
+}
+
+// NodeConfig is how to reach node n of inv: its own values, else the
+// inventory's ssh defaults.
+func NodeConfig(inv *inventory.Inventory, n inventory.Node, hk *remote.HostKeys) remote.Config {
+	s := inv.SSH
+	user := n.User
+	if user == "" {
+		user = s.User
+	}
+	return remote.Config{
+		Name: n.Name, Host: n.Address, Port: n.Port, User: user,
+		IdentityFiles: s.IdentityFiles, Agent: s.Agent, Jump: s.Jump, SSHConfig: s.Config, HostKeys: hk,
+		ConnectTimeout: s.ConnectTimeout, HandshakeTimeout: s.HandshakeTimeout, SessionTimeout: s.SessionTimeout,
+		KeepaliveInterval: s.KeepaliveInterval, KeepaliveMisses: s.KeepaliveMisses,
+	}
+}
+
+func header(inv *inventory.Inventory, id string, now time.Time, tool string) *record.Run {
+	rec := &record.Run{
+		Schema: record.Schema, ID: id, Tool: tool, Simulated: inv.Simulated,
+		Inventory: record.Inventory{Path: inv.Path, Digest: inv.Digest},
+		Provider:  inv.Provider, Region: inv.Region, Window: inv.Window, Started: now,
+	}
+	if q, err := json.Marshal(inv.Quote); err == nil {
+		rec.Quote = q
+	}
+	for i, n := range inv.Nodes {
+		rec.Nodes = append(rec.Nodes, record.Node{Index: i, Name: n.Name, Address: n.Address, Labels: n.Labels})
+	}
+	return rec
+}
+
+// execute runs the phases not yet done, then teardown, then judges.
+func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done map[string]bool, o Options) (*record.Run, string, error) {
+	defer w.closeClients()
+	var ioErr error
+	for i := range phases {
+		p := &phases[i]
+		if p.Teardown {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if done[p.Name] && !p.AlwaysRun {
+			continue
+		}
+		if err := w.runPhase(ctx, p, j, o); err != nil {
+			ioErr = err
+			break
+		}
+		if w.rec.Aborted != "" {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		w.rec.Interrupted = true
+		w.Progress.Line("interrupted: stopping remote work and tearing down")
+	}
+	// Teardown must happen whatever befell the window, so it gets a
+	// context of its own.
+	timeout := o.TeardownTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	for i := range phases {
+		if p := &phases[i]; p.Teardown && ioErr == nil {
+			ioErr = w.runPhase(tctx, p, j, o)
+		}
+	}
+	w.judge(phases)
+	w.rec.Ended = time.Now().UTC()
+	reason := "completed"
+	switch {
+	case w.rec.Interrupted:
+		reason = "interrupted"
+	case w.rec.Aborted != "":
+		reason = "aborted: " + w.rec.Aborted
+	}
+	if ioErr == nil && !w.rec.Interrupted {
+		// An interrupted window stays resumable; anything else is over.
+		ioErr = j.write(entry{Type: "end", Reason: reason})
+	}
+	return w.rec, w.Dir, ioErr
+}
+
+// runPhase runs p on every node still in the window (all reached nodes for
+// teardown), records each result in the journal, quarantines the nodes
+// that failed a gating phase, and marks the phase done.
+func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) error {
+	if !p.enabled(w.Inv) {
+		w.Progress.Line("== %s: disabled in the inventory", p.Name)
+		return w.record(j, record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.Skipped,
+			Error: "disabled in the inventory", Started: time.Now().UTC(), Ended: time.Now().UTC()}, nil)
+	}
+	if p.Cluster != nil {
+		return w.runCluster(ctx, p, j)
+	}
+	nodes := w.Active()
+	if p.Teardown {
+		nodes = nil
+		for _, n := range w.Nodes {
+			if n.reached {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	w.Progress.Phase(p.Name, len(nodes))
+	deadline := p.deadline(w.Inv)
+	starts := make([]time.Time, len(nodes))
+	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency, Timeout: deadline},
+		func(ctx context.Context, i int) (any, error) {
+			starts[i] = time.Now().UTC()
+			v, err := p.PerNode(ctx, w, nodes[i])
+			if err != nil {
+				w.Progress.Node(nodes[i].Name, "%s failed: %s", p.Name, firstLine(explain(err, deadline)))
+			}
+			w.Progress.Finished(err != nil)
+			return v, err
+		})
+	w.Progress.End()
+	for i, r := range res {
+		n := nodes[i]
+		pr := record.PhaseResult{Phase: p.Name, Node: n.Name, Index: n.Index, Outcome: record.OK,
+			Started: starts[i], Ended: starts[i].Add(r.Elapsed)}
+		if starts[i].IsZero() {
+			pr.Started, pr.Ended = time.Now().UTC(), time.Now().UTC()
+		}
+		if rel := filepath.Join("raw", n.Name, p.Name+".log"); fileExists(filepath.Join(w.Dir, rel)) {
+			pr.Log = rel
+		}
+		if r.Value != nil {
+			data, err := json.Marshal(r.Value)
+			if err != nil {
+				return fmt.Errorf("%s: %s: record result: %w", n.Name, p.Name, err)
+			}
+			pr.Data = data
+		}
+		if r.Err == nil {
+			n.reached = true
+		}
+		if r.Err != nil {
+			pr.Outcome, pr.Error = record.Failed, explain(r.Err, deadline)
+			if ctx.Err() != nil && !p.Teardown {
+				pr.Outcome = record.Interrupted
+			}
+		}
+		var quarantine *entry
+		if pr.Outcome == record.Failed && p.Gating {
+			reason := fmt.Sprintf("%s failed: %s", p.Name, firstLine(pr.Error))
+			if o.Strict {
+				w.rec.Aborted = fmt.Sprintf("%s: %s (--strict)", n.Name, reason)
+			} else {
+				n.quarantined, n.reason = true, reason
+				quarantine = &entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason}
+				w.Progress.Node(n.Name, "quarantined: %s", reason)
+			}
+		}
+		if err := w.record(j, pr, quarantine); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // not done: a resume runs it again
+	}
+	return j.write(entry{Type: "done", Phase: p.Name})
+}
+
+func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
+	w.Progress.Phase(p.Name, len(w.Active()))
+	dctx, cancel := context.WithTimeout(ctx, p.deadline(w.Inv))
+	defer cancel()
+	start := time.Now().UTC()
+	v, err := p.Cluster(dctx, w)
+	w.Progress.End()
+	pr := record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.OK, Started: start, Ended: time.Now().UTC()}
+	if v != nil {
+		data, merr := json.Marshal(v)
+		if merr != nil {
+			return fmt.Errorf("%s: record result: %w", p.Name, merr)
+		}
+		pr.Data = data
+	}
+	if err != nil {
+		pr.Outcome, pr.Error = record.Failed, err.Error()
+		if ctx.Err() != nil {
+			pr.Outcome = record.Interrupted
+		}
+	}
+	if err := w.record(j, pr, nil); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return j.write(entry{Type: "done", Phase: p.Name})
+}
+
+// record appends a result (and a quarantine) to the journal first, then to
+// the in-memory record: what is in memory is always on disk too.
+func (w *Window) record(j *journal, pr record.PhaseResult, q *entry) error {
+	if err := j.write(entry{Type: "result", Result: &pr}); err != nil {
+		return err
+	}
+	if q != nil {
+		if err := j.write(*q); err != nil {
+			return err
+		}
+	}
+	w.mu.Lock()
+	w.rec.Phases = append(w.rec.Phases, pr)
+	w.mu.Unlock()
+	return nil
+}
+
+// judge fills the verdicts and the per-node summary of the record.
+func (w *Window) judge(phases []Phase) {
+	w.rec.Verdicts = nil
+	for i := range phases {
+		if j := phases[i].Judge; j != nil {
+			w.rec.Verdicts = append(w.rec.Verdicts, j(w)...)
+		}
+	}
+	for _, n := range w.Nodes {
+		rn := &w.rec.Nodes[n.Index]
+		rn.Quarantined, rn.Reason = n.quarantined, n.reason
+		// A node that dropped out is not a node the provider delivered.
+		v := record.Verdict{ID: "WIN-001", Title: "node took part in the whole window", Node: n.Name, Status: record.Pass}
+		if n.quarantined {
+			v.Status, v.Measured, v.Detail = record.Fail, "quarantined", n.reason
+		}
+		w.rec.Verdicts = append(w.rec.Verdicts, v)
+		if r, ok := w.Result("preflight", n.Index, nil); ok && r.Outcome == record.OK {
+			rn.Facts = r.Data
+		}
+	}
+}
+
+func (w *Window) closeClients() {
+	var clients []*remote.Client
+	for _, n := range w.Nodes {
+		if n.Client != nil {
+			clients = append(clients, n.Client)
+			n.Client = nil
+		}
+	}
+	remote.CloseAll(clients)
+}
+
+// explain turns a per-node deadline into words an operator can act on.
+func explain(err error, deadline time.Duration) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("%v (phase deadline %s)", err, deadline)
+	}
+	return err.Error()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
+
+func slug(s string) string {
+	s = strings.Trim(nonSlug.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return s
+}

@@ -1,0 +1,216 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testInventory(t *testing.T, nodes ...string) *inventory.Inventory {
+	inv := &inventory.Inventory{Path: filepath.Join(t.TempDir(), "inv.yaml"), Digest: "abc", Provider: "test"}
+	for _, n := range nodes {
+		inv.Nodes = append(inv.Nodes, inventory.Node{Name: n, Address: "192.0.2.1"})
+	}
+	return inv
+}
+
+// calls counts how often each phase ran on each node.
+type calls struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *calls) add(phase, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[phase+"/"+node]++
+}
+
+func (c *calls) get(phase, node string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[phase+"/"+node]
+}
+
+func phase(name string, c *calls, gating bool, fail func(n *Node) error) Phase {
+	return Phase{Name: name, Gating: gating, PerNode: func(ctx context.Context, w *Window, n *Node) (any, error) {
+		c.add(name, n.Name)
+		if fail != nil {
+			if err := fail(n); err != nil {
+				return nil, err
+			}
+		}
+		return map[string]string{"node": n.Name}, nil
+	}}
+}
+
+func teardownPhase(c *calls, ctxSeen *atomic.Bool) Phase {
+	return Phase{Name: "teardown", Teardown: true, PerNode: func(ctx context.Context, w *Window, n *Node) (any, error) {
+		c.add("teardown", n.Name)
+		if ctx.Err() == nil {
+			ctxSeen.Store(true)
+		}
+		return nil, nil
+	}}
+}
+
+func TestGatingFailureQuarantines(t *testing.T) {
+	inv := testInventory(t, "a", "b", "c")
+	var c calls
+	failB := func(n *Node) error {
+		if n.Name == "b" {
+			return errors.New("no GPU found")
+		}
+		return nil
+	}
+	ps := []Phase{phase("one", &c, true, failB), phase("two", &c, false, nil)}
+	rec, dir, err := Start(t.Context(), inv, ps, Options{RunsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.get("two", "b") != 0 || c.get("two", "a") != 1 || c.get("two", "c") != 1 {
+		t.Fatalf("quarantined node ran a later phase: %v", c.m)
+	}
+	if n := rec.Nodes[1]; !n.Quarantined || !strings.Contains(n.Reason, "one failed: no GPU found") {
+		t.Fatalf("node b: %+v", n)
+	}
+	if rec.Accepted() {
+		t.Fatal("a window with a quarantined node was accepted")
+	}
+	r, err := readJournal(dir)
+	if err != nil || !r.ended || len(r.quarantine) != 1 || !r.done["one"] || !r.done["two"] {
+		t.Fatalf("journal: %+v, %v", r, err)
+	}
+}
+
+func TestStrictAbortsButTearsDown(t *testing.T) {
+	inv := testInventory(t, "a", "b")
+	var c calls
+	var live atomic.Bool
+	failA := func(n *Node) error {
+		if n.Name == "a" {
+			return errors.New("unreachable")
+		}
+		return nil
+	}
+	ps := []Phase{phase("one", &c, true, failA), phase("two", &c, false, nil), teardownPhase(&c, &live)}
+	// Teardown visits reached nodes only; none has a client here.
+	rec, _, err := Start(t.Context(), inv, ps, Options{RunsDir: t.TempDir(), Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rec.Aborted, "a: one failed: unreachable (--strict)") {
+		t.Fatalf("aborted = %q", rec.Aborted)
+	}
+	if c.get("two", "b") != 0 {
+		t.Fatal("the window went on after a strict abort")
+	}
+}
+
+func TestInterruptThenResume(t *testing.T) {
+	inv := testInventory(t, "a", "b")
+	load := func(string) (*inventory.Inventory, error) { return inv, nil }
+	ctx, cancel := context.WithCancel(t.Context())
+	var c calls
+	var live atomic.Bool
+	connect := phase("connect", &c, true, nil)
+	connect.AlwaysRun = true
+	crash := func(n *Node) error {
+		cancel() // the coordinator goes away in the middle of "two"
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	first := []Phase{connect, phase("one", &c, true, nil), phase("two", &c, false, crash), phase("three", &c, false, nil), teardownPhase(&c, &live)}
+	rec, dir, err := Start(ctx, inv, first, Options{RunsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Interrupted || c.get("three", "a") != 0 {
+		t.Fatalf("interrupted=%v, three ran %d times", rec.Interrupted, c.get("three", "a"))
+	}
+	for _, p := range rec.Phases {
+		if p.Phase == "two" && p.Outcome != record.Interrupted {
+			t.Errorf("two on %s: %s", p.Node, p.Outcome)
+		}
+	}
+	if !live.Load() {
+		t.Fatal("teardown ran with the cancelled context")
+	}
+	// A crash can tear the last journal line.
+	f, _ := os.OpenFile(filepath.Join(dir, JournalFile), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"type":"result","res`)
+	f.Close()
+
+	var c2 calls
+	second := []Phase{phase("connect", &c2, true, nil), phase("one", &c2, true, nil), phase("two", &c2, false, nil), phase("three", &c2, false, nil)}
+	second[0].AlwaysRun = true
+	rec, _, err = Resume(t.Context(), dir, load, second, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.get("connect", "a") != 1 || c2.get("one", "a") != 0 || c2.get("two", "a") != 1 || c2.get("three", "b") != 1 {
+		t.Fatalf("resume ran: %v", c2.m)
+	}
+	if rec.Interrupted || len(rec.Resumed) != 1 {
+		t.Fatalf("resumed record: interrupted=%v resumed=%v", rec.Interrupted, rec.Resumed)
+	}
+	// One result per phase and node: the interrupted attempt of "two" and
+	// the first connect are gone.
+	seen := map[string]int{}
+	for _, p := range rec.Phases {
+		seen[p.Phase+"/"+p.Node]++
+	}
+	for k, n := range seen {
+		if n != 1 && !strings.HasPrefix(k, "teardown/") {
+			t.Errorf("%s recorded %d times", k, n)
+		}
+	}
+	if _, _, err := Resume(t.Context(), dir, load, second, Options{}); err == nil || !strings.Contains(err.Error(), "already ended") {
+		t.Fatalf("resuming an ended window: %v", err)
+	}
+}
+
+func TestResumeRefusesAChangedInventory(t *testing.T) {
+	inv := testInventory(t, "a")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, dir, err := Start(ctx, inv, []Phase{phase("one", &calls{}, false, nil)}, Options{RunsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := *inv
+	changed.Digest = "def"
+	_, _, err = Resume(t.Context(), dir, func(string) (*inventory.Inventory, error) { return &changed, nil }, nil, Options{})
+	if err == nil || !strings.Contains(err.Error(), "changed since the window started") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestResultDecodesTheRecord(t *testing.T) {
+	inv := testInventory(t, "a", "b")
+	var c calls
+	rec, _, err := Start(t.Context(), inv, []Phase{phase("one", &c, false, nil)}, Options{RunsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Window{rec: rec}
+	var v map[string]string
+	if r, ok := w.Result("one", 1, &v); !ok || v["node"] != "b" || r.Outcome != record.OK {
+		t.Fatalf("Result = %+v %v %v", r, v, ok)
+	}
+}

@@ -1,0 +1,246 @@
+package reports
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// ManifestName is the bundle's checksum list, in sha256sum's format.
+const ManifestName = "MANIFEST.sha256"
+
+// Kinds of Problem.
+const (
+	Changed  = "changed"  // listed, present, different content
+	Missing  = "missing"  // listed, absent
+	Unlisted = "unlisted" // present, not listed
+)
+
+// Problem is one file of a bundle that does not match its manifest.
+type Problem struct {
+	Path string `json:"path"` // relative to the bundle, with forward slashes
+	Kind string `json:"kind"` // Changed, Missing or Unlisted
+	Want string `json:"want,omitempty"`
+	Got  string `json:"got,omitempty"`
+}
+
+func (p Problem) String() string {
+	s := p.Kind + ": " + p.Path
+	if p.Kind == Changed {
+		s += fmt.Sprintf(" (sha256 %s, manifest says %s)", p.Got, p.Want)
+	}
+	return s
+}
+
+// WriteBundle writes run.json, report.md and junit.xml into dir, next to the
+// raw logs the runner left there, then MANIFEST.sha256 over every file in
+// dir, so that `sha256sum -c MANIFEST.sha256` run in dir checks the lot.
+// Each file is replaced atomically: a crash leaves the old file or the new
+// one, never half of one.
+func WriteBundle(dir string, run *record.Run) error {
+	if run == nil {
+		return fmt.Errorf("bundle %s: nil run", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bundle %s: run.json: %w", dir, err)
+	}
+	var report, junit bytes.Buffer
+	if err := Markdown(&report, run); err != nil {
+		return fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	if err := JUnit(&junit, run); err != nil {
+		return fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{"run.json", append(js, '\n')},
+		{"report.md", report.Bytes()},
+		{"junit.xml", junit.Bytes()},
+	} {
+		if err := writeAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
+	}
+
+	// The manifest comes last so that it covers everything above.
+	files, err := listFiles(dir)
+	if err != nil {
+		return err
+	}
+	var m bytes.Buffer
+	for _, f := range files {
+		sum, err := hashFile(dir, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&m, "%s  %s\n", sum, f)
+	}
+	return writeAtomic(filepath.Join(dir, ManifestName), m.Bytes())
+}
+
+// Verify checks dir against its MANIFEST.sha256 and returns one Problem per
+// changed, missing or unlisted file, sorted by path. It returns an error only
+// when the manifest is missing or malformed (naming the line), or a file
+// cannot be read.
+func Verify(dir string) ([]Problem, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return nil, err
+	}
+	want, err := parseManifest(filepath.Join(dir, ManifestName), data)
+	if err != nil {
+		return nil, err
+	}
+	files, err := listFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var problems []Problem
+	for _, f := range files {
+		got, err := hashFile(dir, f)
+		if err != nil {
+			return nil, err
+		}
+		w, listed := want[f]
+		delete(want, f)
+		switch {
+		case !listed:
+			problems = append(problems, Problem{Path: f, Kind: Unlisted, Got: got})
+		case w != got:
+			problems = append(problems, Problem{Path: f, Kind: Changed, Want: w, Got: got})
+		}
+	}
+	for f, w := range want { // what is left was listed but not found
+		problems = append(problems, Problem{Path: f, Kind: Missing, Want: w})
+	}
+	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
+	return problems, nil
+}
+
+// parseManifest reads sha256sum lines ("<hex>  <path>", or " *" for binary
+// mode, which sha256sum also writes) into path -> lowercase hex.
+func parseManifest(name string, data []byte) (map[string]string, error) {
+	bad := func(line int, format string, args ...any) error {
+		return fmt.Errorf("%s line %d: %s", name, line, fmt.Sprintf(format, args...))
+	}
+	text, ok := strings.CutSuffix(string(data), "\n")
+	if !ok || text == "" {
+		return nil, fmt.Errorf("%s: empty or not ending in a newline", name)
+	}
+	sums := map[string]string{}
+	for i, line := range strings.Split(text, "\n") {
+		n := i + 1
+		if len(line) < 67 || (line[64:66] != "  " && line[64:66] != " *") {
+			return nil, bad(n, "want \"<sha256>  <path>\", got %q", line)
+		}
+		sum, path := strings.ToLower(line[:64]), line[66:]
+		if _, err := hex.DecodeString(sum); err != nil {
+			return nil, bad(n, "checksum %q is not hex", line[:64])
+		}
+		if !fs.ValidPath(path) || strings.ContainsAny(path, "\\\r") || path == ManifestName {
+			return nil, bad(n, "bad path %q", path)
+		}
+		if _, dup := sums[path]; dup {
+			return nil, bad(n, "%s listed twice", path)
+		}
+		sums[path] = sum
+	}
+	return sums, nil
+}
+
+// listFiles returns every file under dir except the manifest, relative and
+// slash-separated, sorted bytewise (as `sort` in the C locale would). Only
+// regular files are accepted: a link could point outside the bundle, and a
+// name with a newline or backslash would need sha256sum's escaped form.
+func listFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case rel == ManifestName:
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("bundle %s: %s is not a regular file", dir, rel)
+		case strings.ContainsAny(rel, "\\\n\r"):
+			return fmt.Errorf("bundle %s: %q: name cannot be listed in a manifest", dir, rel)
+		}
+		files = append(files, rel)
+		return nil
+	})
+	slices.Sort(files)
+	return files, err
+}
+
+func hashFile(dir, rel string) (string, error) {
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeAtomic replaces path with data: temp file in the same directory,
+// fsync, rename, then fsync the directory so the rename itself survives a
+// crash.
+func writeAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600; evidence is for reading
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,219 @@
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// newBundle writes the raw logs a runner would leave, then the bundle.
+func newBundle(t *testing.T) (string, *record.Run) {
+	t.Helper()
+	dir := t.TempDir()
+	run := failedRun()
+	for _, p := range run.Phases {
+		if p.Log == "" {
+			continue
+		}
+		path := filepath.Join(dir, filepath.FromSlash(p.Log))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(p.Phase+" on "+p.Node+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteBundle(dir, run); err != nil {
+		t.Fatal(err)
+	}
+	return dir, run
+}
+
+func verify(t *testing.T, dir string) []Problem {
+	t.Helper()
+	problems, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return problems
+}
+
+func TestBundleClean(t *testing.T) {
+	dir, run := newBundle(t)
+	if p := verify(t, dir); len(p) != 0 {
+		t.Fatalf("fresh bundle: %v", p)
+	}
+
+	// Exactly the expected files: no temp file left behind.
+	var got []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	want := []string{ManifestName, "junit.xml", "report.md", "run.json"}
+	for _, p := range run.Phases {
+		if p.Log != "" {
+			want = append(want, p.Log)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("files:\n got %v\nwant %v", got, want)
+	}
+
+	// The manifest lists every other file, sorted.
+	m, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(m), "\n"), "\n") {
+		listed = append(listed, line[66:])
+	}
+	if !slices.IsSorted(listed) || len(listed) != len(want)-1 {
+		t.Errorf("manifest lists %v", listed)
+	}
+
+	// run.json is the run, whole.
+	js, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back record.Run
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	wantJS, _ := json.Marshal(run)
+	gotJS, _ := json.Marshal(&back)
+	if string(wantJS) != string(gotJS) {
+		t.Errorf("run.json does not round-trip:\n%s\n%s", gotJS, wantJS)
+	}
+
+	// Rewriting a bundle (e.g. after resume) leaves it clean.
+	if err := WriteBundle(dir, run); err != nil {
+		t.Fatal(err)
+	}
+	if p := verify(t, dir); len(p) != 0 {
+		t.Fatalf("rewritten bundle: %v", p)
+	}
+}
+
+func TestBundleProblems(t *testing.T) {
+	tests := []struct {
+		name   string
+		tamper func(t *testing.T, dir string)
+		want   Problem
+	}{
+		{"changed", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "raw", "gpu-02", "preflight.log")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[0] ^= 1
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, Problem{Path: "raw/gpu-02/preflight.log", Kind: Changed}},
+		{"missing", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "junit.xml")); err != nil {
+				t.Fatal(err)
+			}
+		}, Problem{Path: "junit.xml", Kind: Missing}},
+		{"unlisted", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "raw", "gpu-01", "extra.log"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, Problem{Path: "raw/gpu-01/extra.log", Kind: Unlisted}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, _ := newBundle(t)
+			tt.tamper(t, dir)
+			p := verify(t, dir)
+			if len(p) != 1 || p[0].Path != tt.want.Path || p[0].Kind != tt.want.Kind {
+				t.Fatalf("got %v, want one %s %s", p, tt.want.Kind, tt.want.Path)
+			}
+			if tt.want.Kind == Changed && (p[0].Want == "" || p[0].Got == "" || p[0].Want == p[0].Got) {
+				t.Errorf("changed without both checksums: %+v", p[0])
+			}
+			if !strings.Contains(p[0].String(), tt.want.Path) {
+				t.Errorf("String() does not name the file: %s", p[0])
+			}
+		})
+	}
+}
+
+func TestVerifyBadManifest(t *testing.T) {
+	dir, _ := newBundle(t)
+	path := filepath.Join(dir, ManifestName)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(orig), "\n")
+	dup := slices.Clone(lines)
+	dup[2] = dup[1]
+	for _, tt := range []struct {
+		name, manifest, want string
+	}{
+		{"bad hex", lines[0] + "zz" + lines[1][2:] + strings.Join(lines[2:], ""), "line 2"},
+		{"no separator", lines[0] + lines[1][:64] + " " + lines[1][66:] + strings.Join(lines[2:], ""), "line 2"},
+		{"escaping path", strings.Join(lines[:2], "") + lines[2][:66] + "../etc/passwd\n" + strings.Join(lines[3:], ""), "line 3"},
+		{"duplicate", strings.Join(dup, ""), "line 3"},
+		{"empty", "", ManifestName},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tt.manifest), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Verify(dir)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got error %v, want one naming %q", err, tt.want)
+			}
+		})
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing manifest: got %v", err)
+	}
+}
+
+// The manifest must be usable without gpuaccept: plain sha256sum -c.
+func TestManifestSha256sum(t *testing.T) {
+	bin, err := exec.LookPath("sha256sum")
+	if err != nil {
+		t.Skip("sha256sum not installed")
+	}
+	dir, _ := newBundle(t)
+	cmd := exec.Command(bin, "--strict", "-c", ManifestName)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum -c: %v\n%s", err, out)
+	}
+}
+
+func TestBundleRejectsLinks(t *testing.T) {
+	dir, run := newBundle(t)
+	if err := os.Symlink("/etc/hostname", filepath.Join(dir, "raw", "link.log")); err != nil {
+		t.Skip(err)
+	}
+	if err := WriteBundle(dir, run); err == nil || !strings.Contains(err.Error(), "raw/link.log") {
+		t.Fatalf("got %v, want an error naming raw/link.log", err)
+	}
+}

@@ -1,0 +1,207 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gpuaccept/orchestrator/record"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	renderers := []struct {
+		ext    string
+		render func(io.Writer, *record.Run) error
+	}{
+		{"summary.txt", func(w io.Writer, r *record.Run) error { return Summary(w, r, false) }},
+		{"report.md", Markdown},
+		{"junit.xml", JUnit},
+	}
+	for _, c := range cases {
+		for _, r := range renderers {
+			t.Run(c.name+"/"+r.ext, func(t *testing.T) {
+				var b bytes.Buffer
+				if err := r.render(&b, c.run()); err != nil {
+					t.Fatal(err)
+				}
+				golden(t, c.name+"."+r.ext, b.Bytes())
+			})
+		}
+	}
+}
+
+// Every report made from a simulated run must say so, and no other may.
+func TestSimulatedLabel(t *testing.T) {
+	for _, c := range cases {
+		run := c.run()
+		var s, m, j bytes.Buffer
+		if err := Summary(&s, run, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := Markdown(&m, run); err != nil {
+			t.Fatal(err)
+		}
+		if err := JUnit(&j, run); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"summary": s.String(), "markdown": m.String()} {
+			if got := strings.Contains(out, "SIMULATED"); got != run.Simulated {
+				t.Errorf("%s: %s says SIMULATED: %v, want %v", c.name, name, got, run.Simulated)
+			}
+		}
+		if run.Simulated && !strings.HasPrefix(s.String(), "SIMULATED") {
+			t.Errorf("%s: summary banner does not start with SIMULATED", c.name)
+		}
+		if run.Simulated && !strings.HasPrefix(m.String(), "> **SIMULATED**") {
+			t.Errorf("%s: report.md does not open with the SIMULATED banner", c.name)
+		}
+		want := `<property name="simulated" value="false">`
+		if run.Simulated {
+			want = `<property name="simulated" value="true">`
+		}
+		if !strings.Contains(j.String(), want) {
+			t.Errorf("%s: junit lacks %s", c.name, want)
+		}
+	}
+}
+
+func TestSummaryLastLine(t *testing.T) {
+	want := map[string]string{
+		"failed":      "NOT ACCEPTED (2 FAIL, 1 WARN, 1 SKIP)",
+		"interrupted": "INTERRUPTED",
+		"aborted":     "ABORTED: --strict: gpu-02 failed preflight",
+		"simulated":   "ACCEPTED (SIMULATED)",
+	}
+	for _, c := range cases {
+		var b bytes.Buffer
+		if err := Summary(&b, c.run(), false); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		if got := lines[len(lines)-1]; got != want[c.name] {
+			t.Errorf("%s: last line %q, want %q", c.name, got, want[c.name])
+		}
+	}
+}
+
+// Colour must only add escape codes: tablewriter measures cells without
+// them, so stripping them gives the plain output back exactly.
+func TestSummaryColor(t *testing.T) {
+	var plain, colored bytes.Buffer
+	if err := Summary(&plain, failedRun(), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := Summary(&colored, failedRun(), true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(colored.String(), "\x1b[") {
+		t.Fatal("color asked for, none given")
+	}
+	if strings.Contains(plain.String(), "\x1b[") {
+		t.Fatal("color given unasked")
+	}
+	stripped := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(colored.String(), "")
+	if stripped != plain.String() {
+		t.Errorf("colored summary differs from plain beyond escape codes:\n%s\n---\n%s", stripped, plain.String())
+	}
+}
+
+func TestVerdictOrder(t *testing.T) {
+	run := failedRun()
+	before := append([]record.Verdict(nil), run.Verdicts...)
+	var got []string
+	for _, v := range verdicts(run) {
+		got = append(got, v.ID+"/"+nodeLabel(v.Node))
+	}
+	want := "GPU-001/gpu-01 GPU-001/gpu-02 GPU-001/gpu-03 HEALTH-001/gpu-01 HEALTH-001/gpu-02 HEALTH-001/gpu-03 NCCL-001/cluster STAGE-001/gpu-01"
+	if strings.Join(got, " ") != want {
+		t.Errorf("order:\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	if run.Verdicts[0].ID != before[0].ID {
+		t.Error("verdicts() reordered the run's own slice")
+	}
+}
+
+func TestJUnitParses(t *testing.T) {
+	type parsed struct {
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Skipped  int    `xml:"skipped,attr"`
+		Cases    []struct {
+			Classname string    `xml:"classname,attr"`
+			Name      string    `xml:"name,attr"`
+			Failure   *struct{} `xml:"failure"`
+			Skipped   *struct{} `xml:"skipped"`
+			SystemOut string    `xml:"system-out"`
+		} `xml:"testcase"`
+	}
+	for _, c := range cases {
+		run := c.run()
+		var b bytes.Buffer
+		if err := JUnit(&b, run); err != nil {
+			t.Fatal(err)
+		}
+		var s parsed
+		if err := xml.Unmarshal(b.Bytes(), &s); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var failures, skipped, warned int
+		for _, tc := range s.Cases {
+			if tc.Failure != nil {
+				failures++
+			}
+			if tc.Skipped != nil {
+				skipped++
+			}
+			if strings.HasPrefix(tc.SystemOut, "WARN: ") {
+				warned++
+			}
+			if !strings.HasPrefix(tc.Name, tc.Classname+" ") || !strings.HasSuffix(tc.Name, "]") {
+				t.Errorf("%s: testcase name %q does not read \"<ID> <title> [<node>]\"", c.name, tc.Name)
+			}
+		}
+		if s.Name != "gpuaccept" || s.Tests != len(run.Verdicts) || len(s.Cases) != len(run.Verdicts) {
+			t.Errorf("%s: suite %q with tests=%d and %d testcases, want gpuaccept with %d",
+				c.name, s.Name, s.Tests, len(s.Cases), len(run.Verdicts))
+		}
+		if s.Failures != count(run, record.Fail) || failures != s.Failures {
+			t.Errorf("%s: failures attr %d, elements %d, want %d", c.name, s.Failures, failures, count(run, record.Fail))
+		}
+		if s.Skipped != count(run, record.Skip) || skipped != s.Skipped {
+			t.Errorf("%s: skipped attr %d, elements %d, want %d", c.name, s.Skipped, skipped, count(run, record.Skip))
+		}
+		if warned != count(run, record.Warn) {
+			t.Errorf("%s: %d warnings in system-out, want %d", c.name, warned, count(run, record.Warn))
+		}
+	}
+}

@@ -1,0 +1,37 @@
+# gpuaccept preflight: one pass over everything a node says about itself.
+# Each section is the raw output of one command, framed so the coordinator
+# can split them:
+#   @@gpuaccept@@ begin NAME
+#   ...the command's stdout and stderr...
+#   @@gpuaccept@@ end NAME rc=N
+# rc 127 means the command is not installed on the node.
+section() {
+  name=$1
+  shift
+  echo "@@gpuaccept@@ begin $name"
+  "$@" 2>&1
+  echo "@@gpuaccept@@ end $name rc=$?"
+}
+optional() {
+  # A tool that is not installed is a fact, not a failure of the node.
+  if command -v "$2" >/dev/null 2>&1; then
+    section "$@"
+  else
+    echo "@@gpuaccept@@ begin $1"
+    echo "$2: not installed"
+    echo "@@gpuaccept@@ end $1 rc=127"
+  fi
+}
+section hostname hostname
+section machine-id cat /etc/machine-id
+section kernel uname -r
+section os-release cat /etc/os-release
+section cpu sh -c 'grep -m1 "model name" /proc/cpuinfo; nproc'
+section meminfo grep MemTotal /proc/meminfo
+section nvidia-smi-L nvidia-smi -L
+section nvidia-smi-query nvidia-smi --query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version --format=csv
+section nvidia-smi-q nvidia-smi -q
+section nvidia-smi-topo nvidia-smi topo -m
+optional dcgmi-discovery dcgmi discovery -l
+optional ibstat ibstat
+optional ibv_devinfo ibv_devinfo
