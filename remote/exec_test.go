@@ -162,10 +162,17 @@ func TestCommandThatIgnoresTermIsKilledAfterGrace(t *testing.T) {
 	cmd, marker := uniqueSleep()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, Cmd{Command: "trap '' TERM; " + cmd + " & wait; wait", Grace: time.Second}) }()
+	var stderr bytes.Buffer
+	go func() {
+		done <- c.Run(ctx, Cmd{Command: "trap '' TERM; " + cmd + " & wait; wait", Grace: time.Second, Stderr: &stderr})
+	}()
 	eventually(t, 3*time.Second, "remote sleep started", func() bool { return running(marker) })
 	cancel()
 	<-done
+	// bash's job notices ("Killed") are the guard's, not the command's.
+	if stderr.Len() > 0 {
+		t.Errorf("the guard wrote to the command's stderr: %q", stderr.String())
+	}
 	eventually(t, 3*time.Second, "TERM-ignoring command and its guard killed", func() bool {
 		return !running(marker) && !running("gpuaccept-guard")
 	})

@@ -25,8 +25,23 @@ stop() {
   kill -TERM -- "-$pid" 2>/dev/null
   kill -TERM "$pid" 2>/dev/null
 }
-# Installed before anything starts, so an early TERM is never lost.
-trap stop TERM HUP INT
+# stopnow: the command must end: TERM now; the main loop below gives it
+# the grace period, then KILLs. Installed before anything starts, so an
+# early signal is never lost. USR1 comes from the control subshell.
+stopping=
+stopnow() {
+  stopping=1
+  stop
+}
+trap stopnow TERM HUP INT USR1
+
+# alive: the process runs (a zombie waiting to be reaped does not count).
+alive() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || { kill -0 "$1" 2>/dev/null; return; }
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
 
 # groupalive: does any live (non-zombie) process remain in the command's
 # group? Orphaned members linger as zombies until init reaps them.
@@ -55,12 +70,8 @@ control() {
     if [ $st -ne 0 ]; then
       # Timed out (>128: the coordinator fell silent) or end of stream (the
       # channel is gone): either way nobody is waiting for this command.
-      # TERM first; KILL after the grace period unless the guard, seeing
-      # the command end, has ended this subshell by then.
-      stop
-      sleep "$grace"
-      kill -KILL -- "-$pid" 2>/dev/null
-      kill -KILL "$pid" 2>/dev/null
+      # The guard itself stops it, so nothing of ours outlives the guard.
+      kill -USR1 $$
       exit 0
     fi
     case $op in
@@ -88,11 +99,23 @@ disown "$ctl"
 exec 4<&-
 
 # wait returns early when a trapped signal arrives; keep waiting for the
-# command itself.
+# command itself, and once it was told to stop, KILL it after the grace
+# period.
 while :; do
-  wait "$pid"
+  # bash reports a job killed by a signal ("Killed") on its stderr, which
+  # is the command's: not ours to add to.
+  wait "$pid" 2>/dev/null
   rc=$?
-  kill -0 "$pid" 2>/dev/null || break
+  alive "$pid" || { wait "$pid" 2>/dev/null; rc2=$?; [ $rc2 -ne 127 ] && rc=$rc2; break; }
+  if [ -n "$stopping" ]; then
+    i=0
+    while alive "$pid" && [ $i -lt $((grace * 10)) ]; do
+      sleep 0.1
+      i=$((i + 1))
+    done
+    kill -KILL -- "-$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null
+  fi
 done
 
 # Whatever the command left in its group goes too: TERM, then KILL after

@@ -63,10 +63,12 @@ type collector struct {
 	// problem with that key says so, since the file then is not at fault.
 	env  map[string]string
 	list []Problem
+	// keys holds the lower-cased key of every problem, for blocked.
+	keys map[string]bool
 }
 
 func newCollector(file string) *collector {
-	return &collector{file: file, idx: newDocIndex(), env: map[string]string{}}
+	return &collector{file: file, idx: newDocIndex(), env: map[string]string{}, keys: map[string]bool{}}
 }
 
 // add records a problem with key, at the key's line (or its nearest
@@ -76,7 +78,7 @@ func (c *collector) add(key, msg string) {
 	if v, ok := c.env[strings.ToLower(key)]; ok {
 		msg += fmt.Sprintf(" (value from environment variable %s)", v)
 	}
-	c.list = append(c.list, Problem{Line: c.idx.line(key), Key: key, Message: msg})
+	c.addAt(c.idx.line(key), key, msg)
 }
 
 // addf is add with formatting.
@@ -88,19 +90,23 @@ func (c *collector) addf(key, format string, args ...any) {
 // key index exists (syntax errors).
 func (c *collector) addAt(line int, key, msg string) {
 	c.list = append(c.list, Problem{Line: line, Key: key, Message: msg})
+	if key != "" {
+		c.keys[strings.ToLower(key)] = true
+	}
+}
+
+// addSyntax records a YAML syntax error.
+func (c *collector) addSyntax(err error) {
+	p := syntaxProblem(err)
+	c.addAt(p.Line, "", p.Message)
 }
 
 // blocked reports whether key, or a key above it, already has a problem:
 // a later stage then stays quiet about it, so one mistake is reported
 // once ("expected an integer" and not also "must be 1..65535").
 func (c *collector) blocked(key string) bool {
-	key = strings.ToLower(key)
-	for _, p := range c.list {
-		k := strings.ToLower(p.Key)
-		if k == "" {
-			continue
-		}
-		if key == k || strings.HasPrefix(key, k+".") || strings.HasPrefix(key, k+"[") {
+	for k := strings.ToLower(key); k != ""; k = parentPath(k) {
+		if c.keys[k] {
 			return true
 		}
 	}

@@ -63,7 +63,9 @@ func parse(name string, data []byte, env lookupEnv) (*Inventory, error) {
 	if root == nil {
 		return nil, c.err()
 	}
-	indexTree(root, c)
+	if !indexTree(root, c) {
+		return nil, c.err()
+	}
 	inv := decode(data, c, env)
 	if inv != nil {
 		restoreMaps(inv, c.idx)

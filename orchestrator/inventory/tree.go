@@ -44,7 +44,7 @@ func readTree(data []byte, c *collector) *yaml.Node {
 		return nil
 	}
 	if err != nil {
-		c.list = append(c.list, syntaxProblem(err))
+		c.addSyntax(err)
 		return nil
 	}
 	if !singleDocument(dec, c) {
@@ -64,7 +64,7 @@ func singleDocument(dec *yaml.Decoder, c *collector) bool {
 	case errors.Is(err, io.EOF):
 		return true
 	case err != nil:
-		c.list = append(c.list, syntaxProblem(err))
+		c.addSyntax(err)
 	default:
 		c.addAt(next.Line, "", "a second YAML document (after ---): an inventory is one document")
 	}
@@ -249,10 +249,13 @@ type walker struct {
 	open map[*yaml.Node]bool
 }
 
-func indexTree(root *yaml.Node, c *collector) {
+// indexTree walks the tree; false when the file is too large to decode
+// (aliases that expand past maxVisits).
+func indexTree(root *yaml.Node, c *collector) bool {
 	c.idx.rootLine = root.Line
 	w := &walker{idx: c.idx, c: c, open: map[*yaml.Node]bool{}}
 	w.walkStruct("", inventoryType, root)
+	return w.visits <= maxVisits
 }
 
 var inventoryType = reflect.TypeFor[Inventory]()

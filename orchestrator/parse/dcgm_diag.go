@@ -120,32 +120,52 @@ func worse(a, b string) string {
 	return a
 }
 
+// testAcc builds one DiagTest. GPU entries are indexed by number so a long
+// "Pass - GPUs: 0, 1, ..." list or thousands of JSON entities stay linear,
+// and warnings already filed are remembered so a summary does not repeat them.
+type testAcc struct {
+	DiagTest
+	gpuAt  map[int]int
+	warned map[string]bool
+}
+
+func newTest(name, category string) *testAcc {
+	return &testAcc{DiagTest: DiagTest{Name: name, Category: category}, gpuAt: map[int]int{}, warned: map[string]bool{}}
+}
+
 // gpu returns the test's entry for GPU n, creating it with the given status.
-func (t *DiagTest) gpu(n int, status string) *DiagGPU {
-	for i := range t.GPUs {
-		if t.GPUs[i].GPU == n {
-			return &t.GPUs[i]
-		}
+func (t *testAcc) gpu(n int, status string) *DiagGPU {
+	if i, ok := t.gpuAt[n]; ok {
+		return &t.GPUs[i]
 	}
+	t.gpuAt[n] = len(t.GPUs)
 	t.GPUs = append(t.GPUs, DiagGPU{GPU: n, Status: status})
 	return &t.GPUs[len(t.GPUs)-1]
 }
 
 // setGPU records GPU n's status, keeping the worse one if it is listed twice.
-func (t *DiagTest) setGPU(n int, status string) {
+func (t *testAcc) setGPU(n int, status string) {
 	g := t.gpu(n, status)
 	g.Status = worse(g.Status, status)
 	t.Status = worse(t.Status, status)
 }
 
-// hasGPU reports whether the test already has an entry for GPU n.
-func (t *DiagTest) hasGPU(n int) bool {
-	for _, g := range t.GPUs {
-		if g.GPU == n {
-			return true
-		}
-	}
-	return false
+func (t *testAcc) hasGPU(n int) bool {
+	_, ok := t.gpuAt[n]
+	return ok
+}
+
+// warnGPU files a warning under GPU n (created with status if new).
+func (t *testAcc) warnGPU(n int, status, msg string) {
+	g := t.gpu(n, status)
+	g.Warnings = append(g.Warnings, msg)
+	t.warned[msg] = true
+}
+
+// warnInfo files a warning that has no GPU entry to go to as an info line.
+func (t *testAcc) warnInfo(label, msg string) {
+	t.Info = append(t.Info, label+msg)
+	t.warned[msg] = true
 }
 
 // unknownStatus records a status word this parser does not know. It is kept

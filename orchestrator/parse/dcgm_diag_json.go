@@ -238,7 +238,7 @@ func isDiagTest(m map[string]any) bool {
 }
 
 func (w *diagWalker) test(m map[string]any, category string) {
-	t := DiagTest{Name: str(m["name"]), Category: category}
+	t := newTest(str(m["name"]), category)
 	results, _ := m["results"].([]any)
 	for i, r := range results {
 		rm, ok := r.(map[string]any)
@@ -246,7 +246,7 @@ func (w *diagWalker) test(m map[string]any, category string) {
 			w.d.Errors = append(w.d.Errors, fmt.Sprintf("test %q: result %d is not an object", t.Name, i))
 			continue
 		}
-		w.result(&t, rm)
+		w.result(t, rm)
 	}
 	if sum, ok := m["test_summary"].(map[string]any); ok {
 		// 4.x: the summary is the test's verdict; keep the worse of it and
@@ -255,8 +255,8 @@ func (w *diagWalker) test(m map[string]any, category string) {
 			t.Status = worse(t.Status, w.status(t.Name, raw))
 		}
 		for _, msg := range messages(sum["warnings"]) {
-			if !t.hasWarning(msg) {
-				t.Info = append(t.Info, "Warning: "+msg)
+			if !t.warned[msg] {
+				t.warnInfo("Warning: ", msg)
 			}
 		}
 		t.Info = append(t.Info, messages(sum["info"])...)
@@ -264,13 +264,13 @@ func (w *diagWalker) test(m map[string]any, category string) {
 	if t.Status == "" {
 		t.Status = StatusNotRun
 	}
-	w.d.Tests = append(w.d.Tests, t)
+	w.d.Tests = append(w.d.Tests, t.DiagTest)
 }
 
 // result files one entry of a test's "results" array: a GPU entity (4.x
 // entity_group/entity_id, 3.x gpu_ids/gpu_id), another entity kind (CPU,
 // switch: kept as info), or a test-wide result.
-func (w *diagWalker) result(t *DiagTest, r map[string]any) {
+func (w *diagWalker) result(t *testAcc, r map[string]any) {
 	st := StatusNotRun
 	if raw := str(r["status"]); raw != "" {
 		st = w.status(t.Name, raw)
@@ -293,10 +293,9 @@ func (w *diagWalker) result(t *DiagTest, r map[string]any) {
 	}
 	for _, msg := range messages(r["warnings"]) {
 		if len(gpus) == 1 {
-			g := t.gpu(gpus[0], st)
-			g.Warnings = append(g.Warnings, msg)
+			t.warnGPU(gpus[0], st, msg)
 		} else {
-			t.Info = append(t.Info, "Warning: "+prefix+msg)
+			t.warnInfo("Warning: "+prefix, msg)
 		}
 	}
 	for _, msg := range messages(r["info"]) {
@@ -341,22 +340,6 @@ func (w *diagWalker) status(test, raw string) string {
 		return st
 	}
 	return w.d.unknownStatus("JSON", test, raw)
-}
-
-func (t *DiagTest) hasWarning(msg string) bool {
-	for _, g := range t.GPUs {
-		for _, w := range g.Warnings {
-			if w == msg {
-				return true
-			}
-		}
-	}
-	for _, i := range t.Info {
-		if strings.HasSuffix(i, msg) {
-			return true
-		}
-	}
-	return false
 }
 
 // messages flattens the shapes DCGM has used for warnings and info: a

@@ -39,7 +39,7 @@ type note struct {
 	kind   string // "warning", "info", "error"
 	entity string // "GPU" when the row named one, else ""
 	id     int
-	text   string
+	text   strings.Builder
 	full   bool // the last chunk filled its 45 columns: the next one continues the same word
 }
 
@@ -47,7 +47,8 @@ type note struct {
 type diagText struct {
 	d         *Diag
 	category  string
-	cur       *DiagTest
+	tests     []*testAcc
+	cur       *testAcc
 	allStatus string // status of the current test when printed as "<Status> - All"
 	listed    string // status of the current test's last "- GPUs:" list, for wrapped lists
 	inNote    *note
@@ -62,6 +63,9 @@ func diagFromText(lines []line) (Diag, error) {
 		p.line(l)
 	}
 	p.flush()
+	for _, t := range p.tests {
+		d.Tests = append(d.Tests, t.DiagTest)
+	}
 	if !p.sawTable {
 		if len(d.Errors) > 0 {
 			return d, nil // dcgmi printed only an error ("Error: Unable to complete diagnostic ...")
@@ -139,7 +143,8 @@ func (p *diagText) row(l line, name, value string) {
 	case reDiagNote.MatchString(name):
 		p.flush()
 		m := reDiagNote.FindStringSubmatch(name)
-		n := &note{at: l, kind: strings.ToLower(m[1]), id: -1, text: strings.TrimLeft(value, " "), full: len(value) >= diagChunk}
+		n := &note{at: l, kind: strings.ToLower(m[1]), id: -1, full: len(value) >= diagChunk}
+		n.text.WriteString(strings.TrimLeft(value, " "))
 		if m[3] != "" {
 			n.entity = strings.ToUpper(m[2])
 			n.id, _ = strconv.Atoi(m[3])
@@ -147,8 +152,8 @@ func (p *diagText) row(l line, name, value string) {
 		p.inNote = n
 	default:
 		p.flush()
-		p.d.Tests = append(p.d.Tests, DiagTest{Name: name, Category: p.category})
-		p.cur = &p.d.Tests[len(p.d.Tests)-1]
+		p.cur = newTest(name, p.category)
+		p.tests = append(p.tests, p.cur)
 		p.allStatus, p.listed = "", ""
 		if !p.status(v) {
 			p.cur.Status = p.d.unknownStatus(fmt.Sprintf("line %d", l.no), name, v)
@@ -164,9 +169,9 @@ func (p *diagText) continuation(l line, raw, v string) {
 	}
 	if n := p.inNote; n != nil {
 		if n.full {
-			n.text += raw
+			n.text.WriteString(raw)
 		} else {
-			n.text += " " + strings.TrimLeft(raw, " ")
+			n.text.WriteString(" " + strings.TrimLeft(raw, " "))
 		}
 		n.full = len(raw) >= diagChunk
 		return
@@ -235,7 +240,7 @@ func (p *diagText) flush() {
 	if n == nil {
 		return
 	}
-	msg := strings.TrimSpace(n.text)
+	msg := strings.TrimSpace(n.text.String())
 	if p.cur == nil {
 		p.d.Errors = append(p.d.Errors, fmt.Sprintf("line %d: %s outside any test: %s", n.at.no, n.kind, msg))
 		return
@@ -247,7 +252,7 @@ func (p *diagText) flush() {
 // the GPU they name (by the row name in DCGM 4.x, by the message's "GPU n"
 // prefix before) when that GPU has a result; otherwise they become
 // "Warning: ..." info lines of the test so nothing is dropped.
-func fileNote(t *DiagTest, kind, entity string, id int, msg, allStatus string) {
+func fileNote(t *testAcc, kind, entity string, id int, msg, allStatus string) {
 	if kind == "info" {
 		if entity != "" {
 			msg = fmt.Sprintf("%s%d: %s", entity, id, msg)
@@ -262,8 +267,7 @@ func fileNote(t *DiagTest, kind, entity string, id int, msg, allStatus string) {
 		}
 	}
 	if entity == "GPU" && (t.hasGPU(id) || allStatus != "") {
-		g := t.gpu(id, allStatus)
-		g.Warnings = append(g.Warnings, msg)
+		t.warnGPU(id, allStatus, msg)
 		return
 	}
 	label := "Warning: "
@@ -273,5 +277,5 @@ func fileNote(t *DiagTest, kind, entity string, id int, msg, allStatus string) {
 	if entity != "" {
 		label += fmt.Sprintf("%s%d: ", entity, id)
 	}
-	t.Info = append(t.Info, label+msg)
+	t.warnInfo(label, msg)
 }

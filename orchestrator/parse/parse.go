@@ -64,6 +64,7 @@ func normalize(text string) string {
 		return text
 	}
 	out := make([]byte, 0, len(text))
+	crDropped, crScanEnd := false, 0
 	for i := 0; i < len(text); i++ {
 		c := text[i]
 		switch c {
@@ -79,7 +80,10 @@ func normalize(text string) string {
 			// redrawing a line) - unless only spaces and escape sequences
 			// stand between it and the LF, where it is a CRLF that a colour
 			// reset or padding got wedged into.
-			if !crBeforeLF(text, i) {
+			if i >= crScanEnd { // one look-ahead answers a whole run of CRs
+				crDropped, crScanEnd = crBeforeLF(text, i)
+			}
+			if !crDropped {
 				out = append(out, '\n')
 			}
 		default:
@@ -90,20 +94,21 @@ func normalize(text string) string {
 }
 
 // crBeforeLF reports whether the CR at text[i] is followed by a line feed,
-// possibly after spaces, tabs, further CRs and escape sequences.
-func crBeforeLF(text string, i int) bool {
+// possibly after spaces, tabs, further CRs and escape sequences, and where
+// that look-ahead stopped (every CR before that point gets the same answer).
+func crBeforeLF(text string, i int) (bool, int) {
 	for j := i + 1; j < len(text); j++ {
 		switch text[j] {
 		case '\n':
-			return true
+			return true, j
 		case ' ', '\t', '\r':
 		case '\x1b':
 			j = skipEscape(text, j)
 		default:
-			return false
+			return false, j
 		}
 	}
-	return true // CR at the very end
+	return true, len(text) // CR at the very end
 }
 
 // skipEscape returns the index of the last byte of the escape sequence that
