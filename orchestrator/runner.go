@@ -275,7 +275,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 		var quarantine *entry
 		if pr.Outcome == record.Failed && p.Gating {
 			reason := fmt.Sprintf("%s failed: %s", p.Name, firstLine(pr.Error))
-			if o.Strict {
+			if o.Strict || w.Inv.Acceptance.Strict {
 				w.rec.Aborted = fmt.Sprintf("%s: %s (--strict)", n.Name, reason)
 			} else {
 				n.quarantined, n.reason = true, reason

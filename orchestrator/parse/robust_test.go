@@ -2,9 +2,11 @@ package parse
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The captures gpuaccept gets back over SSH are rarely byte-identical to
@@ -150,6 +152,39 @@ func TestNormalize(t *testing.T) {
 	for in, want := range cases {
 		if got := normalize(in); got != want {
 			t.Errorf("normalize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLargeInputsStayLinear guards against quadratic blow-ups (one was a
+// look-ahead per CR in a run of CRs). The budget is generous - a linear parse
+// of these takes well under a second even with -race; a quadratic one takes
+// minutes.
+func TestLargeInputsStayLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large inputs")
+	}
+	var gpuList strings.Builder
+	for i := 0; i < 30000; i++ {
+		fmt.Fprintf(&gpuList, "%d, ", i)
+	}
+	inputs := map[string]string{
+		"CR run":            strings.Repeat("\r", 1<<18) + "x",
+		"backspaces":        strings.Repeat("a\b", 1<<17),
+		"escapes":           strings.Repeat("\x1b[", 1<<17),
+		"nested JSON":       strings.Repeat("[", 1<<18),
+		"long warning":      "| Diagnostic | Result |\n| t | Pass |\n| Warning | x |\n" + strings.Repeat("|  | a chunk of a long warning message, 45 chars |\n", 5000),
+		"long GPU list":     "| Diagnostic | Result |\n| t | Pass - GPUs: " + gpuList.String() + " |\n",
+		"many JSON entries": `{"name":"t","results":[` + strings.Repeat(`{"entity_group":"GPU","entity_id":1,"status":"Fail","warnings":[{"warning":"w"}]},`, 5000) + `{}]}`,
+		"many tabs":         "\tGPU0\tCPU Affinity\nGPU0" + strings.Repeat("\t", 1<<18) + "X\n",
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for name, in := range inputs {
+		for pname, run := range parsers {
+			run(in)
+			if time.Now().After(deadline) {
+				t.Fatalf("still parsing at %s / %s: something is not linear", name, pname)
+			}
 		}
 	}
 }

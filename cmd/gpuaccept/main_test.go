@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// The binary under test: the demo's stand-ins call it back, so tests run
+// the real executable, not the test binary.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuaccept-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "gpuaccept")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString(err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func gpuaccept(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+}
+
+func TestDemoWritesAVerifiableBundle(t *testing.T) {
+	work := t.TempDir()
+	res := gpuaccept(t, work, "demo", "--runs-dir", "runs")
+	if res.code != 1 {
+		t.Fatalf("demo exit %d, want 1 (gpu-04 fails its diagnostic)\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	for _, want := range []string{"SIMULATED", "NOT ACCEPTED", "DIAG-001", "gpu-04"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+	for _, want := range []string{"== connect", "== preflight", "== diag", "== teardown", "gpu-04: quarantined"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("progress lacks %q:\n%s", want, res.stderr)
+		}
+	}
+	runs, _ := os.ReadDir(filepath.Join(work, "runs"))
+	if len(runs) != 1 {
+		t.Fatalf("%d run directories", len(runs))
+	}
+	dir := filepath.Join(work, "runs", runs[0].Name())
+	if v := gpuaccept(t, work, "verify", dir); v.code != 0 || !strings.Contains(v.stdout, "intact") {
+		t.Fatalf("verify: %d %s %s", v.code, v.stdout, v.stderr)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "SIMULATED") {
+		t.Fatalf("report.md not marked SIMULATED (%v)", err)
+	}
+	// Tampering with any evidence is caught and named.
+	log := filepath.Join(dir, "raw", "gpu-04", "diag.log")
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, bytes.Replace(data, []byte("Fail"), []byte("Pass"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := gpuaccept(t, work, "verify", dir)
+	if v.code != 1 || !strings.Contains(v.stdout, "changed: raw/gpu-04/diag.log") {
+		t.Fatalf("tampered bundle: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+}
+
+func TestDemoJSONOutput(t *testing.T) {
+	res := gpuaccept(t, t.TempDir(), "demo", "--runs-dir", "runs", "-o", "json")
+	if res.code != 1 || !strings.HasPrefix(strings.TrimSpace(res.stdout), "{") || !strings.Contains(res.stdout, `"simulated": true`) {
+		t.Fatalf("exit %d, stdout:\n%.300s", res.code, res.stdout)
+	}
+}
+
+func TestCheckPrintsThePlan(t *testing.T) {
+	res := gpuaccept(t, "../..", "check", "inventories/example-8xh100-infiniband.yaml")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	for _, want := range []string{"phases:", "connect", "preflight", "diag", "teardown", "quote:"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("plan lacks %q:\n%s", want, res.stdout)
+		}
+	}
+}
+
+func TestBadInputExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("provider: x\nnodes:\n  - name: a\n    adress: 10.0.0.1\n"), 0o644)
+	for _, args := range [][]string{
+		{"check", bad},
+		{"run", bad},
+		{"run"},
+		{"parse", "dcgmi", bad},
+		{"demo", "-o", "xml"},
+		{"nosuchcommand"},
+	} {
+		if res := gpuaccept(t, dir, args...); res.code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", args, res.code, res.stderr)
+		}
+	}
+	res := gpuaccept(t, dir, "check", bad)
+	if !strings.Contains(res.stderr, bad+":4") || !strings.Contains(res.stderr, "adress") {
+		t.Errorf("error does not name file, line and key:\n%s", res.stderr)
+	}
+}
+
+func TestParseDcgmi(t *testing.T) {
+	sample := "../../scripts/standins/samples/deepops-diag-r1-dcgm1x-blacklist-fail-empty-sections.txt"
+	if _, err := os.Stat(sample); err != nil {
+		t.Skip("sample not found")
+	}
+	res := gpuaccept(t, ".", "parse", "dcgmi", sample)
+	if res.code != 0 || !strings.Contains(res.stdout, `"ok": false`) || !strings.Contains(res.stdout, `"tests"`) {
+		t.Fatalf("exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+func TestCompressNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"gpu-01,gpu-02,gpu-03,gpu-07": "gpu-[01-03,07]",
+		"h1,h2,h3":                    "h[1-3]",
+		"h1":                          "h1",
+		"a,b":                         "a,b",
+		"n9,n10,n11":                  "n[9,10-11]",
+		"x1,y1,x2":                    "x[1-2],y1",
+	} {
+		if got := compressNames(strings.Split(in, ",")); got != want {
+			t.Errorf("compressNames(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
