@@ -85,7 +85,8 @@ func (p *diagText) line(l line) {
 	t := strings.TrimSpace(l.text)
 	switch {
 	case t == "":
-	case strings.HasPrefix(t, "Error:"):
+	case strings.HasPrefix(t, "Error:") || strings.HasPrefix(t, "Aborting the iterative runs"):
+		// dcgmi's own failure lines: no diagnostic, or --iterations stopped early.
 		p.d.Errors = append(p.d.Errors, fmt.Sprintf("line %d: %s", l.no, t))
 	case reDiagCategory.MatchString(t):
 		p.flush()

@@ -132,8 +132,11 @@ func skipEscape(text string, i int) int {
 		return j
 	case ']': // OSC: ends with BEL or ESC \.
 		for j := i + 2; j < len(text); j++ {
-			if text[j] == '\a' || text[j] == '\n' {
-				return j - boolInt(text[j] == '\n')
+			switch {
+			case text[j] == '\a':
+				return j
+			case text[j] == '\n': // unterminated: stop before the line break
+				return j - 1
 			}
 			if text[j] == '\x1b' && j+1 < len(text) && text[j+1] == '\\' {
 				return j + 1
@@ -146,13 +149,6 @@ func skipEscape(text string, i int) int {
 		}
 		return i + 1
 	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // notRecognized builds the error for text that is not the tool's output,

@@ -105,8 +105,7 @@ func factsFrom(s map[string]section) *Facts {
 			f.Problems = append(f.Problems, name+": no output (preflight cut short?)")
 			return "", false
 		case sec.rc == 127:
-			f.Missing = append(f.Missing, name)
-			return "", false
+			return "", false // listed in Missing below
 		case sec.rc != 0:
 			f.Problems = append(f.Problems, fmt.Sprintf("%s: exit %d: %s", name, sec.rc, lastLine(sec.out)))
 			return sec.out, false
@@ -134,17 +133,25 @@ func factsFrom(s map[string]section) *Facts {
 			f.MemoryGiB = round1(kb / (1 << 20))
 		}
 	}
+	for name, sec := range s {
+		if sec.rc == 127 {
+			f.Missing = append(f.Missing, name)
+		}
+	}
+	slices.Sort(f.Missing)
 	f.gpus(text)
 	f.nics(text)
 	if t, ok := text("dcgmi-discovery"); ok {
 		if devs, err := parse.DCGMDiscovery(t); err == nil {
 			f.DCGMDevices = len(devs)
 		} else {
-			f.Problems = append(f.Problems, "dcgmi discovery -l: "+err.Error())
+			f.Problems = append(f.Problems, err.Error())
 		}
 	}
 	return f
 }
+
+// Parser errors name their tool already ("nvidia-smi -q: ...").
 
 // gpus takes -q as the authority (versions, memory, serials) and checks -L
 // against it: a node whose two answers disagree is suspect.
@@ -152,7 +159,7 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 	if t, ok := text("nvidia-smi-q"); ok {
 		q, err := parse.NvidiaSmiQ(t)
 		if err != nil {
-			f.Problems = append(f.Problems, "nvidia-smi -q: "+err.Error())
+			f.Problems = append(f.Problems, err.Error())
 		} else {
 			f.Driver, f.CUDA = q.DriverVersion, q.CUDAVersion
 			for i, g := range q.GPUs {
@@ -165,7 +172,7 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 		list, err := parse.NvidiaSmiList(t)
 		switch {
 		case err != nil:
-			f.Problems = append(f.Problems, "nvidia-smi -L: "+err.Error())
+			f.Problems = append(f.Problems, err.Error())
 		case len(f.GPUs) == 0:
 			for _, g := range list {
 				f.GPUs = append(f.GPUs, GPUFact{Index: g.Index, Name: g.Name, UUID: g.UUID})
@@ -176,7 +183,7 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 	}
 	if t, ok := text("nvidia-smi-query"); ok {
 		if _, err := parse.NvidiaSmiQueryCSV(t); err != nil {
-			f.Problems = append(f.Problems, "nvidia-smi --query-gpu: "+err.Error())
+			f.Problems = append(f.Problems, err.Error())
 		}
 	}
 	f.GPUCount = len(f.GPUs)
@@ -200,7 +207,7 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 		if topo, err := parse.NvidiaSmiTopo(t); err == nil {
 			f.NVLink = topo.NVLinked()
 		} else {
-			f.Problems = append(f.Problems, "nvidia-smi topo -m: "+err.Error())
+			f.Problems = append(f.Problems, err.Error())
 		}
 	}
 	f.FormFactor, f.FormWhy = formFactor(f)
@@ -233,19 +240,23 @@ func (f *Facts) nics(text func(string) (string, bool)) {
 			}
 		}
 	}
-	if t, ok := text("ibstat"); ok {
-		if devs, err := parse.IBStat(t); err == nil {
-			add(devs)
+	// A tool that failed part-way (ibstat panicking on one CA) still
+	// reports the ports it read: keep them, and the failure.
+	if t, ok := text("ibstat"); ok || t != "" {
+		devs, err := parse.IBStat(t)
+		add(devs)
+		if err != nil {
+			f.Problems = append(f.Problems, err.Error())
+		}
+		if len(devs) > 0 {
 			return
-		} else {
-			f.Problems = append(f.Problems, "ibstat: "+err.Error())
 		}
 	}
-	if t, ok := text("ibv_devinfo"); ok {
-		if devs, err := parse.IBVDevinfo(t); err == nil {
-			add(devs)
-		} else {
-			f.Problems = append(f.Problems, "ibv_devinfo: "+err.Error())
+	if t, ok := text("ibv_devinfo"); ok || t != "" {
+		devs, err := parse.IBVDevinfo(t)
+		add(devs)
+		if err != nil {
+			f.Problems = append(f.Problems, err.Error())
 		}
 	}
 }
@@ -254,9 +265,12 @@ func (f *Facts) nics(text func(string) (string, bool)) {
 func (f *Facts) usable() error {
 	if f.GPUCount == 0 {
 		why := "no GPU found"
-		if len(f.Problems) > 0 {
-			why += ": " + f.Problems[0]
-		} else if slices.Contains(f.Missing, "nvidia-smi-q") {
+		for _, p := range f.Problems {
+			if strings.HasPrefix(p, "nvidia-smi") {
+				return errors.New(why + ": " + p)
+			}
+		}
+		if slices.Contains(f.Missing, "nvidia-smi-q") {
 			why += ": nvidia-smi is not installed"
 		}
 		return errors.New(why)
