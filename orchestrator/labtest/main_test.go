@@ -4,15 +4,11 @@
 package labtest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"go.uber.org/goleak"
 
 	"gpuaccept/scripts/lab"
 )
@@ -30,48 +26,22 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if why, err := lab.TestSkip(); err != nil {
-		fmt.Fprintf(os.Stderr, "root on Linux, yet the lab cannot run: %v\n", err)
+	tmp, err := os.MkdirTemp("", "gpuaccept-wt-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	} else if why != "" || os.Getenv("GPUACCEPT_NO_LAB") != "" {
-		skipWhy = why + os.Getenv("GPUACCEPT_NO_LAB")
-		os.Exit(m.Run())
 	}
-	code := func() int {
-		tmp, err := os.MkdirTemp("", "gpuaccept-wt-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(tmp)
+	build := func() error {
 		binary = filepath.Join(tmp, "gpuaccept")
-		build := exec.Command("go", "build", "-o", binary, "gpuaccept/cmd/gpuaccept")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build gpuaccept: %v\n%s", err, out)
-			return 1
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		l, err := lab.Up(ctx, lab.Options{Name: labName, Hosts: labHosts, Subnet: labSubnet})
-		cancel()
+		out, err := exec.Command("go", "build", "-o", binary, "gpuaccept/cmd/gpuaccept").CombinedOutput()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "lab up: %v\n", err)
-			_ = lab.Down(context.Background(), labName)
-			return 1
+			return fmt.Errorf("build gpuaccept: %v\n%s", err, out)
 		}
-		theLab = l
-		code := m.Run()
-		if err := l.Down(context.Background()); err != nil {
-			fmt.Fprintf(os.Stderr, "lab down: %v\n", err)
-			code = 1
-		}
-		if code == 0 {
-			if err := goleak.Find(); err != nil {
-				fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
-				code = 1
-			}
-		}
-		return code
-	}()
+		return nil
+	}
+	code := lab.RunTests(m, lab.Options{Name: labName, Hosts: labHosts, Subnet: labSubnet}, build,
+		func(l *lab.Lab, why string) { theLab, skipWhy = l, why })
+	os.RemoveAll(tmp)
 	os.Exit(code)
 }
 

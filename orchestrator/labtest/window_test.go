@@ -413,11 +413,5 @@ func verdictKeys(vs []record.Verdict) []string {
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	lab.Eventually(t, within, what, cond)
 }

@@ -1,13 +1,10 @@
 package labtest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"gpuaccept/remote"
 	"gpuaccept/scripts/lab"
@@ -30,38 +27,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GPUACCEPT_HELPER_COORDINATOR") != "" {
 		os.Exit(m.Run()) // a child coordinator, see TestCoordinatorDeath
 	}
-	if why, err := lab.TestSkip(); err != nil {
-		fmt.Fprintf(os.Stderr, "root on Linux, yet the lab cannot run: %v\n", err)
-		os.Exit(1)
-	} else if why != "" {
-		skipWhy = why
-		os.Exit(m.Run())
-	}
-	if os.Getenv("GPUACCEPT_NO_LAB") != "" {
-		skipWhy = "GPUACCEPT_NO_LAB is set"
-		os.Exit(m.Run())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	l, err := lab.Up(ctx, lab.Options{Name: labName, Hosts: labHosts, Subnet: labSubnet})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab up: %v\n", err)
-		_ = lab.Down(context.Background(), labName)
-		os.Exit(1)
-	}
-	theLab = l
-	code := m.Run()
-	if err := l.Down(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "lab down: %v\n", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(lab.RunTests(m, lab.Options{Name: labName, Hosts: labHosts, Subnet: labSubnet}, nil,
+		func(l *lab.Lab, why string) { theLab, skipWhy = l, why }))
 }
 
 // needLab skips when the lab cannot run here, with the reason.
@@ -135,11 +102,5 @@ func leftovers(t *testing.T, l *lab.Lab, host, pattern string) string {
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	lab.Eventually(t, within, what, cond)
 }
