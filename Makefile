@@ -31,8 +31,15 @@ lint:
 deps:
 	@bash scripts/deps.sh
 
+# The lab of inventories/lab.yaml, with stand-in GPU tools on every host:
+# h3 has another driver and h4 a failing GPU diagnostic, the rest are sound.
+LAB_PROFILES ?= h100 h100 h100-other-driver h100-diag-fail
 lab-up: deps
+	$(GO) build -o bin/standin ./scripts/standins/cmd/standin
 	$(LAB) up --hosts $(LAB_HOSTS) $(if $(LAB_CAP),--cap $(LAB_CAP))
+	@i=1; for p in $(LAB_PROFILES); do [ $$i -le $(LAB_HOSTS) ] || break; \
+	  bin/standin --install /tmp/gpuaccept-lab-lab/hosts/h$$i/bin --profile $$p; i=$$((i+1)); done; \
+	  while [ $$i -le $(LAB_HOSTS) ]; do bin/standin --install /tmp/gpuaccept-lab-lab/hosts/h$$i/bin --profile h100; i=$$((i+1)); done
 
 lab-down:
 	$(LAB) down
