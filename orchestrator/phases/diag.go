@@ -55,6 +55,8 @@ var Diag = orchestrator.Phase{
 			var d parse.Diag
 			r, ok := w.Result("diag", n.Index, &d)
 			switch {
+			case !inventory.On(w.Inv.Phases.Diag.Enabled):
+				v.Status, v.Detail = record.Skip, "disabled in the inventory"
 			case !ok:
 				reason := "not run"
 				if q, why := n.Quarantined(); q {
