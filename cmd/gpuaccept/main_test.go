@@ -165,3 +165,27 @@ func TestCompressNames(t *testing.T) {
 		}
 	}
 }
+
+func TestNoReachableNodeExitsThree(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inv.yaml")
+	os.WriteFile(filepath.Join(dir, "known_hosts"), nil, 0o600)
+	os.WriteFile(filepath.Join(dir, "id"), nil, 0o600)
+	os.WriteFile(inv, []byte(`provider: nowhere
+ssh:
+  user: root
+  identity_files: [id]
+  known_hosts: [known_hosts]
+  config: none
+  connect_timeout: 2s
+nodes:
+  - {name: n1, address: 127.0.0.1, port: 1}
+`), 0o644)
+	res := gpuaccept(t, dir, "run", inv, "--runs-dir", "runs")
+	if res.code != 3 {
+		t.Fatalf("exit %d, want 3\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if !strings.Contains(res.stdout, "CONN-001") || !strings.Contains(res.stderr, "n1: connect failed") {
+		t.Errorf("the unreachable node is not named:\n%s\n%s", res.stdout, res.stderr)
+	}
+}
