@@ -189,3 +189,21 @@ nodes:
 		t.Errorf("the unreachable node is not named:\n%s\n%s", res.stdout, res.stderr)
 	}
 }
+
+func TestParseNCCLTests(t *testing.T) {
+	dir := "../../../shared/samples"
+	res := gpuaccept(t, ".", "parse", "nccl-tests", filepath.Join(dir, "nccl-tests/a3mega-all-reduce-2node-16xH100.txt"))
+	if res.code != 0 || !strings.Contains(res.stdout, `"ok": true`) || !strings.Contains(res.stdout, `"collective": "all_reduce"`) ||
+		!strings.Contains(res.stdout, `"avg_busbw": 70.742`) {
+		t.Fatalf("exit %d\n%.400s\n%s", res.code, res.stdout, res.stderr)
+	}
+	// A log cut short is still parsed, marked not ok, and says why.
+	res = gpuaccept(t, ".", "parse", "nccl-tests", filepath.Join(dir, "nccl-tests/playground-sendrecv-8xA100-inplace-NA-excerpt.txt"))
+	if res.code != 0 || !strings.Contains(res.stdout, `"ok": false`) || res.stderr == "" {
+		t.Fatalf("truncated log: exit %d\n%.300s\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = gpuaccept(t, ".", "parse", "nccl-tests", filepath.Join(dir, "dcgmi/discovery-l-8x-h800.txt"))
+	if res.code != 2 || !strings.Contains(res.stderr, "not nccl-tests output") {
+		t.Fatalf("not nccl-tests: exit %d %s", res.code, res.stderr)
+	}
+}

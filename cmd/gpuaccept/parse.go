@@ -15,7 +15,9 @@ func newParseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "parse TOOL FILE",
 		Short: "Parse a tool's saved output and print it as JSON",
-		Long:  "Parse saved output of a GPU tool and print the result as JSON. Exit 0 when parsed, 2 when the file is not that tool's output.",
+		Long: `Parse saved output of a GPU tool and print the result as JSON. Exit 0 when parsed (a failed
+or truncated run is parsed too: its JSON says "ok": false and stderr says why), 2 when the file
+is not that tool's output.`,
 	}
 	add := func(tool, short string, fn func(string) (any, error)) {
 		cmd.AddCommand(&cobra.Command{
@@ -28,11 +30,14 @@ func newParseCmd() *cobra.Command {
 					return exitWith(exitBadInput, err)
 				}
 				v, err := fn(string(data))
+				if errors.Is(err, parse.ErrNotRecognized) {
+					return exitWith(exitBadInput, fmt.Errorf("%s: not %s output: %w", args[0], tool, err))
+				}
+				// A run that failed or was cut short is still parsed: what it
+				// did say is printed (with "ok": false where the format has
+				// it), and the problem goes to stderr.
 				if err != nil {
-					if errors.Is(err, parse.ErrNotRecognized) {
-						return exitWith(exitBadInput, fmt.Errorf("%s: not %s output: %w", args[0], tool, err))
-					}
-					return exitWith(exitBadInput, fmt.Errorf("%s: %w", args[0], err))
+					fmt.Fprintf(cmd.ErrOrStderr(), "gpuaccept: %s: %v\n", args[0], err)
 				}
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -41,6 +46,7 @@ func newParseCmd() *cobra.Command {
 		})
 	}
 	add("dcgmi", "dcgmi diag output (text tables or -j JSON)", func(s string) (any, error) { return parse.DCGMDiag(s) })
+	add("nccl-tests", "nccl-tests output (any version's text, mpirun/srun prefixes, -J JSON)", func(s string) (any, error) { return parse.NCCLTests(s) })
 	add("nvidia-smi-q", "nvidia-smi -q", func(s string) (any, error) { return parse.NvidiaSmiQ(s) })
 	add("nvidia-smi-L", "nvidia-smi -L", func(s string) (any, error) { return parse.NvidiaSmiList(s) })
 	add("nvidia-smi-topo", "nvidia-smi topo -m", func(s string) (any, error) { return parse.NvidiaSmiTopo(s) })
