@@ -207,3 +207,22 @@ func TestParseNCCLTests(t *testing.T) {
 		t.Fatalf("not nccl-tests: exit %d %s", res.code, res.stderr)
 	}
 }
+
+func TestParseNCCLTestsAgainstAQuote(t *testing.T) {
+	log := "../../../shared/samples/nccl-tests/a3mega-all-reduce-2node-16xH100.txt"
+	res := gpuaccept(t, ".", "parse", "nccl-tests", log, "--quote", "../../inventories/example-8xh100-infiniband.yaml")
+	if res.code != 0 || !strings.Contains(res.stdout, `"judgement"`) || !strings.Contains(res.stdout, `"NCCL-002"`) {
+		t.Fatalf("exit %d\n%.500s\n%s", res.code, res.stdout, res.stderr)
+	}
+	// The same log against a quote it does not meet.
+	data, err := os.ReadFile("../../inventories/example-8xh100-infiniband.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := filepath.Join(t.TempDir(), "high.yaml")
+	os.WriteFile(high, []byte(strings.Replace(string(data), "inter_busbw_gbs: 370", "inter_busbw_gbs: 700", 1)), 0o644)
+	res = gpuaccept(t, ".", "parse", "nccl-tests", log, "--quote", high)
+	if res.code != 1 || !strings.Contains(res.stdout, `"status": "FAIL"`) {
+		t.Fatalf("a quote the log does not meet: exit %d\n%s", res.code, res.stderr)
+	}
+}

@@ -8,7 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gpuaccept/orchestrator/fabric"
+	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/record"
 )
 
 func newParseCmd() *cobra.Command {
@@ -19,8 +22,8 @@ func newParseCmd() *cobra.Command {
 or truncated run is parsed too: its JSON says "ok": false and stderr says why), 2 when the file
 is not that tool's output.`,
 	}
-	add := func(tool, short string, fn func(string) (any, error)) {
-		cmd.AddCommand(&cobra.Command{
+	add := func(tool, short string, fn func(string) (any, error)) *cobra.Command {
+		sub := &cobra.Command{
 			Use:   tool + " FILE",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
@@ -41,15 +44,51 @@ is not that tool's output.`,
 				}
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(v)
+				if err := enc.Encode(v); err != nil {
+					return err
+				}
+				if j, ok := v.(judged); ok && failed(j.Judgement.Verdicts) {
+					return exitWith(exitNotAccepted, nil)
+				}
+				return nil
 			},
-		})
+		}
+		cmd.AddCommand(sub)
+		return sub
 	}
 	add("dcgmi", "dcgmi diag output (text tables or -j JSON)", func(s string) (any, error) { return parse.DCGMDiag(s) })
-	add("nccl-tests", "nccl-tests output (any version's text, mpirun/srun prefixes, -J JSON)", func(s string) (any, error) { return parse.NCCLTests(s) })
+	var quote string
+	nccl := add("nccl-tests", "nccl-tests output (any version's text, mpirun/srun prefixes, -J JSON)", func(s string) (any, error) {
+		r, err := parse.NCCLTests(s)
+		if quote == "" || errors.Is(err, parse.ErrNotRecognized) {
+			return r, err
+		}
+		// A provider's own log, judged by our rules against their quote.
+		inv, lerr := inventory.Load(quote)
+		if lerr != nil {
+			return nil, lerr
+		}
+		return judged{NCCL: r, Judgement: fabric.Judge(r, inv, "")}, err
+	})
+	nccl.Flags().StringVar(&quote, "quote", "", "judge the log against this inventory's quote (exit 1 when a verdict fails)")
 	add("nvidia-smi-q", "nvidia-smi -q", func(s string) (any, error) { return parse.NvidiaSmiQ(s) })
 	add("nvidia-smi-L", "nvidia-smi -L", func(s string) (any, error) { return parse.NvidiaSmiList(s) })
 	add("nvidia-smi-topo", "nvidia-smi topo -m", func(s string) (any, error) { return parse.NvidiaSmiTopo(s) })
 	add("ibstat", "ibstat", func(s string) (any, error) { return parse.IBStat(s) })
 	return cmd
+}
+
+// judged is a parsed log with its verdicts against a quote.
+type judged struct {
+	parse.NCCL
+	Judgement fabric.Judgement `json:"judgement"`
+}
+
+func failed(vs []record.Verdict) bool {
+	for _, v := range vs {
+		if v.Status == record.Fail {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,228 @@
+// Package fabric judges collective benchmarks (nccl-tests output) against
+// the provider's quote, by the measurement rules of DESIGN.md: gate on
+// large messages only, report the distribution and the per-GPU wire rate,
+// and fail any run that computed wrong results, whatever its speed.
+package fabric
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/record"
+)
+
+// DefaultGate is the smallest message size judged when the quote does not
+// name one: below it latency, not bandwidth, dominates.
+const DefaultGate int64 = 1 << 30
+
+// Judgement is what one benchmark log says about the fabric.
+type Judgement struct {
+	Collective string  `json:"collective"`
+	Ranks      int     `json:"ranks"`
+	Hosts      int     `json:"hosts"`
+	Scope      string  `json:"scope"` // "inter" (across nodes) or "intra" (inside one node)
+	GateBytes  int64   `json:"gate_bytes"`
+	GateRows   int     `json:"gate_rows"` // rows at or above the gate
+	BusBW      Spread  `json:"busbw_gbs"` // out-of-place busbw over the gating window
+	WireRate   float64 `json:"wire_rate_gbs,omitempty"`
+	Quoted     float64 `json:"quoted_gbs,omitempty"`
+	// Verdicts: NCCL-001 results correct; NCCL-002 (inter) or NCCL-003
+	// (intra) bandwidth against the quote.
+	Verdicts []record.Verdict `json:"verdicts"`
+}
+
+// Spread is a distribution's summary.
+type Spread struct {
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+// Judge reads one nccl-tests result against inv's quote. node names the
+// node for an intra-node run ("" for the cluster).
+func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
+	j := Judgement{Collective: r.Collective, Ranks: len(r.Ranks), Hosts: hosts(r), GateBytes: DefaultGate}
+	if inv.Quote.BusBWSize > 0 {
+		j.GateBytes = int64(inv.Quote.BusBWSize)
+	}
+	j.Scope, j.Quoted = "intra", inv.Quote.IntraBusBWGBs
+	id := "NCCL-003"
+	if j.Hosts > 1 {
+		j.Scope, j.Quoted, id = "inter", inv.Quote.InterBusBWGBs, "NCCL-002"
+	}
+	j.Verdicts = append(j.Verdicts, correctness(r, node))
+
+	rows, note := gateRows(r.Rows, j.GateBytes)
+	j.GateRows = len(rows)
+	var bw []float64
+	for _, row := range rows {
+		bw = append(bw, row.OOP.BusBW)
+	}
+	v := record.Verdict{ID: id, Title: j.Scope + "-node " + orAll(r.Collective) + " bus bandwidth matches the quote", Node: node}
+	if len(bw) == 0 {
+		v.Status, v.Detail = record.Fail, "no result rows in the log"
+		j.Verdicts = append(j.Verdicts, v)
+		return j
+	}
+	j.BusBW = spread(bw)
+	// Per-GPU wire rate: what each GPU's share of the fabric carried,
+	// busbw × (k−1)/(n−1) for k nodes and n ranks.
+	if j.Hosts > 1 && j.Ranks > 1 {
+		j.WireRate = j.BusBW.Median * float64(j.Hosts-1) / float64(j.Ranks-1)
+	}
+	v.Measured = fmt.Sprintf("%.2f GB/s median (%.2f..%.2f) over %d size(s) ≥ %s", j.BusBW.Median, j.BusBW.Min, j.BusBW.Max, len(bw), size(j.GateBytes))
+	if note != "" {
+		v.Detail = note
+	}
+	if msg := busbwConsistency(r, rows); msg != "" {
+		v.Detail = join(v.Detail, msg)
+	}
+	tol := tolerance(inv, id)
+	switch {
+	case j.Quoted <= 0:
+		v.Status, v.Detail = record.Skip, join(v.Detail, "not stated in the quote")
+	default:
+		ratio := j.BusBW.Median / j.Quoted
+		v.Quoted, v.Ratio, v.Tolerance = fmt.Sprintf("%.2f GB/s", j.Quoted), &ratio, &tol
+		v.Status = record.Pass
+		if ratio < tol {
+			v.Status = record.Fail
+		} else if note != "" {
+			v.Status = record.Warn
+		}
+	}
+	j.Verdicts = append(j.Verdicts, v)
+	return j
+}
+
+// correctness: a collective that computed wrong results is a failed run,
+// however fast it was.
+func correctness(r parse.NCCL, node string) record.Verdict {
+	v := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Node: node, Status: record.Pass, Measured: "0 wrong"}
+	var wrong int64
+	for _, row := range r.Rows {
+		for _, res := range []parse.NCCLResult{row.OOP, row.IP} {
+			if res.Wrong != nil {
+				wrong += *res.Wrong
+			}
+		}
+	}
+	var msgs []string
+	for _, e := range r.Errors {
+		msgs = append(msgs, join(e.Host, e.Message))
+	}
+	switch {
+	case wrong > 0:
+		v.Status, v.Measured = record.Fail, fmt.Sprintf("%d wrong", wrong)
+	case r.OutOfBounds > 0:
+		v.Status, v.Measured = record.Fail, fmt.Sprintf("%d out of bounds", r.OutOfBounds)
+	case !r.OK:
+		v.Status, v.Measured = record.Fail, "the run reported a failure"
+	}
+	for _, m := range msgs {
+		v.Detail = join(v.Detail, m)
+	}
+	return v
+}
+
+// gateRows are the rows at or above the gate; when the sweep stopped below
+// it, the largest size stands in, with a note.
+func gateRows(rows []parse.NCCLRow, gate int64) ([]parse.NCCLRow, string) {
+	var out []parse.NCCLRow
+	var largest int64
+	for _, r := range rows {
+		largest = max(largest, r.Size)
+		if r.Size >= gate {
+			out = append(out, r)
+		}
+	}
+	if len(out) > 0 || len(rows) == 0 {
+		return out, ""
+	}
+	for _, r := range rows {
+		if r.Size == largest {
+			out = append(out, r)
+		}
+	}
+	return out, fmt.Sprintf("the sweep stops at %s, below the %s the quote applies to: judged on the largest size", size(largest), size(gate))
+}
+
+// busbwConsistency checks the printed busbw against algbw × the
+// collective's factor: a log whose numbers do not add up was not produced
+// by nccl-tests as we know it.
+func busbwConsistency(r parse.NCCL, rows []parse.NCCLRow) string {
+	n := float64(len(r.Ranks))
+	var factor float64
+	switch r.Collective {
+	case "all_reduce":
+		factor = 2 * (n - 1) / n
+	case "all_gather", "reduce_scatter", "alltoall":
+		factor = (n - 1) / n
+	default:
+		return ""
+	}
+	if n < 2 {
+		return ""
+	}
+	for _, row := range rows {
+		want := row.OOP.AlgBW * factor
+		// Both columns are printed with two decimals: below 1 GB/s the
+		// rounding alone exceeds 2%.
+		if want >= 1 && math.Abs(row.OOP.BusBW-want)/want > 0.02 {
+			return fmt.Sprintf("busbw %.2f at %s is not algbw × %.3f (%.2f) for %d ranks", row.OOP.BusBW, size(row.Size), factor, want, int(n))
+		}
+	}
+	return ""
+}
+
+func hosts(r parse.NCCL) int {
+	var hs []string
+	for _, rk := range r.Ranks {
+		if !slices.Contains(hs, rk.Host) {
+			hs = append(hs, rk.Host)
+		}
+	}
+	return len(hs)
+}
+
+func spread(xs []float64) Spread {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Spread{Min: s[0], Median: med, Max: s[len(s)-1]}
+}
+
+func tolerance(inv *inventory.Inventory, id string) float64 {
+	if t, ok := inv.Acceptance.Thresholds[id]; ok && t > 0 {
+		return t
+	}
+	if inv.Acceptance.Tolerance > 0 {
+		return inv.Acceptance.Tolerance
+	}
+	return 0.9
+}
+
+func size(b int64) string { return inventory.Bytes(b).String() }
+
+func orAll(c string) string {
+	if c == "" {
+		return "collective"
+	}
+	return c
+}
+
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
