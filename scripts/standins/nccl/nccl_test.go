@@ -3,7 +3,6 @@ package nccl
 import (
 	"context"
 	"fmt"
-	"gpuaccept/orchestrator/parse"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gpuaccept/orchestrator/parse"
 )
 
 // needMPI skips where MPI is missing, except as root on Linux (CI, which installs libopenmpi-dev), where a missing
