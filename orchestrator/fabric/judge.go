@@ -80,7 +80,7 @@ func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
 	if msg := busbwConsistency(r, rows); msg != "" {
 		v.Detail = join(v.Detail, msg)
 	}
-	tol := tolerance(inv, id)
+	tol := inv.Acceptance.ToleranceFor(id)
 	switch {
 	case j.Quoted <= 0:
 		v.Status, v.Detail = record.Skip, join(v.Detail, "not stated in the quote")
@@ -196,16 +196,6 @@ func spread(xs []float64) Spread {
 		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return Spread{Min: s[0], Median: med, Max: s[len(s)-1]}
-}
-
-func tolerance(inv *inventory.Inventory, id string) float64 {
-	if t, ok := inv.Acceptance.Thresholds[id]; ok && t > 0 {
-		return t
-	}
-	if inv.Acceptance.Tolerance > 0 {
-		return inv.Acceptance.Tolerance
-	}
-	return 0.9
 }
 
 func size(b int64) string { return inventory.Bytes(b).String() }

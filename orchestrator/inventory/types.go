@@ -121,3 +121,15 @@ func On(b *bool) bool { return b == nil || *b }
 
 // Bytes is a size given as "1GiB", "512MiB", "8G" or a plain number of bytes.
 type Bytes int64
+
+// ToleranceFor is the fraction of a quoted figure that passes requirement id:
+// its own threshold when the inventory sets one, else the window's.
+func (a Acceptance) ToleranceFor(id string) float64 {
+	if t, ok := a.Thresholds[id]; ok && t > 0 {
+		return t
+	}
+	if a.Tolerance > 0 {
+		return a.Tolerance
+	}
+	return DefaultTolerance
+}

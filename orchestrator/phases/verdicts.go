@@ -10,17 +10,6 @@ import (
 	"gpuaccept/orchestrator/record"
 )
 
-// tolerance is the fraction of a quoted figure that passes requirement id.
-func tolerance(inv *inventory.Inventory, id string) float64 {
-	if t, ok := inv.Acceptance.Thresholds[id]; ok && t > 0 {
-		return t
-	}
-	if inv.Acceptance.Tolerance > 0 {
-		return inv.Acceptance.Tolerance
-	}
-	return 0.9
-}
-
 // nodeFacts returns the preflight facts of every node that has them.
 func nodeFacts(w *orchestrator.Window) map[int]*Facts {
 	out := map[int]*Facts{}
@@ -55,11 +44,11 @@ func judgePreflight(w *orchestrator.Window) []record.Verdict {
 		vs = append(vs,
 			exact("GPU-001", n.Name, f.GPUModel, q.GPUModel),
 			exact("GPU-002", n.Name, itoa(f.GPUCount), itoa(q.GPUsPerNode)),
-			atLeast("GPU-003", n.Name, round1(float64(f.GPUMemoryMiB)/1024), q.GPUMemoryGiB, "GiB", tolerance(inv, "GPU-003")),
+			atLeast("GPU-003", n.Name, round1(float64(f.GPUMemoryMiB)/1024), q.GPUMemoryGiB, "GiB", inv.Acceptance.ToleranceFor("GPU-003")),
 			formVerdict(n.Name, f, q.FormFactor),
 		)
 		if q.NICsPerNode > 0 || q.NICGbps > 0 {
-			vs = append(vs, nicVerdict(n.Name, f, q, tolerance(inv, "NET-001")))
+			vs = append(vs, nicVerdict(n.Name, f, q, inv.Acceptance.ToleranceFor("NET-001")))
 		}
 	}
 	vs = append(vs, versionVerdict("GPU-005", w, facts, func(f *Facts) string { return f.Driver }, q.Driver)...)
