@@ -26,11 +26,13 @@ func newExecCmd() *cobra.Command {
 node, and nodes whose output is identical are shown together (as dshbak -c does), then the
 exit status of every node. Exit 0 when every node exited 0, 1 when any did not, 3 when a node
 could not be reached.`,
-		Args: cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
-				return exitWith(exitBadInput, fmt.Errorf("usage: gpuaccept exec INVENTORY -- COMMAND..."))
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
+				return fmt.Errorf("usage: gpuaccept exec INVENTORY -- COMMAND... (the command after --)")
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			inv, err := inventory.Load(args[0])
 			if err != nil {
 				return err

@@ -129,6 +129,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"parse", "dcgmi", bad},
 		{"demo", "-o", "xml"},
 		{"nosuchcommand"},
+		{"run", "--resume", dir},
+		{"exec", bad, "hostname"},
 	} {
 		if res := gpuaccept(t, dir, args...); res.code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, res.code, res.stderr)

@@ -65,6 +65,11 @@ are not run again.`,
 			o := f.options(cmd)
 			if resume != "" {
 				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, inventory.Load, phases.All(), o)
+				if rec == nil {
+					// Nothing ran: DIR is not a resumable window, or its
+					// inventory changed or is gone.
+					return exitWith(exitBadInput, err)
+				}
 				return finish(cmd, rec, dir, err, f.output)
 			}
 			inv, err := inventory.Load(args[0])
