@@ -45,7 +45,11 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 		if user == "" {
 			user = inv.SSH.User
 		}
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\n", n.Name, n.Address, n.Port, orDash(user), labels(n.Labels))
+		addr := n.Address
+		if n.Port != 0 {
+			addr = fmt.Sprintf("%s:%d", n.Address, n.Port)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, addr, orDash(user), labels(n.Labels))
 	}
 	tw.Flush()
 	if len(inv.SSH.Jump) > 0 {

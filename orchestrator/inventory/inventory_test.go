@@ -108,7 +108,7 @@ func checkInvariants(t *testing.T, inv *Inventory) {
 		t.Errorf("provider %q, %d nodes", inv.Provider, len(inv.Nodes))
 	}
 	for i, n := range inv.Nodes {
-		if n.Name == "" || n.Address == "" || n.User == "" || n.Port < 1 || n.Port > 65535 {
+		if n.Name == "" || n.Address == "" || n.User == "" || n.Port < 0 || n.Port > 65535 {
 			t.Errorf("nodes[%d] = %+v", i, n)
 		}
 	}
@@ -141,7 +141,7 @@ func TestLabInventory(t *testing.T) {
 	var got []string
 	for _, n := range inv.Nodes {
 		got = append(got, n.Address)
-		if n.User != "root" || n.Port != 22 {
+		if n.User != "root" || n.Port != 0 {
 			t.Errorf("%s: user %q port %d", n.Name, n.User, n.Port)
 		}
 	}
@@ -185,7 +185,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := inv.Nodes[0]
-	if n.Port != DefaultPort || n.User != "ubuntu" {
+	if n.Port != 0 || n.User != "ubuntu" { // 0: ssh_config's Port, else 22, at dial time
 		t.Errorf("node %+v", n)
 	}
 	if inv.Acceptance.Tolerance != DefaultTolerance || inv.Phases.Diag.Level != DefaultDiagLevel || inv.SSH.Concurrency != DefaultConcurrency {

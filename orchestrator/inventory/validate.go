@@ -194,9 +194,9 @@ func (v *validator) node(i int, names map[string]int) {
 	if msg := checkAddress(n.Address); msg != "" {
 		v.problem(key+".address", "%s", msg)
 	}
-	if !v.given(key + ".port") {
-		n.Port = DefaultPort
-	} else if n.Port < 1 || n.Port > 65535 {
+	// An absent port stays 0: the dial then takes ssh_config's Port for
+	// the address, else 22, as ssh does.
+	if v.given(key+".port") && (n.Port < 1 || n.Port > 65535) {
 		v.problem(key+".port", "must be 1..65535, got %d", n.Port)
 	}
 }
@@ -256,7 +256,11 @@ func (v *validator) duplicateEndpoints() {
 		if checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
 			continue
 		}
-		ep := net.JoinHostPort(strings.ToLower(n.Address), strconv.Itoa(n.Port))
+		port := n.Port
+		if port == 0 {
+			port = DefaultPort
+		}
+		ep := net.JoinHostPort(strings.ToLower(n.Address), strconv.Itoa(port))
 		if j, dup := seen[ep]; dup {
 			v.problem(key+".address", "%s is also nodes[%d] (%q): each node needs its own address and port", ep, j, v.inv.Nodes[j].Name)
 			continue
