@@ -59,7 +59,7 @@ func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
 	j.GateRows = len(rows)
 	var bw []float64
 	for _, row := range rows {
-		bw = append(bw, row.OOP.BusBW)
+		bw = append(bw, busBW(r, row))
 	}
 	v := record.Verdict{ID: id, Title: j.Scope + "-node " + orAll(r.Collective) + " bus bandwidth matches the quote", Node: node}
 	if len(bw) == 0 {
@@ -150,29 +150,48 @@ func gateRows(rows []parse.NCCLRow, gate int64) ([]parse.NCCLRow, string) {
 	return out, fmt.Sprintf("the sweep stops at %s, below the %s the quote applies to: judged on the largest size", size(largest), size(gate))
 }
 
+// busBW is the row's out-of-place bus bandwidth, recomputed from size and
+// time as nccl-tests computes it: the printed column has two decimals,
+// which on slow links (0.02 GB/s) is a coarse instrument.
+func busBW(r parse.NCCL, row parse.NCCLRow) float64 {
+	f := factor(r.Collective, len(r.Ranks))
+	if f == 0 || row.OOP.TimeUS <= 0 {
+		return row.OOP.BusBW
+	}
+	algbw := float64(row.Size) / row.OOP.TimeUS / 1e3 // bytes/µs → GB/s
+	return algbw * f
+}
+
+// factor is nccl-tests' busbw/algbw ratio for n ranks; 0 when unknown.
+func factor(collective string, ranks int) float64 {
+	n := float64(ranks)
+	if n < 2 {
+		return 0
+	}
+	switch collective {
+	case "all_reduce":
+		return 2 * (n - 1) / n
+	case "all_gather", "reduce_scatter", "alltoall":
+		return (n - 1) / n
+	}
+	return 0
+}
+
 // busbwConsistency checks the printed busbw against algbw × the
 // collective's factor: a log whose numbers do not add up was not produced
 // by nccl-tests as we know it.
 func busbwConsistency(r parse.NCCL, rows []parse.NCCLRow) string {
-	n := float64(len(r.Ranks))
-	var factor float64
-	switch r.Collective {
-	case "all_reduce":
-		factor = 2 * (n - 1) / n
-	case "all_gather", "reduce_scatter", "alltoall":
-		factor = (n - 1) / n
-	default:
-		return ""
-	}
-	if n < 2 {
+	n := len(r.Ranks)
+	f := factor(r.Collective, n)
+	if f == 0 {
 		return ""
 	}
 	for _, row := range rows {
-		want := row.OOP.AlgBW * factor
+		want := row.OOP.AlgBW * f
 		// Both columns are printed with two decimals: below 1 GB/s the
 		// rounding alone exceeds 2%.
 		if want >= 1 && math.Abs(row.OOP.BusBW-want)/want > 0.02 {
-			return fmt.Sprintf("busbw %.2f at %s is not algbw × %.3f (%.2f) for %d ranks", row.OOP.BusBW, size(row.Size), factor, want, int(n))
+			return fmt.Sprintf("busbw %.2f at %s is not algbw × %.3f (%.2f) for %d ranks", row.OOP.BusBW, size(row.Size), f, want, n)
 		}
 	}
 	return ""

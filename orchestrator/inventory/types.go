@@ -97,8 +97,9 @@ type Acceptance struct {
 
 // Phases says which phases run and with what parameters.
 type Phases struct {
-	Preflight Toggle `mapstructure:"preflight" json:"preflight"`
-	Diag      Diag   `mapstructure:"diag" json:"diag"`
+	Preflight Toggle    `mapstructure:"preflight" json:"preflight"`
+	Diag      Diag      `mapstructure:"diag" json:"diag"`
+	AllReduce AllReduce `mapstructure:"allreduce" json:"allreduce"`
 	// Deadline bounds each phase on each node unless the phase sets its own.
 	Deadline time.Duration `mapstructure:"deadline" json:"deadline"`
 }
@@ -114,6 +115,25 @@ type Diag struct {
 	Enabled *bool         `mapstructure:"enabled" json:"enabled"`
 	Level   int           `mapstructure:"level" json:"level"` // 1..4 (dcgmi diag -r); default 1
 	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// AllReduce configures the cluster-wide all-reduce: nccl-tests'
+// all_reduce_perf over every node still in the window, under mpirun.
+type AllReduce struct {
+	// Enabled is off by default for now: the nodes need nccl-tests and
+	// Open MPI, and the window must not fail for want of them.
+	Enabled  bool   `mapstructure:"enabled" json:"enabled"`
+	Binary   string `mapstructure:"binary" json:"binary"`       // default all_reduce_perf
+	MinBytes Bytes  `mapstructure:"min_bytes" json:"min_bytes"` // -b, default 1MiB
+	MaxBytes Bytes  `mapstructure:"max_bytes" json:"max_bytes"` // -e, default 8GiB
+	Factor   int    `mapstructure:"step_factor" json:"step_factor"`
+	Iters    int    `mapstructure:"iters" json:"iters"`   // -n, default 20
+	Warmup   int    `mapstructure:"warmup" json:"warmup"` // -w, default 5
+	Repeats  int    `mapstructure:"repeats" json:"repeats"`
+	// RanksPerNode is one rank per GPU: default the quote's GPUs per node.
+	RanksPerNode int           `mapstructure:"ranks_per_node" json:"ranks_per_node"`
+	MPIArgs      []string      `mapstructure:"mpi_args" json:"mpi_args"` // extra mpirun arguments (transport selection, say)
+	Timeout      time.Duration `mapstructure:"timeout" json:"timeout"`
 }
 
 // On reports whether an optional switch is on; nil means the default, on.

@@ -378,6 +378,44 @@ func (v *validator) phases() {
 	} else if p.Diag.Level < 1 || p.Diag.Level > 4 {
 		v.problem("phases.diag.level", "must be 1..4 (dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended), got %d", p.Diag.Level)
 	}
+	v.allReduce(&p.AllReduce)
+}
+
+// allReduce fills the sweep's defaults (those of a typical acceptance run:
+// 1 MiB to 8 GiB, doubling) and checks that the sweep makes sense.
+func (v *validator) allReduce(a *AllReduce) {
+	const k = "phases.allreduce."
+	v.nonNegativeDuration(k+"timeout", a.Timeout)
+	if a.Binary == "" {
+		a.Binary = "all_reduce_perf"
+	}
+	defaults := []struct {
+		key string
+		n   *int
+		def int
+		min int
+	}{{"step_factor", &a.Factor, 2, 2}, {"iters", &a.Iters, 20, 1}, {"warmup", &a.Warmup, 5, 0}, {"repeats", &a.Repeats, 3, 1}}
+	for _, d := range defaults {
+		if !v.given(k + d.key) {
+			*d.n = d.def
+		} else if *d.n < d.min {
+			v.problem(k+d.key, "must be at least %d, got %d", d.min, *d.n)
+		}
+	}
+	if !v.given(k + "ranks_per_node") {
+		a.RanksPerNode = max(v.inv.Quote.GPUsPerNode, 1)
+	} else if a.RanksPerNode < 1 {
+		v.problem(k+"ranks_per_node", "must be at least 1, got %d", a.RanksPerNode)
+	}
+	if !v.given(k + "min_bytes") {
+		a.MinBytes = 1 << 20
+	}
+	if !v.given(k + "max_bytes") {
+		a.MaxBytes = 8 << 30
+	}
+	if a.MinBytes <= 0 || a.MaxBytes < a.MinBytes {
+		v.problem(k+"max_bytes", "the sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", a.MinBytes, a.MaxBytes)
+	}
 }
 
 func (v *validator) nonNegativeInt(key string, n int) {

@@ -61,6 +61,17 @@ func prepare(t *testing.T, l *lab.Lab, nodes map[string]nodeSetup) string {
 		slow("nvidia-smi", "*", s.slowSMI)
 		slow("dcgmi", "diag", s.slowDiag)
 	}
+	var names []string
+	for _, h := range l.Hosts {
+		names = append(names, h.Name)
+	}
+	return writeInventory(t, l, names, "", "")
+}
+
+// writeInventory writes an inventory over the given hosts; quoteExtra and
+// phasesExtra are YAML lines (indented two spaces) added to those sections.
+func writeInventory(t *testing.T, l *lab.Lab, hosts []string, quoteExtra, phasesExtra string) string {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, `provider: lab
 region: local
@@ -75,20 +86,20 @@ ssh:
   keepalive_misses: 3
 nodes:
 `, l.ClientKey, l.KnownHosts)
-	for _, h := range l.Hosts {
-		fmt.Fprintf(&b, "  - name: %s\n    address: %s\n", h.Name, h.Addr)
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "  - name: %s\n    address: %s\n", h, l.Host(h).Addr)
 	}
 	b.WriteString(`quote:
   gpu_model: NVIDIA H100 80GB HBM3
   gpus_per_node: 8
   gpu_memory_gib: 80
   form_factor: SXM
-acceptance:
+` + quoteExtra + `acceptance:
   tolerance: 0.9
 phases:
   diag:
     level: 1
-`)
+` + phasesExtra)
 	path := filepath.Join(t.TempDir(), "lab.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
