@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gpuaccept/remote/sshtest"
+	"gpuaccept/scripts/lab"
 )
 
 func TestMain(m *testing.M) {
@@ -127,13 +128,7 @@ func running(marker string) bool {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	lab.Eventually(t, within, what, cond)
 }
 
 // uniqueSleep returns a long sleep that pgrep can find unambiguously.

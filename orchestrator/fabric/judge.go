@@ -67,12 +67,8 @@ func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
 		j.Verdicts = append(j.Verdicts, v)
 		return j
 	}
-	j.BusBW = spread(bw)
-	// Per-GPU wire rate: what each GPU's share of the fabric carried,
-	// busbw × (k−1)/(n−1) for k nodes and n ranks.
-	if j.Hosts > 1 && j.Ranks > 1 {
-		j.WireRate = j.BusBW.Median * float64(j.Hosts-1) / float64(j.Ranks-1)
-	}
+	j.BusBW = SpreadOf(bw)
+	j.WireRate = WireRate(j.BusBW.Median, j.Hosts, j.Ranks)
 	v.Measured = fmt.Sprintf("%.2f GB/s median (%.2f..%.2f) over %d size(s) ≥ %s", j.BusBW.Median, j.BusBW.Min, j.BusBW.Max, len(bw), size(j.GateBytes))
 	if note != "" {
 		v.Detail = note
@@ -207,7 +203,17 @@ func hosts(r parse.NCCL) int {
 	return len(hs)
 }
 
-func spread(xs []float64) Spread {
+// WireRate is what each GPU's share of the fabric carried: busbw ×
+// (k−1)/(n−1) for k nodes and n ranks; 0 inside one node.
+func WireRate(busbw float64, hosts, ranks int) float64 {
+	if hosts < 2 || ranks < 2 {
+		return 0
+	}
+	return busbw * float64(hosts-1) / float64(ranks-1)
+}
+
+// SpreadOf summarises measurements; xs must not be empty.
+func SpreadOf(xs []float64) Spread {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	med := s[len(s)/2]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -165,12 +164,12 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 		bw.Status, bw.Detail = record.Fail, firstNonEmpty(r.Error, strings.Join(problems, "; "), "no sweep completed")
 		return []record.Verdict{correct, bw}
 	}
-	sp := spreadOf(medians)
-	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp[1], len(medians), sp[0], sp[2],
-		sp[1]*float64(last.Hosts-1)/float64(max(last.Ranks-1, 1)))
+	sp := fabric.SpreadOf(medians)
+	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp.Median, len(medians), sp.Min, sp.Max,
+		fabric.WireRate(sp.Median, last.Hosts, last.Ranks))
 	tol := w.Inv.Acceptance.ToleranceFor("NCCL-002")
 	if q := w.Inv.Quote.InterBusBWGBs; q > 0 {
-		ratio := sp[1] / q
+		ratio := sp.Median / q
 		bw.Quoted, bw.Ratio, bw.Tolerance = fmt.Sprintf("%.4g GB/s", q), &ratio, &tol
 		bw.Status = record.Pass
 		if ratio < tol {
@@ -180,13 +179,6 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 		bw.Status, bw.Detail = record.Skip, "not stated in the quote"
 	}
 	return []record.Verdict{correct, bw}
-}
-
-// spreadOf returns min, median, max.
-func spreadOf(xs []float64) [3]float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return [3]float64{s[0], s[len(s)/2], s[len(s)-1]}
 }
 
 func firstNonEmpty(s ...string) string {
