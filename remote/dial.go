@@ -30,6 +30,9 @@ type Client struct {
 	closeOnce sync.Once
 	lost      atomic.Pointer[ConnectionLostError]
 	wg        sync.WaitGroup
+	// hostKey is the key the final hop presented (and the known_hosts
+	// check accepted).
+	hostKey ssh.PublicKey
 }
 
 // Name is the node's name as used in errors.
@@ -186,7 +189,7 @@ func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth
 	config := &ssh.ClientConfig{
 		User:              ep.user,
 		Auth:              auth[addr],
-		HostKeyCallback:   c.cfg.HostKeys.Callback(c.cfg.Name),
+		HostKeyCallback:   c.keepHostKey(ep.addr() == c.cfg.target.addr() && ep.user == c.cfg.target.user, c.cfg.HostKeys.Callback(c.cfg.Name)),
 		HostKeyAlgorithms: c.cfg.HostKeys.Algorithms(addr),
 		Timeout:           c.cfg.HandshakeTimeout,
 	}
@@ -218,6 +221,17 @@ func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth
 		live.Close()
 		<-done
 		return nil, nil, fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
+	}
+}
+
+// keepHostKey remembers the final hop's key once the check has passed.
+func (c *Client) keepHostKey(final bool, check ssh.HostKeyCallback) ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(hostname, remote, key)
+		if err == nil && final {
+			c.hostKey = key
+		}
+		return err
 	}
 }
 

@@ -22,6 +22,7 @@ type Inventory struct {
 
 	SSH        SSH        `mapstructure:"ssh" json:"ssh"`
 	Nodes      []Node     `mapstructure:"nodes" json:"nodes"`
+	Slurm      Slurm      `mapstructure:"slurm" json:"slurm"`
 	Image      Image      `mapstructure:"image" json:"image"`
 	Quote      Quote      `mapstructure:"quote" json:"quote"`
 	Acceptance Acceptance `mapstructure:"acceptance" json:"acceptance"`
@@ -53,6 +54,10 @@ type Node struct {
 	Port    int               `mapstructure:"port" json:"port"`
 	User    string            `mapstructure:"user" json:"user"`
 	Labels  map[string]string `mapstructure:"labels" json:"labels"`
+	// FabricAddress is how the other nodes reach this one (mpirun's -H,
+	// Slurm's node name), when that differs from the address the
+	// coordinator dials (a public IP, an ssh_config alias, a jump host).
+	FabricAddress string `mapstructure:"fabric_address" json:"fabric_address,omitempty"`
 }
 
 // Image is the pinned container image the window runs.
@@ -134,7 +139,54 @@ type AllReduce struct {
 	RanksPerNode int           `mapstructure:"ranks_per_node" json:"ranks_per_node"`
 	MPIArgs      []string      `mapstructure:"mpi_args" json:"mpi_args"` // extra mpirun arguments (transport selection, say)
 	Timeout      time.Duration `mapstructure:"timeout" json:"timeout"`
+	// Launcher is mpirun (from the first node, over the window's own ssh
+	// key) or srun (from the Slurm login node; needs the slurm section).
+	Launcher string `mapstructure:"launcher" json:"launcher"`
+	// Collectives are run across the cluster after the all-reduce, once
+	// each, for the record: all_gather, reduce_scatter, alltoall, sendrecv.
+	Collectives []string `mapstructure:"collectives" json:"collectives"`
+	// IntraNode runs the benchmark inside every node at once (-g = ranks
+	// per node) before the cluster-wide sweeps. Default on.
+	IntraNode *bool     `mapstructure:"intra_node" json:"intra_node"`
+	Bisection Bisection `mapstructure:"bisection" json:"bisection"`
 }
+
+// Bisection finds the slow node or link: disjoint pairs of nodes tested at
+// once, round robin, suspects retested against nodes already proven good.
+type Bisection struct {
+	Enabled *bool `mapstructure:"enabled" json:"enabled"` // default on (with the all-reduce, 3 nodes or more)
+	// MaxRounds bounds the pairing rounds. Default 3.
+	MaxRounds int `mapstructure:"max_rounds" json:"max_rounds"`
+	// SlowRatio: a pair below this fraction of the typical pair is slow.
+	// Default 0.8.
+	SlowRatio float64 `mapstructure:"slow_ratio" json:"slow_ratio"`
+	// The pair sweep; defaults are the all-reduce's sizes, and 1 repeat.
+	MinBytes Bytes `mapstructure:"min_bytes" json:"min_bytes"`
+	MaxBytes Bytes `mapstructure:"max_bytes" json:"max_bytes"`
+	Iters    int   `mapstructure:"iters" json:"iters"`
+}
+
+// Slurm says the nodes are Slurm-managed: collectives are launched with
+// srun from the login node, which is reached like any node but is not one.
+type Slurm struct {
+	Login     SlurmLogin `mapstructure:"login" json:"login"`
+	Partition string     `mapstructure:"partition" json:"partition"`
+	Account   string     `mapstructure:"account" json:"account"`
+	// MPI is srun's --mpi plugin (pmix, pmi2, ...). Default pmix.
+	MPI      string        `mapstructure:"mpi" json:"mpi"`
+	SrunArgs []string      `mapstructure:"srun_args" json:"srun_args"`
+	Timeout  time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// SlurmLogin is where srun runs.
+type SlurmLogin struct {
+	Address string `mapstructure:"address" json:"address"`
+	Port    int    `mapstructure:"port" json:"port"`
+	User    string `mapstructure:"user" json:"user"`
+}
+
+// Enabled reports whether the inventory names a Slurm login node.
+func (s Slurm) Enabled() bool { return s.Login.Address != "" }
 
 // On reports whether an optional switch is on; nil means the default, on.
 func On(b *bool) bool { return b == nil || *b }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	v.image()
 	v.quote()
 	v.acceptance()
+	v.slurm()
 	v.phases()
 }
 
@@ -198,6 +200,13 @@ func (v *validator) node(i int, names map[string]int) {
 	// the address, else 22, as ssh does.
 	if v.given(key+".port") && (n.Port < 1 || n.Port > 65535) {
 		v.problem(key+".port", "must be 1..65535, got %d", n.Port)
+	}
+	if v.given(key + ".fabric_address") {
+		if _, _, err := net.SplitHostPort(n.FabricAddress); err == nil {
+			v.problem(key+".fabric_address", "%q: an address without a port (the nodes reach each other on their SSH port)", short(n.FabricAddress))
+		} else if msg := checkAddress(n.FabricAddress); msg != "" {
+			v.problem(key+".fabric_address", "%s", msg)
+		}
 	}
 }
 
@@ -416,6 +425,85 @@ func (v *validator) allReduce(a *AllReduce) {
 	if a.MinBytes <= 0 || a.MaxBytes < a.MinBytes {
 		v.problem(k+"max_bytes", "the sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", a.MinBytes, a.MaxBytes)
 	}
+	switch a.Launcher {
+	case "":
+		a.Launcher = "mpirun"
+	case "mpirun":
+	case "srun":
+		if !v.inv.Slurm.Enabled() {
+			v.problem(k+"launcher", "srun needs the Slurm login node: set slurm.login.address")
+		}
+	default:
+		v.problem(k+"launcher", "must be mpirun or srun, got %q", short(a.Launcher))
+	}
+	seen := map[string]bool{}
+	for i, c := range a.Collectives {
+		key := fmt.Sprintf("%scollectives[%d]", k, i)
+		switch {
+		case !slices.Contains(Collectives, c):
+			v.problem(key, "unknown collective %q: one of %s (all_reduce always runs)", short(c), strings.Join(Collectives, ", "))
+		case seen[c]:
+			v.problem(key, "%q is listed twice", c)
+		}
+		seen[c] = true
+	}
+	b := &a.Bisection
+	if !v.given(k + "bisection.max_rounds") {
+		b.MaxRounds = 3
+	} else if b.MaxRounds < 1 {
+		v.problem(k+"bisection.max_rounds", "must be at least 1, got %d", b.MaxRounds)
+	}
+	if !v.given(k + "bisection.slow_ratio") {
+		b.SlowRatio = 0.8
+	} else if !(b.SlowRatio > 0 && b.SlowRatio < 1) {
+		v.problem(k+"bisection.slow_ratio", "must be between 0 and 1 (a pair below this fraction of the typical pair is slow), got %v", b.SlowRatio)
+	}
+	if !v.given(k + "bisection.iters") {
+		b.Iters = a.Iters
+	} else if b.Iters < 1 {
+		v.problem(k+"bisection.iters", "must be at least 1, got %d", b.Iters)
+	}
+	if !v.given(k + "bisection.min_bytes") {
+		b.MinBytes = a.MinBytes
+	}
+	if !v.given(k + "bisection.max_bytes") {
+		b.MaxBytes = a.MaxBytes
+	}
+	if b.MinBytes <= 0 || b.MaxBytes < b.MinBytes {
+		v.problem(k+"bisection.max_bytes", "the pair sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", b.MinBytes, b.MaxBytes)
+	}
+}
+
+// Collectives are the nccl-tests collectives a window may add to the
+// all-reduce (each is the binary NAME_perf next to the all-reduce's).
+var Collectives = []string{"all_gather", "reduce_scatter", "alltoall", "sendrecv"}
+
+// slurm checks the Slurm section: all or nothing, and a login node to run
+// srun from.
+func (v *validator) slurm() {
+	s := &v.inv.Slurm
+	const k = "slurm."
+	if !v.given("slurm") {
+		return
+	}
+	if msg := checkAddress(s.Login.Address); msg != "" {
+		v.problem(k+"login.address", "%s (the Slurm login node srun runs on)", msg)
+	}
+	if v.given(k+"login.port") && (s.Login.Port < 1 || s.Login.Port > 65535) {
+		v.problem(k+"login.port", "must be 1..65535, got %d", s.Login.Port)
+	}
+	if s.Login.User == "" {
+		s.Login.User = v.inv.SSH.User
+	}
+	if s.Login.User == "" {
+		v.problem(k+"login.user", "required: ssh.user is not set")
+	}
+	if s.MPI == "" {
+		s.MPI = "pmix"
+	} else if strings.ContainsAny(s.MPI, " \t'\"") {
+		v.problem(k+"mpi", "%q is not an srun --mpi plugin name", short(s.MPI))
+	}
+	v.nonNegativeDuration(k+"timeout", s.Timeout)
 }
 
 func (v *validator) nonNegativeInt(key string, n int) {
