@@ -2,7 +2,9 @@
 # Installs what the lab needs, once. Safe to re-run; a non-root user gets a
 # note instead (the lab tests then skip themselves and say why).
 set -euo pipefail
-pkgs=(openssh-server openssh-client openmpi-bin libopenmpi-dev iproute2 procps psmisc pdsh util-linux coreutils)
+# slurmctld slurmd slurm-client munge: lab.sh slurm; srun --mpi=pmix dlopens libpmix.so from libpmix-dev
+pkgs=(openssh-server openssh-client openmpi-bin libopenmpi-dev iproute2 procps psmisc pdsh util-linux coreutils
+  slurmctld slurmd slurm-client munge libpmix-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

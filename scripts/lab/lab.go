@@ -241,6 +241,22 @@ func (l *Lab) Exec(ctx context.Context, host string, args ...string) (string, er
 	return out, nil
 }
 
+// Slurm starts a Slurm cluster on the lab (lab.sh slurm): a munged on every host (its own socket, one key per
+// lab), slurmctld on h1 and a slurmd on every host, each inside its host's view, so Kill and Down end them. It
+// returns once sinfo on h1 shows every host idle in partition "lab" (the default partition), within LAB_WAIT
+// seconds (default 20); otherwise the error names the first host that is not. Every host's /etc/slurm is the lab's
+// config dir (SlurmConf), so srun, sinfo and friends work on any host, over ssh or Exec, without SLURM_CONF. MPI
+// programs launch with srun --mpi=pmix (Open MPI 4.1 here has no PMI-2 support; MpiDefault is none). Starts only
+// what is not running, so calling it again after Kill and Start revives that host's daemons.
+func (l *Lab) Slurm(ctx context.Context) error {
+	_, err := runScript(ctx, l.Name, "slurm", "slurm", "--name", l.Name)
+	return err
+}
+
+// SlurmConf is the path of the lab's slurm.conf as the coordinator sees it (written by Slurm; on the hosts it is
+// /etc/slurm/slurm.conf).
+func (l *Lab) SlurmConf() string { return filepath.Join(l.Dir, "slurm", "etc", "slurm.conf") }
+
 // Host returns the host named "h3" (or "3"); the zero Host when there is none.
 func (l *Lab) Host(name string) Host {
 	n := strings.TrimPrefix(name, "h")

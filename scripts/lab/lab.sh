@@ -17,6 +17,10 @@
 #   lab.sh ps      [--name NAME] HOST        processes of the host: PID PPID PGID ARGS, header first
 #   lab.sh rekey   [--name NAME] HOST        new host key, restart sshd, rewrite both known_hosts files
 #   lab.sh exec    [--name NAME] HOST CMD... run CMD on the host (its network, mounts and hostname)
+#   lab.sh slurm   [--name NAME]             start a Slurm cluster on the lab: munged on every host, slurmctld on
+#                                            h1, slurmd on every host; returns once sinfo shows every host idle in
+#                                            partition lab (the default). Starts only what is not running, so it
+#                                            also revives the daemons of a killed and restarted host.
 #
 # HOST is h3 or 3. Defaults: NAME lab, N 4 (max 64), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME.
 # Host i is SUBNET.(10+i); the bridge (the coordinator's side) is SUBNET.1/24; bridge br-NAME, veths NAMEv<i>
@@ -26,8 +30,11 @@
 # (name TAB addr TAB netns TAB veth), DIR/env (LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS ...).
 # Per host: DIR/hosts/hI/{sshd_config,ssh_host_ed25519_key,sshd.log,sshd.pid,srv/,bin/}; bin/ is the host's own
 # /usr/local/bin (where tests install GPU tool stand-ins per host); DIR/home is every host's
-# /root, DIR/etc_hosts every host's /etc/hosts. Environment: LAB_WAIT (seconds to wait for sshd, default 20),
-# LAB_SSHD (the sshd binary, default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
+# /root, DIR/etc_hosts every host's /etc/hosts. Written by slurm: DIR/slurm/etc/slurm.conf (every host's
+# /etc/slurm, so slurm commands on the hosts need no SLURM_CONF), DIR/slurm/{munge.key,state/,slurmctld.log}, per
+# host DIR/hosts/hI/{munge/ (its /run/munge),slurmd/,tmp/,slurmd.log}. MPI jobs: srun --mpi=pmix. Environment:
+# LAB_WAIT (seconds to wait for sshd, or for slurm nodes to be idle, default 20), LAB_SSHD (the sshd binary,
+# default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
 set -euo pipefail
 
 PROG=lab.sh
@@ -38,7 +45,7 @@ MAXHOSTS=64
 
 usage() {
 	sed -n '3,/^set -euo/p' "${BASH_SOURCE[0]}" 2>/dev/null | sed -e '$d' -e 's/^# \{0,1\}//' >&2 ||
-		echo "usage: $PROG up|down|status|kill|start|cut|restore|cap|uncap|ps|rekey|exec [--name NAME] ..." >&2
+		echo "usage: $PROG up|down|status|kill|start|cut|restore|cap|uncap|ps|rekey|exec|slurm [--name NAME] ..." >&2
 }
 die() { # die MSG: a lab-level failure
 	echo "$PROG: lab $NAME: $*" >&2
@@ -215,7 +222,8 @@ kill_ns() {
 
 # ---------------------------------------------------------------- the host's view: hostname and mounts
 # sh snippet that builds a host's private mount and UTS view, then runs the rest of the script;
-# positional args: HOST HOSTDIR LABDIR SHADOW, then the rest's own.
+# positional args: HOST HOSTDIR LABDIR SHADOW, then the rest's own. Once `slurm` ran, the host also gets the
+# lab's Slurm config dir as /etc/slurm and its own munged socket dir as /run/munge (see cmd_slurm).
 HOSTVIEW='set -e
 hostname "$1"
 mount --bind "$2/srv" /srv
@@ -223,6 +231,8 @@ mount --bind "$2/bin" /usr/local/bin
 mount --bind "$3/etc_hosts" /etc/hosts
 mount --bind "$3/home" /root
 if [ -n "$4" ]; then mount --bind "$4" /etc/shadow; fi
+if [ -d "$3/slurm/etc" ]; then mkdir -p /etc/slurm && mount --bind "$3/slurm/etc" /etc/slurm; fi
+if [ -d "$2/munge" ]; then mkdir -p /run/munge && mount --bind "$2/munge" /run/munge; fi
 shift 4
 '
 SHADOW=""
@@ -396,6 +406,128 @@ write_sshd_config() {
 		"PrintMotd no" \
 		"LogLevel VERBOSE" \
 		"Subsystem sftp internal-sftp" >"$HD/sshd_config"
+}
+
+# ---------------------------------------------------------------- slurm
+# The lab's Slurm cluster (cmd_slurm): a munged per host, slurmctld on h1, a slurmd per host, each started inside
+# its host's live view (joined through the host's sshd, as exec does), so they die with the host (kill, down).
+# Files: DIR/slurm/etc/slurm.conf (bind-mounted as every host's /etc/slurm, so slurm commands run over ssh or exec
+# find it without SLURM_CONF), DIR/slurm/munge.key, DIR/slurm/state/, DIR/slurm/slurmctld.{log,pid}; per host
+# DIR/hosts/hI/munge/ (bind-mounted as the host's /run/munge: its own munged's socket, munged.{log,pid,seed}),
+# DIR/hosts/hI/slurmd/ (spool) and DIR/hosts/hI/slurmd.{log,pid}.
+SPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+SCONF="" CLUSTER="" # DIR/slurm/etc/slurm.conf and the cluster name, set by cmd_slurm
+
+# the bind mounts of a live host's view, added once (sh snippet; args: SLURM_ETC MUNGE_DIR, then the rest's own)
+SLURMVIEW='set -e
+[ /etc/slurm -ef "$1" ] || mount --bind "$1" /etc/slurm
+[ /run/munge -ef "$2" ] || mount --bind "$2" /run/munge
+shift 2
+'
+
+# daemon_up PIDFILE COMM: the pid in PIDFILE is alive, named COMM and in host $I's network namespace
+daemon_up() {
+	local pid="" comm=""
+	[[ -s $1 ]] || return 1
+	read -r pid <"$1" || [[ -n $pid ]] || return 1
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	[[ /proc/$pid/ns/net -ef /run/netns/$NS ]] || return 1
+	{ read -r comm <"/proc/$pid/comm"; } 2>/dev/null || return 1
+	[[ $comm == "$2" ]] || return 1
+	alive "$pid"
+}
+
+# in_host CMD...: run CMD in host $I's live view (its sshd's network, mount and UTS namespaces), in /root, with a
+# clean environment but SLURM_CONF; without the lock fd (daemons would hold the lab's lock forever)
+in_host() {
+	sshd_pid || hdie "$H" "$CMD" "sshd is down, so the host's view is gone (run '$PROG start --name $NAME $H' first)"
+	nsenter --target "$SPID" --net --mount --uts -- env -i -C /root PATH="$SPATH" HOME=/root SLURM_CONF="$SCONF" \
+		"$@" </dev/null 9>&-
+}
+
+log_tail() { # log_tail FILE: its last 3 lines and where it is, for an error message
+	local lines=()
+	if [[ -s $1 ]]; then
+		mapfile -t lines < <(tail -n 3 "$1")
+		printf '; %s says: %s' "${1##*/}" "${lines[*]}"
+	fi
+	printf ' (log: %s)' "$1"
+}
+
+write_slurm_conf() {
+	local cpus tmp=$DIR/slurm/etc/.slurm.conf.new last=$((10 + NHOSTS))
+	# what slurmd will report (every host has this machine's CPUs); config_overrides below keeps a node in
+	# service should its count differ anyway
+	cpus=$(slurmd -C 2>/dev/null | sed -n 's/^NodeName=.* CPUs=\([0-9][0-9]*\) .*/\1/p')
+	[[ $cpus =~ ^[1-9][0-9]*$ ]] || cpus=$(nproc 2>/dev/null) || cpus=1
+	printf '%s\n' \
+		"# gpuaccept lab $NAME: written by $PROG slurm; every host's /etc/slurm/slurm.conf" \
+		"ClusterName=$CLUSTER" \
+		"SlurmctldHost=h1($SUBNET.11)" \
+		"SlurmUser=root" \
+		"SlurmdUser=root" \
+		"AuthType=auth/munge" \
+		"CredType=cred/munge" \
+		"StateSaveLocation=$DIR/slurm/state" \
+		"SlurmctldPidFile=$DIR/slurm/slurmctld.pid" \
+		"SlurmctldLogFile=$DIR/slurm/slurmctld.log" \
+		"SlurmdSpoolDir=$DIR/hosts/%n/slurmd" \
+		"SlurmdPidFile=$DIR/hosts/%n/slurmd.pid" \
+		"SlurmdLogFile=$DIR/hosts/%n/slurmd.log" \
+		"TmpFS=$DIR/hosts/%n/tmp" \
+		"SlurmdParameters=config_overrides" \
+		"ProctrackType=proctrack/linuxproc" \
+		"TaskPlugin=task/none" \
+		"JobAcctGatherType=jobacct_gather/none" \
+		"AccountingStorageType=accounting_storage/none" \
+		"SelectType=select/cons_tres" \
+		"SelectTypeParameters=CR_CPU" \
+		"SchedulerType=sched/backfill" \
+		"MpiDefault=none" \
+		"ReturnToService=2" \
+		"SlurmdTimeout=30" \
+		"KillWait=5" \
+		"MailProg=/bin/true" \
+		"NodeName=h[1-$NHOSTS] NodeAddr=$SUBNET.[11-$last] CPUs=$cpus State=UNKNOWN" \
+		"PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >"$tmp"
+	chmod 644 "$tmp"
+	mv -f "$tmp" "$SCONF"
+}
+
+# wait_slurm_idle: until sinfo on h1 shows every host idle; a dead daemon or the deadline fails naming the host
+wait_slurm_idle() {
+	local i start deadline out node state pending
+	declare -A st
+	now_ms
+	start=$NOW deadline=$((NOW + WAIT * 1000))
+	while :; do
+		set_host 1
+		st=()
+		out=$(in_host sinfo -h -N -o '%N %T' 2>&1) || out=""
+		while read -r node state; do
+			if [[ -n $node ]]; then st[$node]=$state; fi
+		done <<<"$out"
+		pending=()
+		for ((i = 1; i <= NHOSTS; i++)); do
+			[[ ${st[h$i]:-} == idle ]] || pending+=("$i")
+		done
+		((${#pending[@]})) || return 0
+		now_ms
+		if ((NOW - start > 1000)); then # the daemons had time to write their pid files
+			set_host 1
+			daemon_up "$DIR/slurm/slurmctld.pid" slurmctld ||
+				hdie h1 slurm "slurmctld is not running$(log_tail "$DIR/slurm/slurmctld.log")"
+			for i in "${pending[@]}"; do
+				set_host "$i"
+				daemon_up "$HD/slurmd.pid" slurmd || hdie "$H" slurm "slurmd is not running$(log_tail "$HD/slurmd.log")"
+			done
+		fi
+		if ((NOW > deadline)); then
+			set_host "${pending[0]}"
+			hdie "$H" slurm "node state is '${st[$H]:-not listed by sinfo}', not idle, after ${WAIT}s (pending: $(printf 'h%s ' "${pending[@]}"))$(log_tail "$HD/slurmd.log")$(log_tail "$DIR/slurm/slurmctld.log")"
+		fi
+		sleep 0.1
+	done
 }
 
 # ---------------------------------------------------------------- teardown
@@ -690,6 +822,80 @@ cmd_exec() {
 		sh "$H" "$HD" "$DIR" "$SHADOW" "${ARGS[@]:1}" 9>&-
 }
 
+# cmd_slurm: (re)start what is not running of the lab's Slurm cluster, then wait until every node is idle
+cmd_slurm() {
+	local i p t0 err lpids=() key
+	((${#ARGS[@]} == 0)) || usage_die "slurm takes no arguments (got: ${ARGS[*]})"
+	require_lab
+	for p in slurmctld slurmd sinfo munged runuser; do
+		command -v "$p" >/dev/null || die "missing command $p (apt-get install slurmctld slurmd slurm-client munge)"
+	done
+	id munge >/dev/null 2>&1 || die "no user munge (apt-get install munge)"
+	lock
+	now_ms
+	t0=$NOW
+	CLUSTER=${NAME,,} SCONF=$DIR/slurm/etc/slurm.conf key=$DIR/slurm/munge.key
+	mkdir -p "$DIR/slurm/etc" "$DIR/slurm/state" /etc/slurm /run/munge
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		sshd_pid || hdie "$H" slurm "sshd is down, so the host's view is gone (run '$PROG start --name $NAME $H' first)"
+		mkdir -p "$HD/munge" "$HD/slurmd" "$HD/tmp"
+		chown munge:munge "$HD/munge"
+		chmod 755 "$HD/munge"
+	done
+	if [[ ! -s $key ]]; then # one key per lab
+		dd if=/dev/urandom of="$key.new" bs=1024 count=1 status=none || die "cannot write $key"
+		chown munge:munge "$key.new"
+		chmod 400 "$key.new"
+		mv -f "$key.new" "$key"
+	fi
+	write_slurm_conf
+	# every host: its mounts and munged (munged returns once its socket accepts)
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		rm -f "$HD/slurm.err"
+		p=1
+		if daemon_up "$HD/munge/munged.pid" munged; then p=0; fi
+		in_host /bin/sh -c "$SLURMVIEW"'[ "$1" = 1 ] || exit 0
+exec runuser -u munge -- munged --key-file="$2" --socket=/run/munge/munge.socket.2 --pid-file="$3/munged.pid" --log-file="$3/munged.log" --seed-file="$3/munged.seed"' \
+			sh "$DIR/slurm/etc" "$HD/munge" "$p" "$key" "$HD/munge" >/dev/null 2>"$HD/slurm.err" &
+		lpids+=($!)
+	done
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		if ! wait "${lpids[i - 1]}"; then
+			err=$(<"$HD/slurm.err")
+			hdie "$H" slurm "starting munged failed${err:+: ${err//$'\n'/ }}$(log_tail "$HD/munge/munged.log")"
+		fi
+	done
+	# slurmctld on h1, then a slurmd per host (both daemonize at once; wait_slurm_idle sees whether they live)
+	set_host 1
+	if ! daemon_up "$DIR/slurm/slurmctld.pid" slurmctld; then
+		in_host slurmctld -f "$SCONF" >/dev/null 2>"$DIR/slurm/slurmctld.err" ||
+			hdie h1 slurm "slurmctld failed: $(tr '\n' ' ' <"$DIR/slurm/slurmctld.err")$(log_tail "$DIR/slurm/slurmctld.log")"
+	fi
+	lpids=()
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		if daemon_up "$HD/slurmd.pid" slurmd; then
+			lpids+=(0)
+		else
+			in_host slurmd -f "$SCONF" -N "$H" >/dev/null 2>"$HD/slurm.err" &
+			lpids+=($!)
+		fi
+	done
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		p=${lpids[i - 1]}
+		if ((p)) && ! wait "$p"; then
+			hdie "$H" slurm "slurmd failed: $(tr '\n' ' ' <"$HD/slurm.err")$(log_tail "$HD/slurmd.log")"
+		fi
+	done
+	wait_slurm_idle
+	now_ms
+	echo "lab $NAME: slurm cluster $CLUSTER: h[1-$NHOSTS] idle in partition lab after $(((NOW - t0) / 1000)).$(printf %03d $(((NOW - t0) % 1000)))s; config $SCONF (/etc/slurm/slurm.conf on the hosts)"
+}
+
 cmd_status() {
 	local name addr ns veth l flags rest cap sshd tcp link
 	declare -A up=()
@@ -722,7 +928,7 @@ main() {
 	case $CMD in
 	help) usage; exit 0 ;;
 	"") usage; exit 2 ;;
-	up | down | status | kill | start | cut | restore | cap | uncap | ps | rekey | exec) ;;
+	up | down | status | kill | start | cut | restore | cap | uncap | ps | rekey | exec | slurm) ;;
 	*) usage_die "unknown command '$CMD'" ;;
 	esac
 	need_root
