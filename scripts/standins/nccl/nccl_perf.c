@@ -8,10 +8,13 @@
  * NOT nccl-tests and NOT NCCL: there are no GPUs here. Each rank runs a REAL MPI collective
  * (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall, MPI_Sendrecv) on host
  * memory over whatever links MPI uses (in the lab: tc-shaped veth links), times it exactly the
- * way nccl-tests does (iters x agg_iters back to back, average over ranks), computes algbw/busbw
+ * way nccl-tests does (iters x agg_iters back to back, average over processes), computes algbw/busbw
  * with nccl-tests' formulas, and prints the nccl-tests 2.18 text layout with the same printf
  * formats. The device name on every rank line is "gpuaccept-mpi-standin", the only field of the
- * real format that can say what this is. See README.md in this directory.
+ * real format that can say what this is. With -g N one process plays N ranks ("devices"): it keeps N
+ * send/recv buffers and does the collective across them in host memory, plus one MPI collective across
+ * processes. With NCCL_DEBUG=INFO it prints the few NCCL INFO lines it can truthfully print (an NCCL_ALGO
+ * override; the ring it forced Open MPI to use). See README.md in this directory.
  *
  * Build: mpicc -O2 -o all_reduce_perf nccl_perf.c   (build.sh makes every collective's name)
  */
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -97,7 +101,11 @@ static int report_cputime = 0;
 static int report_timestamps = 0;
 static int average = 1;
 
-static int rank, nranks, is_main;
+/* proc/nprocs: this MPI process and their number. nranks = nprocs * nGpus simulated ranks; this process owns
+ * ranks proc*nGpus .. proc*nGpus+nGpus-1 (nccl-tests: rank = proc*nThreads*nGpus + i). */
+static int proc, nprocs, nranks, is_main;
+static int localRank; /* processes before this one on the same host */
+static char hostname[1024];
 static enum coll coll = C_ALL_REDUCE;
 static const char *program_name = "all_reduce_perf";
 
@@ -160,7 +168,7 @@ static void formatNow(char *buf, int len) {
 
 static void jsonOutputInit(const char *path, int argc, char **argv) {
   extern char **environ;
-  if (!path || rank != 0) return;
+  if (!path || proc != 0) return;
   const char *ext = strrchr(path, '.');
   if (!ext || strchr(ext, '/') || strcasecmp(ext, ".json") != 0) return; /* only .json is supported, as nccl-tests */
   char *try_path = strdup(path);
@@ -335,10 +343,124 @@ static void fillInput(void *buf, size_t count, const struct dtype *t, int op, in
   for (size_t i = 0; i < count; i++) putVal(buf, i, t, inputVal(op, r, eltOffset + i, rep, nranks));
 }
 
+/* ---------------------------------------------------------------- NCCL debug lines (only what is true here) */
+
+/* NCCL's logger (src/debug.cc, 2.18): NCCL_DEBUG=INFO (or ABORT/TRACE, higher levels) enables INFO lines for the
+ * subsystems in NCCL_DEBUG_SUBSYS, default INIT,ENV; a comma-separated, case-insensitive list, "^" first inverts it.
+ * Each line is "host:pid:tid [cudaDev] NCCL INFO message". Only the two subsystems the stand-in prints from matter. */
+#define DBG_ENV 1u
+#define DBG_TUNING 2u
+static unsigned ncclInfoMask; /* 0: no INFO lines */
+
+static void ncclDebugSetup(void) {
+  const char *lvl = getenv("NCCL_DEBUG");
+  if (!lvl || !(strcasecmp(lvl, "INFO") == 0 || strcasecmp(lvl, "ABORT") == 0 || strcasecmp(lvl, "TRACE") == 0)) return;
+  unsigned mask = DBG_ENV; /* INIT,ENV */
+  const char *env = getenv("NCCL_DEBUG_SUBSYS");
+  if (env) {
+    int invert = env[0] == '^';
+    char *list = strdup(env + invert), *save = NULL;
+    mask = invert ? ~0u : 0u;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      unsigned bit = strcasecmp(tok, "ENV") == 0 ? DBG_ENV : strcasecmp(tok, "TUNING") == 0 ? DBG_TUNING
+                                                         : strcasecmp(tok, "ALL") == 0 ? ~0u : 0u;
+      mask = invert ? (mask & ~bit) : (mask | bit);
+    }
+    free(list);
+  }
+  ncclInfoMask = mask;
+}
+
+static void ncclInfo(int dev, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ncclInfo(int dev, const char *fmt, ...) {
+  char buf[1024];
+  int len = snprintf(buf, sizeof buf, "%s:%d:%d [%d] NCCL INFO ", hostname, (int)getpid(), (int)syscall(SYS_gettid), dev);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, sizeof buf - (size_t)len, fmt, ap);
+  va_end(ap);
+  printf("%s\n", buf);
+}
+
+/* Reads one integer-valued MPI_T control variable by index; 0 if it has another type or cannot be read. */
+static int cvarRead(int idx, MPI_Datatype dt, long long *v) {
+  MPI_T_cvar_handle h;
+  int count = 0, ok = 1;
+  union { int i; unsigned u; long l; unsigned long ul; long long ll; unsigned long long ull; char c[64]; } buf;
+  memset(&buf, 0, sizeof buf);
+  if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return 0;
+  if (count != 1 || MPI_T_cvar_read(h, &buf) != MPI_SUCCESS) ok = 0;
+  else if (dt == MPI_INT) *v = buf.i;
+  else if (dt == MPI_UNSIGNED) *v = buf.u;
+  else if (dt == MPI_LONG) *v = buf.l;
+  else if (dt == MPI_UNSIGNED_LONG) *v = (long long)buf.ul;
+  else if (dt == MPI_LONG_LONG) *v = buf.ll;
+  else if (dt == MPI_UNSIGNED_LONG_LONG) *v = (long long)buf.ull;
+  else if (dt == MPI_C_BOOL) *v = buf.c[0] != 0;
+  else ok = 0;
+  MPI_T_cvar_handle_free(&h);
+  return ok;
+}
+
+/* Whether MPI_Allreduce on MPI_COMM_WORLD runs Open MPI's ring, as far as Open MPI's own control variables say:
+ * coll/tuned has dynamic rules on and allreduce algorithm 4 (ring), and no coll component that could take over
+ * allreduce is ranked at or above tuned. Components that never replace a blocking intra-communicator allreduce
+ * on host memory (self: size-1 communicators; inter: inter-communicators; libnbc: non-blocking only; sync,
+ * cuda, accelerator, monitoring: wrap the next component; ftagree: agreement only) do not count. A component
+ * whose coll_X_enable is 0 does not count either. Anything else unknown (no MPI_T, no tuned) means no. */
+static int ompiRingAllreduce(void) {
+  static const char *passive[] = {"tuned", "self", "inter", "libnbc", "sync", "cuda", "accelerator", "monitoring", "ftagree"};
+  struct comp { char name[64]; long long prio; int disabled; } comps[64];
+  int ncomps = 0, full = 0, provided, n = 0;
+  long long alg = -1, dyn = -1, tunedPrio = -1;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 0;
+  if (MPI_T_cvar_get_num(&n) != MPI_SUCCESS) n = 0;
+  for (int i = 0; i < n; i++) {
+    char name[256], desc[4];
+    int nameLen = sizeof name, descLen = sizeof desc, verbosity, bind, scope;
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    long long v;
+    if (MPI_T_cvar_get_info(i, name, &nameLen, &verbosity, &dt, &en, desc, &descLen, &bind, &scope) != MPI_SUCCESS) continue;
+    if (strncmp(name, "coll_", 5) != 0 || !cvarRead(i, dt, &v)) continue;
+    if (strcmp(name, "coll_tuned_allreduce_algorithm") == 0) { alg = v; continue; }
+    if (strcmp(name, "coll_tuned_use_dynamic_rules") == 0) { dyn = v; continue; }
+    if (strcmp(name, "coll_tuned_priority") == 0) { tunedPrio = v; continue; }
+    const char *c = name + 5, *us = strchr(c, '_');
+    if (!us || (strcmp(us, "_priority") != 0 && strcmp(us, "_enable") != 0) || (size_t)(us - c) >= sizeof comps[0].name) continue;
+    int k = 0;
+    while (k < ncomps && (strlen(comps[k].name) != (size_t)(us - c) || strncmp(comps[k].name, c, (size_t)(us - c)) != 0)) k++;
+    if (k == ncomps) {
+      if (ncomps == (int)(sizeof comps / sizeof comps[0])) { full = 1; continue; }
+      memset(&comps[k], 0, sizeof comps[k]);
+      memcpy(comps[k].name, c, (size_t)(us - c));
+      comps[k].prio = -1;
+      ncomps++;
+    }
+    if (strcmp(us, "_priority") == 0) comps[k].prio = v;
+    else comps[k].disabled = v == 0;
+  }
+  MPI_T_finalize();
+  if (alg != 4 || dyn != 1 || tunedPrio < 0 || full) return 0;
+  for (int k = 0; k < ncomps; k++) {
+    int skip = comps[k].disabled;
+    for (size_t j = 0; j < sizeof passive / sizeof passive[0]; j++) skip |= strcmp(comps[k].name, passive[j]) == 0;
+    if (!skip && comps[k].prio >= tunedPrio) return 0;
+  }
+  return 1;
+}
+
+/* Set in main: rank 0 prints NCCL's TUNING line per timed all_reduce (see timeTest). */
+static int tuningLines;
+
 /* ---------------------------------------------------------------- the benchmark */
 
+/* Per simulated rank (nGpus of them in this process): send, recv and expected buffers, as nccl-tests keeps
+ * per GPU. scratch (sendrecv in place) and stage/stage2 (alltoall) serve the collective across local ranks. */
 struct bench {
-  char *sendbuf, *recvbuf, *expected;
+  char **sendbuf, **recvbuf, **expected;
+  char *scratch, *stage, *stage2;
+  char **in, **out; /* runCollLocal's per-call view of the local ranks' input and output */
   size_t maxbytes;
   size_t nbytes, sendBytes, expectedBytes, sendInplaceOffset, recvInplaceOffset;
   const struct dtype *t;
@@ -347,6 +469,7 @@ struct bench {
   int errors;
   double bw;
   int bw_count;
+  double timeSec[2]; /* per collective, as printed: [0] out-of-place, [1] in-place */
 };
 
 static void setupArgs(struct bench *b, size_t size) {
@@ -359,12 +482,10 @@ static void setupArgs(struct bench *b, size_t size) {
   b->recvInplaceOffset = s.recvInplaceOffset * es;
 }
 
-static void runColl(struct bench *b, int in_place, int iter) {
+/* -g 1: the rank is the process; one MPI collective does it all. */
+static void runCollProcess(struct bench *b, int in_place, size_t shift) {
   size_t count = b->nbytes / b->t->size;
-  size_t totalnbytes = b->sendBytes > b->expectedBytes ? b->sendBytes : b->expectedBytes;
-  size_t steps = totalnbytes ? b->maxbytes / totalnbytes : 1;
-  size_t shift = totalnbytes * ((size_t)iter % steps); /* rotate through the buffer, as nccl-tests does */
-  char *send = b->sendbuf + shift, *recv = b->recvbuf + shift;
+  char *send = b->sendbuf[0] + shift, *recv = b->recvbuf[0] + shift;
   MPI_Datatype dt = b->t->mpi;
   MPI_Op mop = mpi_op(b->op);
   int c = (int)count;
@@ -388,60 +509,158 @@ static void runColl(struct bench *b, int in_place, int iter) {
     else MPI_Alltoall(send, c, dt, recv, c, dt, MPI_COMM_WORLD);
     break;
   case C_SENDRECV: {
-    int to = (rank + 1) % nranks, from = (rank - 1 + nranks) % nranks;
+    int to = (proc + 1) % nprocs, from = (proc - 1 + nprocs) % nprocs;
     if (in_place) MPI_Sendrecv_replace(recv, c, dt, to, 0, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else MPI_Sendrecv(send, c, dt, to, 0, recv, c, dt, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     break;
   }
   default: break;
   }
+}
+
+/* -g N > 1: the same collective over nranks = nprocs*N ranks, done as real work on the N local buffers in host
+ * memory (MPI_Reduce_local for reductions, memcpy for data movement) plus one MPI collective across processes
+ * when there is more than one. Local rank g is global rank proc*N+g; out[g] is its receive buffer and in[g]
+ * its input (the send buffer, or in place where nccl-tests puts it in the receive buffer). */
+static void runCollLocal(struct bench *b, int in_place, size_t shift) {
+  const int N = nGpus;
+  const size_t es = b->t->size, count = b->nbytes / es, blk = count * es;
+  const MPI_Datatype dt = b->t->mpi;
+  const MPI_Op mop = mpi_op(b->op);
+  const int c = (int)count;
+  char **in = b->in, **out = b->out;
+  for (int g = 0; g < N; g++) {
+    out[g] = b->recvbuf[g] + shift;
+    in[g] = in_place ? out[g] + (size_t)(proc * N + g) * b->sendInplaceOffset : b->sendbuf[g] + shift;
+  }
+
+  switch (coll) {
+  case C_ALL_REDUCE: { /* reduce the N local inputs into out[0], all-reduce that across processes, copy out */
+    char *acc = out[0];
+    if (acc != in[0]) memcpy(acc, in[0], blk);
+    for (int g = 1; g < N; g++) MPI_Reduce_local(in[g], acc, c, dt, mop);
+    if (nprocs > 1) MPI_Allreduce(MPI_IN_PLACE, acc, c, dt, mop, MPI_COMM_WORLD);
+    if (b->op == O_AVG) avgDivide(acc, count, b->t, nranks);
+    for (int g = 1; g < N; g++) memcpy(out[g], acc, blk);
+    break;
+  }
+  case C_ALL_GATHER: { /* local blocks into their places in out[0], all-gather the process's N blocks, copy out */
+    char *all = out[0];
+    for (int g = 0; g < N; g++) {
+      char *dst = all + (size_t)(proc * N + g) * blk;
+      if (dst != in[g]) memcpy(dst, in[g], blk);
+    }
+    if (nprocs > 1) MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, N * c, dt, MPI_COMM_WORLD);
+    for (int g = 1; g < N; g++) memcpy(out[g], all, (size_t)nranks * blk);
+    break;
+  }
+  case C_REDUCE_SCATTER: { /* reduce the N whole inputs into out[0], reduce-scatter N blocks per process, copy out */
+    char *acc = out[0];
+    const size_t full = (size_t)nranks * blk;
+    if (acc != in[0]) memcpy(acc, in[0], full);
+    for (int g = 1; g < N; g++) MPI_Reduce_local(in[g], acc, nranks * c, dt, mop);
+    /* This process's N blocks: MPI in place leaves them at the start of acc; with one process they are there. */
+    if (nprocs > 1) MPI_Reduce_scatter_block(MPI_IN_PLACE, acc, N * c, dt, mop, MPI_COMM_WORLD);
+    if (b->op == O_AVG) avgDivide(acc, (size_t)N * count, b->t, nranks);
+    for (int g = 1; g < N; g++) memcpy(out[g], acc + (size_t)g * blk, blk); /* in place too: at the start */
+    break;
+  }
+  case C_ALLTOALL: { /* rank i's block j goes to rank j's block i */
+    if (nprocs == 1 && !in_place) {
+      for (int g = 0; g < N; g++)
+        for (int h = 0; h < N; h++) memcpy(out[g] + (size_t)h * blk, in[h] + (size_t)g * blk, blk);
+      break;
+    }
+    /* Pack by destination process q: [q][local source h][local destination g]; exchange; unpack. */
+    for (int q = 0; q < nprocs; q++)
+      for (int h = 0; h < N; h++)
+        for (int g = 0; g < N; g++)
+          memcpy(b->stage + ((size_t)(q * N + h) * N + g) * blk, in[h] + (size_t)(q * N + g) * blk, blk);
+    char *src = b->stage;
+    if (nprocs > 1) {
+      MPI_Alltoall(b->stage, N * N * c, dt, b->stage2, N * N * c, dt, MPI_COMM_WORLD);
+      src = b->stage2;
+    }
+    for (int q = 0; q < nprocs; q++)
+      for (int h = 0; h < N; h++)
+        for (int g = 0; g < N; g++)
+          memcpy(out[g] + (size_t)(q * N + h) * blk, src + ((size_t)(q * N + h) * N + g) * blk, blk);
+    break;
+  }
+  case C_SENDRECV: { /* rank r sends to r+1, receives from r-1: local g-1 -> g, and the last local rank of the
+                      * previous process -> local rank 0 */
+    int to = (proc + 1) % nprocs, from = (proc - 1 + nprocs) % nprocs;
+    char *first = in_place ? b->scratch : out[0]; /* in place, out[0] is still an input */
+    if (nprocs > 1) MPI_Sendrecv(in[N - 1], c, dt, to, 0, first, c, dt, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else memcpy(first, in[N - 1], blk);
+    for (int g = N - 1; g >= 1; g--) memcpy(out[g], in[g - 1], blk); /* downwards: in place reads before it writes */
+    if (first != out[0]) memcpy(out[0], first, blk);
+    break;
+  }
+  default: break;
+  }
+}
+
+static void runColl(struct bench *b, int in_place, int iter) {
+  size_t totalnbytes = b->sendBytes > b->expectedBytes ? b->sendBytes : b->expectedBytes;
+  size_t steps = totalnbytes ? b->maxbytes / totalnbytes : 1;
+  size_t shift = totalnbytes * ((size_t)iter % steps); /* rotate through the buffer, as nccl-tests does */
+  if (nGpus == 1) runCollProcess(b, in_place, shift);
+  else runCollLocal(b, in_place, shift);
   if (blocking_coll) MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/* Inputs and expected output for this rank, as each nccl-tests InitData does. Returns where the result lands. */
-static char *initData(struct bench *b, int rep, int in_place) {
+/* Inputs and expected output for every local rank, as each nccl-tests InitData does (the result lands at the
+ * start of each receive buffer). */
+static void initData(struct bench *b, int rep, int in_place) {
   const struct dtype *t = b->t;
   size_t es = t->size;
   size_t sendcount = b->sendBytes / es, recvcount = b->expectedBytes / es;
   size_t param = b->nbytes / es;
   int op = b->op;
-  memset(b->recvbuf, 0, b->expectedBytes > b->sendBytes ? b->expectedBytes : b->sendBytes);
-  char *result = b->recvbuf;
-  switch (coll) {
-  case C_ALL_REDUCE:
-    fillInput(in_place ? b->recvbuf : b->sendbuf, sendcount, t, op, rank, rep, 0);
-    for (size_t i = 0; i < recvcount; i++) putVal(b->expected, i, t, reducedVal(op, i, rep, nranks));
-    if (op == O_AVG) avgDivide(b->expected, recvcount, t, nranks);
-    break;
-  case C_REDUCE_SCATTER:
-    fillInput(in_place ? b->recvbuf : b->sendbuf, sendcount, t, op, rank, rep, 0);
-    for (size_t i = 0; i < recvcount; i++) putVal(b->expected, i, t, reducedVal(op, (size_t)rank * recvcount + i, rep, nranks));
-    if (op == O_AVG) avgDivide(b->expected, recvcount, t, nranks);
-    break;
-  case C_ALL_GATHER:
-    fillInput(in_place ? b->recvbuf + (size_t)rank * b->sendBytes : b->sendbuf, sendcount, t, op, rank, rep, 0);
-    for (int r = 0; r < nranks; r++) fillInput(b->expected + (size_t)r * b->sendBytes, sendcount, t, op, r, rep, 0);
-    break;
-  case C_ALLTOALL:
-    /* rank r sends block j (elements j*param..) to rank j; we receive block `rank` of every r. */
-    fillInput(in_place ? b->recvbuf : b->sendbuf, sendcount, t, op, rank, rep, 0);
-    for (int r = 0; r < nranks; r++)
-      for (size_t i = 0; i < param; i++) putVal(b->expected, (size_t)r * param + i, t, inputVal(op, r, (size_t)rank * param + i, rep, nranks));
-    break;
-  case C_SENDRECV:
-    fillInput(in_place ? b->recvbuf : b->sendbuf, sendcount, t, op, rank, rep, 0);
-    fillInput(b->expected, recvcount, t, op, (rank - 1 + nranks) % nranks, rep, 0);
-    break;
-  default: break;
+  for (int g = 0; g < nGpus; g++) {
+    int rank = proc * nGpus + g;
+    char *send = b->sendbuf[g], *recv = b->recvbuf[g], *expected = b->expected[g];
+    memset(recv, 0, b->expectedBytes > b->sendBytes ? b->expectedBytes : b->sendBytes);
+    switch (coll) {
+    case C_ALL_REDUCE:
+      fillInput(in_place ? recv : send, sendcount, t, op, rank, rep, 0);
+      if (g > 0) { memcpy(expected, b->expected[0], b->expectedBytes); break; } /* the same for every rank */
+      for (size_t i = 0; i < recvcount; i++) putVal(expected, i, t, reducedVal(op, i, rep, nranks));
+      if (op == O_AVG) avgDivide(expected, recvcount, t, nranks);
+      break;
+    case C_REDUCE_SCATTER:
+      fillInput(in_place ? recv : send, sendcount, t, op, rank, rep, 0);
+      for (size_t i = 0; i < recvcount; i++) putVal(expected, i, t, reducedVal(op, (size_t)rank * recvcount + i, rep, nranks));
+      if (op == O_AVG) avgDivide(expected, recvcount, t, nranks);
+      break;
+    case C_ALL_GATHER:
+      fillInput(in_place ? recv + (size_t)rank * b->sendBytes : send, sendcount, t, op, rank, rep, 0);
+      if (g > 0) { memcpy(expected, b->expected[0], b->expectedBytes); break; }
+      for (int r = 0; r < nranks; r++) fillInput(expected + (size_t)r * b->sendBytes, sendcount, t, op, r, rep, 0);
+      break;
+    case C_ALLTOALL:
+      /* rank r sends block j (elements j*param..) to rank j; we receive block `rank` of every r. */
+      fillInput(in_place ? recv : send, sendcount, t, op, rank, rep, 0);
+      for (int r = 0; r < nranks; r++)
+        for (size_t i = 0; i < param; i++) putVal(expected, (size_t)r * param + i, t, inputVal(op, r, (size_t)rank * param + i, rep, nranks));
+      break;
+    case C_SENDRECV:
+      fillInput(in_place ? recv : send, sendcount, t, op, rank, rep, 0);
+      fillInput(expected, recvcount, t, op, (rank - 1 + nranks) % nranks, rep, 0);
+      break;
+    default: break;
+    }
   }
-  return result;
 }
 
-static int64_t checkData(struct bench *b, const char *result) {
+/* Wrong elements summed over this process's local ranks, each compared element by element. */
+static int64_t checkData(struct bench *b) {
   size_t es = b->t->size, n = b->expectedBytes / es;
   int64_t wrong = 0;
-  for (size_t i = 0; i < n; i++)
-    if (memcmp(result + i * es, b->expected + i * es, es) != 0) wrong++;
+  for (int g = 0; g < nGpus; g++)
+    for (size_t i = 0; i < n; i++)
+      if (memcmp(b->recvbuf[g] + i * es, b->expected[g] + i * es, es) != 0) wrong++;
   return wrong;
 }
 
@@ -462,8 +681,10 @@ static void benchTime(struct bench *b, int in_place) {
   double deltaSec = (MPI_Wtime() - t0) / (iters * agg_iters);
   double cputimeSec = deltaSec; /* MPI collectives are blocking: CPU time == completion time */
 
-  switch (average) { /* 0=rank0 (each rank keeps its own; rank 0 prints), 1=avg, 2=min, 3=max */
-  case 1: MPI_Allreduce(MPI_IN_PLACE, &deltaSec, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); deltaSec /= nranks; break;
+  /* 0=rank0 (each process keeps its own; rank 0 prints), 1=avg, 2=min, 3=max over processes (nccl-tests: over
+   * processes x threads, not GPUs) */
+  switch (average) {
+  case 1: MPI_Allreduce(MPI_IN_PLACE, &deltaSec, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); deltaSec /= nprocs; break;
   case 2: MPI_Allreduce(MPI_IN_PLACE, &deltaSec, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD); break;
   case 3: MPI_Allreduce(MPI_IN_PLACE, &deltaSec, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); break;
   default: break;
@@ -476,9 +697,9 @@ static void benchTime(struct bench *b, int in_place) {
   int64_t wrongElts = 0;
   rep++;
   for (int c = 0; c < datacheck; c++) {
-    char *result = initData(b, rep, in_place);
+    initData(b, rep, in_place);
     runColl(b, in_place, 0);
-    int64_t local = checkData(b, result);
+    int64_t local = checkData(b);
     if (reportErrors && local) b->errors++;
     long long w = local;
     MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -488,6 +709,7 @@ static void benchTime(struct bench *b, int in_place) {
 
   double timeUsec = (report_cputime ? cputimeSec : deltaSec) * 1.0E6;
   writeBenchmarkLineBody(timeUsec, algBw, busBw, reportErrors, wrongElts, in_place == 0);
+  b->timeSec[in_place ? 1 : 0] = deltaSec;
   b->bw += busBw;
   b->bw_count++;
 }
@@ -510,6 +732,13 @@ static void timeTest(struct bench *b, const struct dtype *t, int op, const char 
       benchTime(b, 0);
       benchTime(b, 1);
       writeBenchmarkLineTerminator(iters);
+      /* NCCL >= 2.20 (enqueue.cc, topoGetAlgoInfo): rank 0 logs INFO(NCCL_TUNING, "%ld Bytes -> Algo %d proto %d
+       * time %f") for each collective it tunes. Here: Open MPI's ring (1 = NCCL_ALGO_RING, 2 = NCCL_PROTO_SIMPLE)
+       * and the measured time per collective in us, once for the out-of-place and once for the in-place run.
+       * Open MPI's ring falls back to recursive doubling when count < processes: no line then. */
+      if (tuningLines && is_main && b->nbytes / t->size >= (size_t)nprocs)
+        for (int ip = 0; ip < 2; ip++)
+          ncclInfo(localRank * nGpus, "%ld Bytes -> Algo %d proto %d time %f", (long)b->nbytes, 1, 2, b->timeSec[ip] * 1.0E6);
       size_t next = (stepFactor > 1) ? size * stepFactor : size + stepBytes;
       if (next <= size) next = size ? size + 1 : 1; /* -b 0 would loop forever in nccl-tests; step on */
       if (next <= size) break;
@@ -723,23 +952,22 @@ int main(int argc, char **argv) {
     setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);
     setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", 1); /* 4 = ring */
   }
+  ncclDebugSetup();
   MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  is_main = rank == 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &proc);
+  MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+  is_main = proc == 0;
   jsonOutputInit(json_path, argc, argv);
 
-  char hostname[1024];
   gethostname(hostname, sizeof hostname);
   hostname[sizeof hostname - 1] = 0;
-  char *dot = strchr(hostname, '.'); /* nccl-tests' getHostName cuts at the first '.' */
+  char *dot = strchr(hostname, '.'); /* nccl-tests' (and NCCL's) getHostName cuts at the first '.' */
   if (dot) *dot = 0;
 
-  /* localRank: ranks before us on the same host (nccl-tests uses a host hash). */
-  char *hosts = malloc((size_t)nranks * 1024);
+  /* localRank: processes before us on the same host (nccl-tests uses a host hash). */
+  char *hosts = malloc((size_t)nprocs * 1024);
   MPI_Allgather(hostname, 1024, MPI_CHAR, hosts, 1024, MPI_CHAR, MPI_COMM_WORLD);
-  int localRank = 0;
-  for (int p = 0; p < rank; p++) if (strcmp(hosts + (size_t)p * 1024, hostname) == 0) localRank++;
+  for (int p = 0; p < proc; p++) if (strcmp(hosts + (size_t)p * 1024, hostname) == 0) localRank++;
   free(hosts);
 
   /* ---- device report, as writeDeviceReport */
@@ -770,16 +998,15 @@ int main(int argc, char **argv) {
   }
   PRINT("# Using devices\n");
 
-  /* One simulated device per process: -g/-t asking for more is what nccl-tests answers when a host has too few GPUs. */
+  /* -g N simulated devices on one thread per process; -t other than 1 is refused with nccl-tests' message (and
+   * what the stand-in does instead). */
   int bad = 0;
-  if (nGpus < 1 || nThreads < 1 || nGpus * nThreads > 1) {
-    fprintf(stderr, "Invalid number of GPUs: %d requested but only %d were found.\n", nThreads * nGpus, 1);
+  if (nGpus < 1 || nThreads != 1) {
+    fprintf(stderr, "Invalid number of GPUs: %d requested but only %d were found.\n", nThreads * nGpus, nGpus < 1 ? 0 : nGpus);
     fprintf(stderr, "Please check the number of processes and GPUs per process.\n");
+    fprintf(stderr, "gpuaccept-mpi-standin: -t must be 1 (one thread per process); -g N >= 1 simulates N devices in it\n");
     bad = 1;
   }
-  char line[MAX_LINE];
-  snprintf(line, sizeof line, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n",
-           rank, 0, (int)getpid(), hostname, localRank, 0, 0, 0, STANDIN_DEVICE_NAME);
   int anybad = 0;
   MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (anybad) {
@@ -787,14 +1014,23 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  char *lines = is_main ? malloc((size_t)nranks * MAX_LINE) : NULL;
+  nranks = nprocs * nGpus;
+  /* nccl-tests' writeDeviceReport: one line per local rank, rank proc*nGpus+i on device localRank*nGpus+i, all
+   * in one MAX_LINE block per process ("...\n" when it overflows), gathered to rank 0 in process order. */
+  char line[MAX_LINE];
+  int len = 0;
+  for (int g = 0; g < nGpus && len < MAX_LINE; g++)
+    len += snprintf(line + len, MAX_LINE - (size_t)len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n",
+                    proc * nGpus + g, 0, (int)getpid(), hostname, localRank * nGpus + g, 0, 0, 0, STANDIN_DEVICE_NAME);
+  if (len >= MAX_LINE) strcpy(line + MAX_LINE - 5, "...\n");
+  char *lines = is_main ? malloc((size_t)nprocs * MAX_LINE) : NULL;
   MPI_Gather(line, MAX_LINE, MPI_BYTE, lines, MAX_LINE, MPI_BYTE, 0, MPI_COMM_WORLD);
   if (is_main) {
     if (jfp) { jsonKey("devices"); jsonStartList(); }
-    for (int p = 0; p < nranks; p++) {
+    for (int p = 0; p < nprocs; p++) {
       const char *l = lines + (size_t)p * MAX_LINE;
       PRINT("%s", l);
-      if (jfp) {
+      if (jfp) { /* as nccl-tests' parseRankInfo: the first line of each process's block only */
         int rk = 0, grp = 0, pid = 0, dev = 0;
         char hn[1024] = "", hex[128] = "", info[1024] = "";
         sscanf(l, "#  Rank %d Group %d Pid %d on %1023s device %d [%127[^]]] %1023[^\n]", &rk, &grp, &pid, hn, &dev, hex, info);
@@ -814,20 +1050,46 @@ int main(int argc, char **argv) {
   }
   if (jfp) jsonFinishObject(); /* config */
 
-  /* ---- buffers: nccl-tests allocates maxBytes for send and recv, recvBytes for expected */
+  /* ---- NCCL INFO lines, where NCCL would print them: during communicator init, after the device report.
+   * tuning.cc (ncclTopoTuneModel, 2.18): INFO(NCCL_ENV, "NCCL_ALGO set by environment to %s", algoStr), once per
+   * communicator, i.e. per rank, on its device; not for a single-rank communicator (it returns before). */
+  MPI_Barrier(MPI_COMM_WORLD); /* after rank 0's device lines */
+  if ((ncclInfoMask & DBG_ENV) && algo && nranks > 1)
+    for (int g = 0; g < nGpus; g++) ncclInfo(localRank * nGpus + g, "NCCL_ALGO set by environment to %s", algo);
+  /* TUNING lines only where the stand-in knows the algorithm is a ring over all ranks: all_reduce, one rank per
+   * process, NCCL_ALGO=Ring, and Open MPI confirming its ring (see ompiRingAllreduce). */
+  tuningLines = (ncclInfoMask & DBG_TUNING) && coll == C_ALL_REDUCE && nGpus == 1 && nprocs > 1 && algo &&
+                strcasecmp(algo, "ring") == 0 && ompiRingAllreduce();
+  fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* ---- buffers: nccl-tests allocates maxBytes for send and recv, recvBytes for expected, per GPU */
   struct bench b;
   memset(&b, 0, sizeof b);
   b.maxbytes = maxBytes;
   size_t alloc = maxBytes + 64;
   size_t expBytes = maxBytes + 64;
-  if (posix_memalign((void **)&b.sendbuf, 4096, alloc) || posix_memalign((void **)&b.recvbuf, 4096, alloc) ||
-      posix_memalign((void **)&b.expected, 4096, expBytes)) {
-    fprintf(stderr, "%s: out of memory allocating %zu bytes\n", hostname, alloc);
+  b.sendbuf = calloc((size_t)nGpus, sizeof(char *));
+  b.recvbuf = calloc((size_t)nGpus, sizeof(char *));
+  b.expected = calloc((size_t)nGpus, sizeof(char *));
+  b.in = calloc((size_t)nGpus, sizeof(char *));
+  b.out = calloc((size_t)nGpus, sizeof(char *));
+  int oom = !b.sendbuf || !b.recvbuf || !b.expected || !b.in || !b.out;
+  for (int g = 0; g < nGpus && !oom; g++) {
+    oom = posix_memalign((void **)&b.sendbuf[g], 4096, alloc) || posix_memalign((void **)&b.recvbuf[g], 4096, alloc) ||
+          posix_memalign((void **)&b.expected[g], 4096, expBytes);
+    if (!oom) { memset(b.sendbuf[g], 0, alloc); memset(b.recvbuf[g], 0, alloc); memset(b.expected[g], 0, expBytes); }
+  }
+  /* Across local ranks: sendrecv in place keeps the block in flight; alltoall packs per destination process. */
+  if (!oom && nGpus > 1 && coll == C_SENDRECV) oom = posix_memalign((void **)&b.scratch, 4096, alloc);
+  if (!oom && nGpus > 1 && coll == C_ALLTOALL) {
+    oom = posix_memalign((void **)&b.stage, 4096, (size_t)nGpus * alloc);
+    if (!oom && nprocs > 1) oom = posix_memalign((void **)&b.stage2, 4096, (size_t)nGpus * alloc);
+  }
+  if (oom) {
+    fprintf(stderr, "%s: out of memory allocating %d x %zu bytes\n", hostname, nGpus, alloc);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  memset(b.sendbuf, 0, alloc);
-  memset(b.recvbuf, 0, alloc);
-  memset(b.expected, 0, expBytes);
 
   fflush(stdout);
   const char *timeStr = report_cputime ? "cputime" : "time";
@@ -876,9 +1138,15 @@ int main(int argc, char **argv) {
   if (jfp) { jsonKey("errors"); jsonStartList(); jsonStr(""); jsonFinishList(); }
   jsonOutputFinalize();
 
+  for (int g = 0; g < nGpus; g++) { free(b.sendbuf[g]); free(b.recvbuf[g]); free(b.expected[g]); }
   free(b.sendbuf);
   free(b.recvbuf);
   free(b.expected);
+  free(b.scratch);
+  free(b.stage);
+  free(b.stage2);
+  free(b.in);
+  free(b.out);
   if (errors || bw < check_avg_bw * (0.9)) return 5; /* testNumResults */
   return 0;
 }
