@@ -23,6 +23,12 @@ import (
 // the demo shows a rejection and the evidence behind it.
 var demoProfiles = []string{"h100", "h100", "h100", "h100-diag-fail"}
 
+// demoInterScale scales each node's inter-node link in the demo's fabric
+// model (standins.FabricEnv) from the quote's inter-node bus bandwidth: the
+// third node's links run at half rate, so every collective it takes part in
+// comes out at half the quote, while its NVLink (intra-node) is sound.
+var demoInterScale = []float64{1, 1, 0.5, 1}
+
 func newDemoCmd() *cobra.Command {
 	var f windowFlags
 	cmd := &cobra.Command{
@@ -42,7 +48,11 @@ would on real nodes. Every report it writes is marked SIMULATED.`,
 				return exitWith(exitCouldNotRun, err)
 			}
 			defer os.RemoveAll(work)
-			inv, servers, err := demoNodes(work)
+			exe, err := os.Executable()
+			if err != nil {
+				return exitWith(exitCouldNotRun, err)
+			}
+			inv, servers, err := demoNodes(work, exe)
 			defer func() {
 				for _, s := range servers {
 					s.Close()
@@ -62,14 +72,12 @@ would on real nodes. Every report it writes is marked SIMULATED.`,
 }
 
 // demoNodes starts one SSH server per node of the embedded demo inventory,
-// each with its own home and its own stand-in GPU tools on PATH, and points
-// the inventory at them.
-func demoNodes(work string) (*inventory.Inventory, []*sshtest.Server, error) {
+// each with its own home and its own stand-in GPU tools on PATH (wrappers
+// that run exe's hidden `standin` command): nvidia-smi, dcgmi and ibstat of
+// the node's profile, and the fabric model's mpirun and nccl-tests binaries
+// (a simulation: standins.FabricMain). It points the inventory at them.
+func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error) {
 	inv, err := inventory.Parse("demo.yaml (embedded)", inventories.Demo)
-	if err != nil {
-		return nil, nil, err
-	}
-	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,19 +85,27 @@ func demoNodes(work string) (*inventory.Inventory, []*sshtest.Server, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	fabric := standins.FormatFabric(demoFabric(inv))
 	var servers []*sshtest.Server
 	for i := range inv.Nodes {
 		n := &inv.Nodes[i]
 		home := filepath.Join(work, n.Name)
 		bin := filepath.Join(home, "bin")
-		if err := standins.Install(bin, demoProfiles[i%len(demoProfiles)], []string{exe, "standin"}); err != nil {
+		argv0 := []string{exe, "standin"}
+		if err := standins.Install(bin, demoProfiles[i%len(demoProfiles)], argv0); err != nil {
+			return nil, servers, err
+		}
+		if err := standins.InstallFabric(bin, argv0); err != nil {
 			return nil, servers, err
 		}
 		s, err := sshtest.Start(sshtest.Options{
 			AuthorizedKeys: []ssh.PublicKey{pub},
 			Dir:            home,
-			Env:            []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home},
-			Name:           n.Name,
+			Env: []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home,
+				standins.FabricEnv + "=" + fabric,
+				standins.FabricNodeEnv + "=" + n.Name,
+				standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs")},
+			Name: n.Name,
 		})
 		if err != nil {
 			return nil, servers, err
@@ -108,6 +124,19 @@ func demoNodes(work string) (*inventory.Inventory, []*sshtest.Server, error) {
 	inv.SSH.Config = "none"
 	inv.Simulated = true
 	return inv, servers, nil
+}
+
+// demoFabric is the demo's fabric model: every node at the quote's inter-
+// and intra-node bus bandwidth and GPU count, scaled by demoInterScale.
+func demoFabric(inv *inventory.Inventory) []standins.FabricHost {
+	q := inv.Quote
+	var hosts []standins.FabricHost
+	for i, n := range inv.Nodes {
+		hosts = append(hosts, standins.FabricHost{
+			Name: n.Name, InterGBs: q.InterBusBWGBs * demoInterScale[i%len(demoInterScale)], IntraGBs: q.IntraBusBWGBs, GPUs: q.GPUsPerNode,
+		})
+	}
+	return hosts
 }
 
 func demoKey(work string) (ssh.PublicKey, string, error) {

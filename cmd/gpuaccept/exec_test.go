@@ -8,7 +8,7 @@ import (
 )
 
 func TestExecGroupsIdenticalOutputs(t *testing.T) {
-	inv, servers, err := demoNodes(t.TempDir())
+	inv, servers, err := demoNodes(t.TempDir(), binary)
 	defer func() {
 		for _, s := range servers {
 			s.Close()

@@ -4,12 +4,20 @@
 // samples/SOURCES.md), or derives one from them in the real tool's own format (nvidia-smi -L and --query-gpu,
 // from the profile's -q text). Everything it prints is simulated; reports made with it must say so.
 //
+// The one exception is the demo's fabric model (FabricMain, "The fabric model" below): mpirun and the nccl-tests
+// binaries, whose numbers are COMPUTED from a model of the demo's links, because the demo has no hosts to run MPI
+// across. It is a simulation for the demo only, not a launcher; its output says so in the fields the real format
+// allows (nccl-library=0, device gpuaccept-model-standin).
+//
 // # Use
 //
 //	Main(profile, tool, args, stdout, stderr) int    one invocation, returns the exit status
 //	Command(args, stdout, stderr) int                the `standin [--profile P] TOOL ARGS...` command line
 //	Install(dir, profile, argv0) error               executable wrappers in dir (put dir on PATH) + dir/PROFILE
 //	Profiles(), Tools(profile), About(profile)
+//
+//	FabricMain(tool, args, env, stdout, stderr) int  the demo's fabric model: mpirun and the nccl-tests binaries
+//	InstallFabric(dir, argv0) error                   their wrappers (demo only; see "The fabric model" below)
 //
 // cmd/standin is the standalone binary; gpuaccept carries the same as a hidden `standin` subcommand, so
 // Install(dir, p, []string{"/path/gpuaccept", "standin"}) writes `exec '/path/gpuaccept' 'standin' '--profile'
@@ -87,4 +95,72 @@
 // without a final newline; the 590 topo header row carries ANSI underline escapes; the h100 topo has empty CPU
 // Affinity cells and rows of empty tab cells; the 590 -q has a "GPU Memory Power Readings " key with a trailing
 // space; the 590 csv prints fabric.health.* as bare N/A where other cells say [N/A].
+//
+// # The fabric model (demo only): a simulation of nccl-tests and mpirun
+//
+// The demo has no hosts to run MPI across and no GPUs, so its NCCL phases run against a MODEL: FabricMain
+// answers for mpirun and for all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf and
+// sendrecv_perf, computing every number from an environment variable. It measures nothing, launches nothing and is
+// not a launcher. The lab does not use it: there the real mpirun runs the MPI stand-in of nccl/ over real links
+// (Install never writes these wrappers; InstallFabric does, for the demo).
+//
+// Environment (the demo sets the first three on every node):
+//
+//	GPUACCEPT_STANDIN_FABRIC        FabricEnv: NAME=INTER/INTRA[/GPUS],...  e.g.
+//	                                gpu-01=370/450,gpu-02=370/450,gpu-03=185/450,gpu-04=370/450
+//	                                INTER: bus bandwidth (GB/s) a healthy all_reduce reaches across nodes with this
+//	                                host; INTRA: bus bandwidth inside the host (NVLink); GPUS: default 8
+//	GPUACCEPT_STANDIN_NODE          FabricNodeEnv: the node's own name, the host of a *_perf run without mpirun
+//	GPUACCEPT_STANDIN_FABRIC_RUNS   FabricRunsEnv: a file counting runs (one line each: collective and rank layout)
+//	GPUACCEPT_STANDIN_SEED          FabricSeedEnv: the jitter's seed, a decimal integer, default 1
+//
+// The model. A run's ranks all on one host use that host's INTRA rate and a 5 µs latency; ranks on several hosts
+// use the lowest INTER rate among them and a 30 µs latency. One collective takes latency + bytes on the wire /
+// rate, the bytes on the wire being nccl-tests' algbw numerator times its busbw factor (2(n-1)/n for all_reduce,
+// (n-1)/n for all_gather, reduce_scatter and alltoall, 1 for sendrecv), so busbw = rate x efficiency, the
+// efficiency rising from latency-bound at small sizes to ~1 at large ones; algbw and busbw then follow nccl-tests'
+// formulas from that time. Every time is multiplied by 1 + a jitter uniform in ±1%, a hash of the seed, the run
+// (collective and rank layout), its repeat number (how many identical runs FabricRunsEnv's file already holds; 0
+// without the file), and the row: the same seed and file give the same numbers, repeats differ slightly.
+// FabricBusBW gives the model's busbw without jitter. All collectives reach the same rate: a real alltoall or
+// sendrecv across nodes is bounded by the NIC, lower than all_reduce's busbw; the model does not know NICs. The
+// stand-in sleeps a thousandth of the time it models, at most 0.1 s a run.
+//
+// The output is nccl-tests 2.18.2's text, line for line as nccl_perf.c prints it (tests hold it against the
+// genuine 2.18.2 sample): version line with nccl-headers=0 nccl-library=0, header, one "#  Rank" line per rank
+// naming its host and device with the device name "gpuaccept-model-standin" (ModelDeviceName) and bus id
+// [0000:00:00], column headers, one row per size with nccl-tests' getFloatStr formats and #wrong 0 under -c
+// (N/A for in-place alltoall and sendrecv, as nccl-tests), Out of bounds, Avg bus bandwidth (mean busbw of every
+// row's two halves), "Collective test concluded", the closing "#" and blank line. -J FILE.json writes nccl-tests'
+// JSON report as nccl_perf.c does (existing files are not overwritten: FILE.0, ...). Options are nccl-tests'
+// (getopt_long, with glibc's messages and nccl-tests' "invalid option" + usage, exit 0); -t/-g/-b/-e/-i/-f/-n/
+// -w/-m/-c/-d/-o/-N/-z/-p/-G/-C/-S/-J change the output, the rest are accepted. -N 0 is not simulated. A host
+// with fewer GPUs than its ranks need fails with nccl-tests' "Invalid number of GPUs" (exit 1);
+// NCCL_TESTS_MIN_BW is honoured (FAILED, exit 5).
+//
+// NCCL's INFO lines, from rank 0, when NCCL_DEBUG is INFO or TRACE, gated by NCCL_DEBUG_SUBSYS as NCCL gates them
+// (a comma list, ^ to invert, ALL; unset means INIT,ENV): with ENV and NCCL_ALGO set, "HOST:PID:TID [DEV] NCCL
+// INFO NCCL_ALGO set by environment to VALUE" after the rank lines (NCCL logs it under ENV, so
+// NCCL_DEBUG_SUBSYS=INIT,TUNING does not print it); with TUNING, once per size during the warm-up (before the
+// rows), "HOST:PID:TID [DEV] NCCL INFO BYTES Bytes -> Algo 1 proto 2 time US" for all_reduce, all_gather and
+// reduce_scatter (alltoall and sendrecv are point-to-point: no tuner). The model is a ring with the Simple
+// protocol whatever NCCL_ALGO says; real NCCL prints the tuner line for every call. No "NCCL version" line: there
+// is no NCCL.
+//
+// mpirun: [--allow-run-as-root] [-np N] -H h1:k,h2:k,... [-x VAR[=VAL]]... [--mca KEY VAL]... [--tag-output]
+// [--bind-to X] [--map-by slot|core|socket|numa|node] [--oversubscribe] [-q] BINARY ARGS. It checks, in Open
+// MPI 4's order and with its messages (copied from genuine outputs), exit 1 each: running as root without
+// --allow-run-as-root or OMPI_ALLOW_RUN_AS_ROOT=1 + OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; no executable; a host of
+// -H not in the fabric (a model line, then "ORTE was unable to reliably start one or more daemons"); more ranks
+// than -H slots ("There are not enough slots available in the system to satisfy the N slots..."); an executable
+// that is not an nccl-tests binary ("mpirun was unable to find the specified executable file", or not simulated
+// when it exists). No -np means every slot; ranks fill hosts slot by slot (round-robin with --map-by node), so
+// -np below the slots leaves later hosts out, as Open MPI does; rank r's device counts the processes before it on
+// its host. BINARY may be a path: only its name is looked at. Then it runs BINARY as ONE in-process invocation of
+// the model for the whole job, with -x's variables in its environment; the output is rank 0's (--tag-output:
+// "[1,0]<stdout>:" on every line, "[1,0]<stderr>:" on its stderr), and a non-zero exit of the binary gets Open
+// MPI's "mpirun detected that one or more processes exited with non-zero status" epilogue. Rank lines show
+// made-up pids (mpirun's + 1 + rank). -J writes on the node that ran mpirun. Anything else (other options,
+// --oversubscribe beyond the slots, no -H, ppr mappings, several app contexts) is not simulated: a message naming
+// the model, exit 2.
 package standins

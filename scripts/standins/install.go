@@ -30,13 +30,8 @@ func Install(dir, profileName string, argv0 []string) error {
 	if err != nil {
 		return err
 	}
-	if len(argv0) == 0 || argv0[0] == "" {
-		return errors.New("standins: Install: empty argv0")
-	}
-	for _, a := range argv0 {
-		if strings.ContainsAny(a, "\x00\n") {
-			return fmt.Errorf("standins: Install: argv0 word %q has a NUL or newline", a)
-		}
+	if err := checkArgv0(argv0); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("standins: Install: %w", err)
@@ -52,17 +47,60 @@ func Install(dir, profileName string, argv0 []string) error {
 			continue
 		}
 		words := append(append([]string{}, argv0...), "--profile", p.name, tool)
-		quoted := make([]string, len(words))
-		for i, w := range words {
-			quoted[i] = shellQuote(w)
-		}
-		script := fmt.Sprintf("#!/bin/sh\n%s for %s (simulated node, profile %s)\nexec %s \"$@\"\n",
-			wrapperMark, tool, p.name, strings.Join(quoted, " "))
-		if err := writeFile(path, []byte(script), 0o755); err != nil {
+		if err := writeWrapper(path, fmt.Sprintf("%s (simulated node, profile %s)", tool, p.name), words); err != nil {
 			return err
 		}
 	}
 	return writeFile(filepath.Join(dir, ProfileFile), []byte(p.name+"\n"), 0o644)
+}
+
+// InstallFabric adds to dir (mkdir -p) wrappers for the fabric model's tools (FabricTools: mpirun and the
+// nccl-tests binaries), each
+//
+//	#!/bin/sh
+//	# gpuaccept stand-in for TOOL (simulated fabric model, demo only)
+//	exec 'ARGV0[0]' 'ARGV0[1]' ... 'TOOL' "$@"
+//
+// where argv0 ends in Command (or gpuaccept's `standin` subcommand). It is for the demo only: with dir on PATH,
+// mpirun and all_reduce_perf are the model, not Open MPI and nccl-tests. The lab installs the real mpirun and
+// the MPI stand-in of nccl/ instead, so Install never writes these. The node's environment must carry FabricEnv
+// and FabricNodeEnv (see FabricMain).
+func InstallFabric(dir string, argv0 []string) error {
+	if err := checkArgv0(argv0); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("standins: InstallFabric: %w", err)
+	}
+	for _, tool := range FabricTools() {
+		words := append(append([]string{}, argv0...), tool)
+		if err := writeWrapper(filepath.Join(dir, tool), tool+" (simulated fabric model, demo only)", words); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkArgv0(argv0 []string) error {
+	if len(argv0) == 0 || argv0[0] == "" {
+		return errors.New("standins: Install: empty argv0")
+	}
+	for _, a := range argv0 {
+		if strings.ContainsAny(a, "\x00\n") {
+			return fmt.Errorf("standins: Install: argv0 word %q has a NUL or newline", a)
+		}
+	}
+	return nil
+}
+
+// writeWrapper writes an executable sh script that execs words (each single-quoted) with the script's arguments.
+func writeWrapper(path, what string, words []string) error {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = shellQuote(w)
+	}
+	script := fmt.Sprintf("#!/bin/sh\n%s for %s\nexec %s \"$@\"\n", wrapperMark, what, strings.Join(quoted, " "))
+	return writeFile(path, []byte(script), 0o755)
 }
 
 func isWrapper(b []byte) bool {

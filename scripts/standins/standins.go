@@ -54,8 +54,9 @@ func Main(profileName, tool string, args []string, stdout, stderr io.Writer) int
 }
 
 // Command is the `standin` command line: `[--profile P] TOOL [ARGS...]` runs Main (everything after TOOL goes
-// to the tool unchanged); `--list-profiles` prints one "NAME<TAB>TOOLS<TAB>ABOUT" line per profile. The
-// profile defaults to "h100". The gpuaccept binary's hidden `standin` subcommand passes its arguments here.
+// to the tool unchanged), or FabricMain with the process's environment when TOOL is one of FabricTools (the
+// profile plays no part there); `--list-profiles` prints one "NAME<TAB>TOOLS<TAB>ABOUT" line per profile. The
+// profile defaults to "h100".
 func Command(args []string, stdout, stderr io.Writer) int {
 	profileName := "h100"
 	for len(args) > 0 {
@@ -75,6 +76,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(stderr, "%s\n", commandUsage)
 			return ExitNotSimulated
+		case IsFabricTool(a):
+			return FabricMain(a, args[1:], os.Environ(), stdout, stderr)
 		}
 		return Main(profileName, a, args[1:], stdout, stderr)
 	}
@@ -83,6 +86,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 }
 
 const commandUsage = `usage: standin [--profile PROFILE] TOOL [ARGS...]   (TOOL: nvidia-smi, dcgmi, ibstat, ibv_devinfo)
+       standin FABRIC-TOOL [ARGS...]   (demo only: mpirun, all_reduce_perf, all_gather_perf, reduce_scatter_perf,
+                                        alltoall_perf, sendrecv_perf, from GPUACCEPT_STANDIN_FABRIC)
        standin --list-profiles`
 
 func standinLabel(p *profile) string {

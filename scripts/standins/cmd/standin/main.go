@@ -2,6 +2,8 @@
 // gpuaccept/scripts/standins):
 //
 //	standin [--profile PROFILE] TOOL [ARGS...]     TOOL: nvidia-smi, dcgmi, ibstat, ibv_devinfo
+//	standin FABRIC-TOOL [ARGS...]                  demo only: mpirun, all_reduce_perf, ... computed from the
+//	                                               fabric model in GPUACCEPT_STANDIN_FABRIC (see package doc)
 //	standin --list-profiles
 //	standin --install DIR [--profile PROFILE]      wrappers in DIR that run this binary; put DIR on PATH
 //
