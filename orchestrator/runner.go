@@ -317,10 +317,32 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	if err := w.record(j, pr, nil); err != nil {
 		return err
 	}
+	// A node that stopped answering during a cluster-wide run sits out the
+	// phases after it, as one that failed a gating phase does.
+	if l, ok := v.(NodeLoser); ok {
+		for _, n := range w.Nodes {
+			reason, lost := l.NodesLost()[n.Name]
+			if !lost || n.quarantined {
+				continue
+			}
+			reason = fmt.Sprintf("%s: %s", p.Name, reason)
+			n.quarantined, n.reason = true, reason
+			w.Progress.Node(n.Name, "quarantined: %s", reason)
+			if err := j.write(entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason}); err != nil {
+				return err
+			}
+		}
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return j.write(entry{Type: "done", Phase: p.Name})
+}
+
+// NodeLoser is a cluster phase's result that names nodes which stopped
+// answering (node name → why); the runner quarantines them.
+type NodeLoser interface {
+	NodesLost() map[string]string
 }
 
 // record appends a result (and a quarantine) to the journal first, then to
@@ -371,6 +393,12 @@ func (w *Window) closeClients() {
 			n.Client = nil
 		}
 	}
+	w.mu.Lock()
+	if w.login != nil && w.login.Client != nil {
+		clients = append(clients, w.login.Client)
+		w.login.Client = nil
+	}
+	w.mu.Unlock()
 	remote.CloseAll(clients)
 }
 

@@ -1,7 +1,9 @@
 package orchestrator
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,8 +23,10 @@ type Window struct {
 	Progress *Progress
 	HostKeys *remote.HostKeys
 
-	mu  sync.Mutex
-	rec *record.Run
+	mu     sync.Mutex
+	rec    *record.Run
+	shared map[string]any
+	login  *Node
 }
 
 // Node is one node of the window.
@@ -93,4 +97,65 @@ func (w *Window) Active() []*Node {
 		}
 	}
 	return out
+}
+
+// Shared returns the window-wide value that mk makes, once per key, for
+// the phases that need one value on every node (the window's key pair).
+// It is not journaled: a resumed window makes a new one.
+func (w *Window) Shared(key string, mk func() (any, error)) (any, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v, ok := w.shared[key]; ok {
+		return v, nil
+	}
+	v, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	if w.shared == nil {
+		w.shared = map[string]any{}
+	}
+	w.shared[key] = v
+	return v, nil
+}
+
+// FabricHost is how the other nodes reach n: its fabric_address, else the
+// address the coordinator dials.
+func (w *Window) FabricHost(n *Node) string {
+	if n.Index >= 0 && n.Index < len(w.Inv.Nodes) {
+		if a := w.Inv.Nodes[n.Index].FabricAddress; a != "" {
+			return a
+		}
+		return w.Inv.Nodes[n.Index].Address
+	}
+	return n.Config.Host
+}
+
+// SlurmLogin is the Slurm login node (inventory slurm.login), connected on
+// first use and closed with the window. It is no node of the window: no
+// test runs on it, it only launches them.
+func (w *Window) SlurmLogin(ctx context.Context) (*Node, error) {
+	if !w.Inv.Slurm.Enabled() {
+		return nil, errors.New("no Slurm login node in the inventory (slurm.login.address)")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.login == nil {
+		l := w.Inv.Slurm.Login
+		w.login = &Node{Index: -1, Name: "slurm-login",
+			Config: NodeConfig(w.Inv, inventory.Node{Name: "slurm-login", Address: l.Address, Port: l.Port, User: l.User}, w.HostKeys)}
+	}
+	if w.login.Client != nil && !w.login.Client.Lost() {
+		return w.login, nil
+	}
+	if w.login.Client != nil {
+		w.login.Client.Close()
+	}
+	c, err := remote.Dial(ctx, w.login.Config)
+	if err != nil {
+		w.login.Client = nil
+		return nil, fmt.Errorf("slurm login node %s: %w", w.Inv.Slurm.Login.Address, err)
+	}
+	w.login.Client = c
+	return w.login, nil
 }

@@ -14,3 +14,9 @@ var Preflight string
 //
 //go:embed node/teardown.sh
 var Teardown string
+
+// WindowKey installs the window's own ssh key pair on a node, for the
+// launchers that ssh between nodes.
+//
+//go:embed node/windowkey.sh
+var WindowKey string

@@ -433,6 +433,15 @@ func (v *validator) allReduce(a *AllReduce) {
 		if !v.inv.Slurm.Enabled() {
 			v.problem(k+"launcher", "srun needs the Slurm login node: set slurm.login.address")
 		}
+		// Under srun the --mca pairs become OMPI_MCA_ variables; nothing
+		// else of mpirun's applies.
+		for i := 0; i < len(a.MPIArgs); i += 3 {
+			m := a.MPIArgs
+			if (m[i] != "--mca" && m[i] != "-mca") || i+2 >= len(m) || !mcaName.MatchString(m[i+1]) {
+				v.problem(fmt.Sprintf("%smpi_args[%d]", k, i), "with launcher srun only --mca KEY VALUE triples apply (passed as OMPI_MCA_KEY=VALUE); got %q", short(strings.Join(m[i:min(i+3, len(m))], " ")))
+				break
+			}
+		}
 	default:
 		v.problem(k+"launcher", "must be mpirun or srun, got %q", short(a.Launcher))
 	}
@@ -473,6 +482,8 @@ func (v *validator) allReduce(a *AllReduce) {
 		v.problem(k+"bisection.max_bytes", "the pair sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", b.MinBytes, b.MaxBytes)
 	}
 }
+
+var mcaName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 // Collectives are the nccl-tests collectives a window may add to the
 // all-reduce (each is the binary NAME_perf next to the all-reduce's).

@@ -16,7 +16,7 @@ import (
 const (
 	labName   = "wt"
 	labSubnet = "10.235.0"
-	labHosts  = 4
+	labHosts  = 6
 )
 
 var (

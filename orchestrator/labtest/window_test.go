@@ -182,7 +182,8 @@ func ours(ps string) string {
 		}
 		args := strings.Join(f[3:], " ")
 		if strings.Contains(args, "gpuaccept-guard") || strings.Contains(args, " standin ") ||
-			strings.HasPrefix(args, "sleep ") || strings.Contains(args, "/usr/local/bin/") {
+			strings.HasPrefix(args, "sleep ") || strings.Contains(args, "/usr/local/bin/") ||
+			strings.Contains(args, "_perf") || strings.Contains(args, "orted") || strings.Contains(args, "mpirun") {
 			left = append(left, line)
 		}
 	}

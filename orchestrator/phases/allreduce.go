@@ -10,34 +10,33 @@ import (
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/fabric"
 	"gpuaccept/orchestrator/inventory"
-	"gpuaccept/orchestrator/parse"
 	"gpuaccept/orchestrator/record"
-	"gpuaccept/remote"
 )
 
-// Sweeps is what the cluster-wide all-reduce found: one entry per repeat.
+// Sweeps is what the cluster-wide run found: the all-reduce's repeats,
+// then one run of each extra collective.
 type Sweeps struct {
-	Launcher string   `json:"launcher"`
-	Command  string   `json:"command"`
-	Nodes    []string `json:"nodes"`
-	Repeats  []Sweep  `json:"repeats"`
+	Launcher    string           `json:"launcher"` // where the launcher ran
+	Command     string           `json:"command"`
+	Nodes       []string         `json:"nodes"`
+	Repeats     []Sweep          `json:"repeats"`
+	Collectives map[string]Sweep `json:"collectives,omitempty"`
+	// Lost: nodes that stopped answering (quarantined after the phase).
+	Lost map[string]string `json:"lost,omitempty"`
 }
 
-// Sweep is one run of the benchmark.
-type Sweep struct {
-	Judgement *fabric.Judgement `json:"judgement,omitempty"`
-	Error     string            `json:"error,omitempty"`
-}
+// NodesLost implements orchestrator.NodeLoser.
+func (s Sweeps) NodesLost() map[string]string { return s.Lost }
 
 // AllReduce runs nccl-tests' all_reduce_perf over every node still in the
-// window, from the first of them, under mpirun; each sweep is bounded by
-// its own deadline, because a hung collective never fails by itself.
+// window, under mpirun from the first of them; each sweep is bounded by
+// its own timeout, because a hung collective never fails by itself.
 var AllReduce = orchestrator.Phase{
 	Name:    "allreduce",
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Enabled },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		a := inv.Phases.AllReduce
-		return time.Duration(max(a.Repeats, 1))*sweepTimeout(inv) + time.Minute
+		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + time.Minute
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
 		nodes := w.Active()
@@ -45,21 +44,46 @@ var AllReduce = orchestrator.Phase{
 			return nil, fmt.Errorf("all-reduce needs at least 2 nodes, %d left in the window", len(nodes))
 		}
 		a := w.Inv.Phases.AllReduce
-		res := Sweeps{Launcher: nodes[0].Name, Command: mpirunCommand(w, nodes)}
+		j := job{nodes: nodes, ranksPerNode: a.RanksPerNode, bench: allReduceBench(a), log: "allreduce"}
+		res := Sweeps{Launcher: nodes[0].Name, Command: j.command(w)}
+		if a.Launcher == "srun" {
+			res.Launcher = "slurm-login (srun)"
+		}
 		for _, n := range nodes {
 			res.Nodes = append(res.Nodes, n.Name)
 		}
 		failed := 0
-		for rep := 1; rep <= max(a.Repeats, 1); rep++ {
+		for rep := 1; rep <= a.Repeats; rep++ {
 			w.Progress.Node(nodes[0].Name, "all-reduce sweep %d of %d over %d nodes", rep, a.Repeats, len(nodes))
-			s := sweep(ctx, w, nodes, res.Command)
+			s := j.run(ctx, w, sweepTimeout(w.Inv))
 			if s.Error != "" {
 				failed++
 				w.Progress.Node(nodes[0].Name, "all-reduce sweep %d: %s", rep, s.Error)
 			}
 			res.Repeats = append(res.Repeats, s)
+			if len(s.Silent) > 0 {
+				// The set is broken: more sweeps over it would only hang.
+				res.Lost = lostNodes(s)
+				break
+			}
 			if ctx.Err() != nil {
 				break
+			}
+		}
+		for _, c := range a.Collectives {
+			if ctx.Err() != nil || res.Lost != nil {
+				break
+			}
+			cj := j
+			cj.bench.binary, cj.bench.iters, cj.log = collectiveBinary(a.Binary, c), a.Iters, "allreduce-"+c
+			w.Progress.Node(nodes[0].Name, "%s over %d nodes", c, len(nodes))
+			s := cj.run(ctx, w, sweepTimeout(w.Inv))
+			if res.Collectives == nil {
+				res.Collectives = map[string]Sweep{}
+			}
+			res.Collectives[c] = s
+			if len(s.Silent) > 0 {
+				res.Lost = lostNodes(s)
 			}
 		}
 		if failed == len(res.Repeats) {
@@ -70,60 +94,16 @@ var AllReduce = orchestrator.Phase{
 	Judge: judgeAllReduce,
 }
 
+func lostNodes(s Sweep) map[string]string {
+	m := map[string]string{}
+	for _, n := range s.Silent {
+		m[n] = "stopped answering during a collective"
+	}
+	return m
+}
+
 func sweepTimeout(inv *inventory.Inventory) time.Duration {
 	return orDefault(inv.Phases.AllReduce.Timeout, 15*time.Minute)
-}
-
-// sweep runs the benchmark once and checks that it ran as planned: a
-// binary built without MPI runs one single-rank copy per rank and prints
-// numbers that mean nothing (nccl-tests #27, #213).
-func sweep(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, command string) Sweep {
-	sctx, cancel := context.WithTimeout(ctx, sweepTimeout(w.Inv))
-	defer cancel()
-	out, err := runOn(sctx, w, nodes[0], "allreduce", command)
-	if sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return Sweep{Error: fmt.Sprintf("the collective did not finish within %s (a node or link stopped answering); all ranks were stopped", sweepTimeout(w.Inv))}
-	}
-	r, perr := parse.NCCLTests(string(out))
-	if errors.Is(perr, parse.ErrNotRecognized) {
-		if err != nil {
-			return Sweep{Error: err.Error()}
-		}
-		return Sweep{Error: "no nccl-tests output: " + perr.Error()}
-	}
-	j := fabric.Judge(r, w.Inv, "")
-	s := Sweep{Judgement: &j}
-	ranks := len(nodes) * w.Inv.Phases.AllReduce.RanksPerNode
-	switch {
-	case j.Ranks != ranks || j.Hosts != len(nodes):
-		s.Error = fmt.Sprintf("the benchmark ran as %d rank(s) on %d host(s), planned %d on %d: not an MPI run of the window's nodes", j.Ranks, j.Hosts, ranks, len(nodes))
-	case err != nil:
-		s.Error = err.Error()
-	}
-	return s
-}
-
-// mpirunCommand launches one rank per GPU on every node, with the flags
-// that keep Open MPI's TCP transport faithful and NCCL's choices on record.
-func mpirunCommand(w *orchestrator.Window, nodes []*orchestrator.Node) string {
-	a := w.Inv.Phases.AllReduce
-	var hosts []string
-	for _, n := range nodes {
-		hosts = append(hosts, fmt.Sprintf("%s:%d", n.Config.Host, a.RanksPerNode))
-	}
-	args := []string{"mpirun", "$ROOT", "-np", fmt.Sprint(len(nodes) * a.RanksPerNode), "-H", strings.Join(hosts, ","),
-		"-x", "GPUACCEPT_RUN", "-x", "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,TUNING"}
-	if len(nodes) == 2 {
-		// Tree and NVLS figures exceed the NIC line rate on two nodes.
-		args = append(args, "-x", "NCCL_ALGO=Ring")
-	}
-	for _, m := range a.MPIArgs {
-		args = append(args, remote.Quote(m))
-	}
-	args = append(args, remote.Quote(a.Binary), "-b", fmt.Sprint(int64(a.MinBytes)), "-e", fmt.Sprint(int64(a.MaxBytes)),
-		"-f", fmt.Sprint(a.Factor), "-n", fmt.Sprint(a.Iters), "-w", fmt.Sprint(a.Warmup), "-c", "1", "-g", "1")
-	// mpirun refuses root unless told; the window may well run as root.
-	return `ROOT=; [ "$(id -u)" = 0 ] && ROOT=--allow-run-as-root; ` + strings.Join(args, " ")
 }
 
 // judgeAllReduce: correctness over every sweep, bandwidth as the median of
@@ -138,19 +118,17 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	bw := record.Verdict{ID: "NCCL-002", Title: "inter-node all_reduce bus bandwidth matches the quote"}
 	var medians []float64
 	var last *fabric.Judgement
-	var problems []string
+	var problems, silent []string
 	for i, sw := range s.Repeats {
 		if sw.Error != "" {
 			problems = append(problems, fmt.Sprintf("sweep %d: %s", i+1, sw.Error))
 		}
+		silent = append(silent, sw.Silent...)
 		if sw.Judgement == nil {
 			continue
 		}
-		for _, v := range sw.Judgement.Verdicts {
-			if v.ID == "NCCL-001" && v.Status == record.Fail {
-				correct.Status, correct.Measured = record.Fail, fmt.Sprintf("sweep %d: %s", i+1, v.Measured)
-				correct.Detail = v.Detail
-			}
+		if v := failedCorrectness(sw.Judgement); v != nil {
+			correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("sweep %d: %s", i+1, v.Measured), v.Detail
 		}
 		if sw.Error == "" {
 			medians = append(medians, sw.Judgement.BusBW.Median)
@@ -160,9 +138,14 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	if len(problems) > 0 && correct.Status == record.Pass {
 		correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("%d of %d sweeps failed", len(problems), len(s.Repeats)), strings.Join(problems, "; ")
 	}
+	if len(silent) > 0 {
+		correct.Node = strings.Join(uniq(silent), ",")
+	}
+	out := []record.Verdict{correct}
 	if len(medians) == 0 || last == nil {
 		bw.Status, bw.Detail = record.Fail, firstNonEmpty(r.Error, strings.Join(problems, "; "), "no sweep completed")
-		return []record.Verdict{correct, bw}
+		bw.Node = correct.Node
+		return append(out, bw, collectivesVerdict(s))
 	}
 	sp := fabric.SpreadOf(medians)
 	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp.Median, len(medians), sp.Min, sp.Max,
@@ -178,7 +161,90 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	} else {
 		bw.Status, bw.Detail = record.Skip, "not stated in the quote"
 	}
-	return []record.Verdict{correct, bw}
+	if alg := algorithmsOf(s.Repeats); alg != "" {
+		bw.Detail = join(bw.Detail, alg)
+	}
+	out = append(out, bw)
+	if v := collectivesVerdict(s); v.ID != "" {
+		out = append(out, v)
+	}
+	return out
+}
+
+// collectivesVerdict: the extra collectives ran and computed right.
+func collectivesVerdict(s Sweeps) record.Verdict {
+	if len(s.Collectives) == 0 {
+		return record.Verdict{}
+	}
+	v := record.Verdict{ID: "NCCL-005", Title: "other collectives run correctly across the cluster", Status: record.Pass}
+	var measured, problems []string
+	for _, c := range inventory.Collectives {
+		sw, ok := s.Collectives[c]
+		if !ok {
+			continue
+		}
+		if sw.Judgement != nil {
+			measured = append(measured, fmt.Sprintf("%s %.4g GB/s", c, sw.Judgement.BusBW.Median))
+			if f := failedCorrectness(sw.Judgement); f != nil {
+				problems = append(problems, c+": "+f.Measured)
+			}
+		}
+		if sw.Error != "" {
+			problems = append(problems, c+": "+sw.Error)
+		}
+	}
+	v.Measured = strings.Join(measured, ", ")
+	if len(problems) > 0 {
+		v.Status, v.Detail = record.Fail, strings.Join(problems, "; ")
+	}
+	return v
+}
+
+func failedCorrectness(j *fabric.Judgement) *record.Verdict {
+	for _, v := range j.Verdicts {
+		if v.ID == "NCCL-001" && v.Status == record.Fail {
+			return &v
+		}
+	}
+	return nil
+}
+
+// algorithmsOf says which algorithm NCCL was told to use and chose.
+func algorithmsOf(sw []Sweep) string {
+	for _, s := range sw {
+		if len(s.Choices) > 0 {
+			var parts []string
+			for _, c := range s.Choices {
+				parts = append(parts, c.String())
+			}
+			return "NCCL: " + strings.Join(parts, "; ")
+		}
+	}
+	return ""
+}
+
+func uniq(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		dup := false
+		for _, y := range out {
+			dup = dup || x == y
+		}
+		if !dup {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 func firstNonEmpty(s ...string) string {

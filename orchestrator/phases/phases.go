@@ -14,13 +14,18 @@ import (
 
 // All is the window in order. Teardown runs last, whatever happened.
 func All() []orchestrator.Phase {
-	return []orchestrator.Phase{Connect, Preflight, Diag, AllReduce, Teardown}
+	return []orchestrator.Phase{Connect, Preflight, Diag, WindowKey, IntraNode, AllReduce, Bisection, Teardown}
 }
 
 // runOn runs command on the node with the window's mark in its
 // environment (teardown finds leftovers by it) and keeps everything the
 // node said in the phase's raw log. It returns stdout.
 func runOn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, phase, command string) ([]byte, error) {
+	return runIn(ctx, w, n, phase, command, nil)
+}
+
+// runIn is runOn with stdin.
+func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, phase, command string, stdin io.Reader) ([]byte, error) {
 	if n.Client == nil {
 		return nil, fmt.Errorf("%s: not connected", n.Name)
 	}
@@ -34,6 +39,7 @@ func runOn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ph
 	err = n.Client.Run(ctx, remote.Cmd{
 		Command: command,
 		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},
+		Stdin:   stdin,
 		Stdout:  io.MultiWriter(&out, log),
 		Stderr:  log,
 	})

@@ -15,6 +15,19 @@ for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
   kill -KILL "$pid" 2>/dev/null
   found=$((found + 1))
 done
+# The window's key pair (see windowkey.sh): its line carries the run id.
+keys="$HOME/.ssh/authorized_keys"
+mark="gpuaccept-window-$run"
+if [ -f "$keys" ] && awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$keys"; then
+  (
+    flock -w 10 9 || exit 1
+    # Rewritten in place (cat >, not mv) so its owner, mode and any
+    # hard link stay as they were.
+    tmp=$(mktemp "$HOME/.ssh/.authorized_keys.XXXXXX")
+    awk -v m="$mark" '$NF != m' "$keys" >"$tmp"
+    cat "$tmp" >"$keys" && rm -f "$tmp"
+  ) 9>>"$HOME/.ssh/.gpuaccept.lock" && echo "removed the window key from $keys"
+fi
 if [ -n "$dir" ] && [ -d "$dir" ]; then
   rm -rf -- "$dir" && echo "removed $dir"
 fi

@@ -1,0 +1,290 @@
+package fabric
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Bisector finds the slow node(s) or link(s) of a fabric from pairwise
+// tests: disjoint pairs run at once, round robin first; a pair below
+// SlowRatio × the typical pair makes both its nodes suspects; suspects are
+// then paired with nodes already proven good, which tells a slow node
+// (slow with a good partner) from a slow link (two good nodes, slow
+// together). At most MaxRounds rounds. It is pure logic: the caller runs
+// the pairs and feeds results back with Add.
+type Bisector struct {
+	Nodes     []string
+	SlowRatio float64
+	MaxRounds int
+
+	results []PairResult
+	rounds  int
+	// retests are the pairs planned as a suspect with a node already
+	// proven good: only such a pair, slow, names the suspect (one slow
+	// pair between two unknowns is just as likely noise or the other).
+	retests map[[2]string]bool
+}
+
+// PairResult is one pair's measurement; Err is set when the pair's run
+// failed (it counts as slow, at 0).
+type PairResult struct {
+	Round int     `json:"round"`
+	A     string  `json:"a"`
+	B     string  `json:"b"`
+	BusBW float64 `json:"busbw_gbs"`
+	Err   string  `json:"error,omitempty"`
+}
+
+// Bisection is the outcome.
+type Bisection struct {
+	Rounds    int                `json:"rounds"`
+	Pairs     []PairResult       `json:"pairs"`
+	Reference float64            `json:"reference_gbs"` // the typical pair: upper quartile
+	Scores    map[string]float64 `json:"scores"`        // node → median of its pairs / reference
+	Good      []string           `json:"good"`
+	SlowNodes []string           `json:"slow_nodes"`
+	SlowLinks [][2]string        `json:"slow_links"`
+	// Unresolved: suspects the rounds did not settle (no good partner left).
+	Unresolved []string `json:"unresolved"`
+	Note       string   `json:"note,omitempty"`
+}
+
+// NewBisector checks its inputs.
+func NewBisector(nodes []string, slowRatio float64, maxRounds int) (*Bisector, error) {
+	switch {
+	case len(nodes) < 3:
+		return nil, fmt.Errorf("bisection needs at least 3 nodes, got %d", len(nodes))
+	case !(slowRatio > 0 && slowRatio < 1):
+		return nil, fmt.Errorf("bisection: slow ratio %v is not between 0 and 1", slowRatio)
+	case maxRounds < 1:
+		return nil, fmt.Errorf("bisection: max rounds %d < 1", maxRounds)
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if seen[n] {
+			return nil, fmt.Errorf("bisection: node %s listed twice", n)
+		}
+		seen[n] = true
+	}
+	return &Bisector{Nodes: slices.Clone(nodes), SlowRatio: slowRatio, MaxRounds: maxRounds}, nil
+}
+
+// Next plans the next round: disjoint pairs, or nil when done.
+func (b *Bisector) Next() [][2]string {
+	if b.rounds >= b.MaxRounds {
+		return nil
+	}
+	var pairs [][2]string
+	if b.rounds == 0 {
+		pairs = roundRobin(b.Nodes, 0)
+	} else {
+		st := b.state()
+		open := append(slices.Clone(st.suspects), st.untested...)
+		if len(open) == 0 {
+			return nil
+		}
+		good := slices.Clone(st.good)
+		used := map[string]bool{}
+		for _, s := range open {
+			// A partner it has not been tested with yet, proven good.
+			for _, g := range good {
+				if !used[g] && !b.tested(s, g) {
+					pairs = append(pairs, [2]string{g, s})
+					used[g], used[s] = true, true
+					if b.retests == nil {
+						b.retests = map[[2]string]bool{}
+					}
+					b.retests[[2]string{g, s}] = true
+					break
+				}
+			}
+		}
+		if len(pairs) == 0 {
+			// Nobody to compare with (every pair so far was slow): more
+			// round robin, in case the fabric is uniformly slow or the
+			// slow nodes can be separated by other pairings.
+			pairs = b.freshPairs()
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	b.rounds++
+	return pairs
+}
+
+// freshPairs is the first round-robin round whose pairs were not all run.
+func (b *Bisector) freshPairs() [][2]string {
+	for r := 1; r < len(b.Nodes); r++ {
+		var out [][2]string
+		for _, p := range roundRobin(b.Nodes, r) {
+			if !b.tested(p[0], p[1]) {
+				out = append(out, p)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
+}
+
+func (b *Bisector) tested(x, y string) bool {
+	for _, r := range b.results {
+		if (r.A == x && r.B == y) || (r.A == y && r.B == x) {
+			return true
+		}
+	}
+	return false
+}
+
+// Add records a pair's result for the current round.
+func (b *Bisector) Add(r PairResult) {
+	r.Round = b.rounds
+	if r.Err != "" || math.IsNaN(r.BusBW) || r.BusBW < 0 {
+		r.BusBW = 0
+	}
+	b.results = append(b.results, r)
+}
+
+type bisectState struct {
+	ref                      float64
+	good, suspects, untested []string
+	slowNodes                []string
+	slowLinks                [][2]string
+	slow                     func(PairResult) bool
+	pairsOf                  map[string][]PairResult
+}
+
+func (b *Bisector) state() bisectState {
+	st := bisectState{pairsOf: map[string][]PairResult{}}
+	var bws []float64
+	for _, r := range b.results {
+		if r.Err == "" && r.BusBW > 0 {
+			bws = append(bws, r.BusBW)
+		}
+		st.pairsOf[r.A] = append(st.pairsOf[r.A], r)
+		st.pairsOf[r.B] = append(st.pairsOf[r.B], r)
+	}
+	st.ref = upperQuartile(bws)
+	st.slow = func(r PairResult) bool { return r.Err != "" || r.BusBW < b.SlowRatio*st.ref }
+	isGood := map[string]bool{}
+	for _, r := range b.results {
+		if !st.slow(r) {
+			isGood[r.A], isGood[r.B] = true, true
+		}
+	}
+	for _, n := range b.Nodes {
+		switch {
+		case isGood[n]:
+			st.good = append(st.good, n)
+		case len(st.pairsOf[n]) == 0:
+			st.untested = append(st.untested, n)
+		default:
+			// Slow in every pair so far: named once it was slow with a
+			// partner that was already proven good when they were paired.
+			named := false
+			for _, r := range st.pairsOf[n] {
+				if b.retests[[2]string{r.A, r.B}] && isGood[other(r, n)] {
+					named = true
+				}
+			}
+			if named {
+				st.slowNodes = append(st.slowNodes, n)
+			} else {
+				st.suspects = append(st.suspects, n)
+			}
+		}
+	}
+	// Two good nodes that were slow together: the path between them.
+	for _, r := range b.results {
+		if st.slow(r) && isGood[r.A] && isGood[r.B] {
+			st.slowLinks = append(st.slowLinks, [2]string{r.A, r.B})
+		}
+	}
+	return st
+}
+
+// Result summarises what the rounds so far found.
+func (b *Bisector) Result() Bisection {
+	st := b.state()
+	out := Bisection{Rounds: b.rounds, Pairs: slices.Clone(b.results), Reference: st.ref,
+		Scores: map[string]float64{}, Good: st.good, SlowNodes: st.slowNodes, SlowLinks: st.slowLinks}
+	out.Unresolved = append(slices.Clone(st.suspects), st.untested...)
+	for n, rs := range st.pairsOf {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, r.BusBW)
+		}
+		if st.ref > 0 {
+			out.Scores[n] = SpreadOf(xs).Median / st.ref
+		}
+	}
+	if len(st.good) == 0 && len(b.results) > 0 {
+		out.Note = "no pair reached the others' speed: the whole fabric is slow alike, or too many nodes are slow to tell apart"
+	}
+	return out
+}
+
+// Summary is one line for a verdict.
+func (s Bisection) Summary() string {
+	var parts []string
+	for _, n := range s.SlowNodes {
+		parts = append(parts, fmt.Sprintf("node %s (score %.2f)", n, s.Scores[n]))
+	}
+	for _, l := range s.SlowLinks {
+		parts = append(parts, fmt.Sprintf("link %s–%s", l[0], l[1]))
+	}
+	if len(s.Unresolved) > 0 {
+		parts = append(parts, "unresolved: "+strings.Join(s.Unresolved, ", "))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("no slow node or link in %d round(s) of pairs (typical pair %.4g GB/s)", s.Rounds, s.Reference)
+	}
+	return fmt.Sprintf("slow: %s, in %d round(s) of pairs (typical pair %.4g GB/s)", strings.Join(parts, "; "), s.Rounds, s.Reference)
+}
+
+func other(r PairResult, n string) string {
+	if r.A == n {
+		return r.B
+	}
+	return r.A
+}
+
+// upperQuartile of xs; 0 when empty. Half the pairs may hold a slow node,
+// so the median would drag the reference down with them.
+func upperQuartile(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	return s[(3*(len(s)-1)+3)/4]
+}
+
+// roundRobin is round r of the circle method: every node meets every
+// other once over n−1 rounds (n rounded up to even; the extra slot is a
+// bye).
+func roundRobin(nodes []string, r int) [][2]string {
+	ring := slices.Clone(nodes)
+	if len(ring)%2 == 1 {
+		ring = append(ring, "")
+	}
+	n := len(ring)
+	r %= n - 1
+	// Rotate every position but the first by r.
+	rest := slices.Clone(ring[1:])
+	rot := append(slices.Clone(rest[len(rest)-r:]), rest[:len(rest)-r]...)
+	ring = append([]string{ring[0]}, rot...)
+	var out [][2]string
+	for i := 0; i < n/2; i++ {
+		a, b := ring[i], ring[n-1-i]
+		if a != "" && b != "" {
+			out = append(out, [2]string{a, b})
+		}
+	}
+	return out
+}

@@ -1,0 +1,210 @@
+package fabric
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// fabricModel: a pair runs at the slower of its two nodes' rates, unless a
+// link between them is slower still; a dead node fails its pairs.
+type fabricModel struct {
+	rate  map[string]float64
+	links map[[2]string]float64
+	dead  map[string]bool
+}
+
+func (m fabricModel) run(a, b string) PairResult {
+	if m.dead[a] || m.dead[b] {
+		return PairResult{A: a, B: b, Err: "a node stopped answering"}
+	}
+	bw := min(m.rate[a], m.rate[b])
+	if l, ok := m.links[[2]string{a, b}]; ok {
+		bw = min(bw, l)
+	}
+	if l, ok := m.links[[2]string{b, a}]; ok {
+		bw = min(bw, l)
+	}
+	return PairResult{A: a, B: b, BusBW: bw}
+}
+
+func nodes(n int) []string {
+	var out []string
+	for i := 1; i <= n; i++ {
+		out = append(out, fmt.Sprintf("n%d", i))
+	}
+	return out
+}
+
+func bisect(t *testing.T, names []string, m fabricModel, maxRounds int) Bisection {
+	t.Helper()
+	b, err := NewBisector(names, 0.8, maxRounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; ; round++ {
+		pairs := b.Next()
+		if pairs == nil {
+			break
+		}
+		if round >= maxRounds {
+			t.Fatalf("round %d planned beyond max %d", round+1, maxRounds)
+		}
+		busy := map[string]bool{}
+		for _, p := range pairs {
+			if busy[p[0]] || busy[p[1]] || p[0] == p[1] {
+				t.Fatalf("round %d pairs %v are not disjoint", round+1, pairs)
+			}
+			busy[p[0]], busy[p[1]] = true, true
+			b.Add(m.run(p[0], p[1]))
+		}
+	}
+	return b.Result()
+}
+
+func uniform(names []string, bw float64) map[string]float64 {
+	r := map[string]float64{}
+	for _, n := range names {
+		r[n] = bw
+	}
+	return r
+}
+
+func TestBisectionNamesTheSlowNode(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		slow   []string
+		rounds int
+	}{
+		{6, []string{"n3"}, 2},
+		{4, []string{"n2"}, 2},
+		{5, []string{"n5"}, 3}, // n1 sits out round 1 and waits for a free good partner
+		{3, []string{"n1"}, 2},
+		{8, []string{"n4"}, 2},
+		{6, []string{"n3", "n5"}, 3},
+	} {
+		t.Run(fmt.Sprintf("%d-nodes-%v", tc.n, tc.slow), func(t *testing.T) {
+			names := nodes(tc.n)
+			m := fabricModel{rate: uniform(names, 12)}
+			for _, s := range tc.slow {
+				m.rate[s] = 6
+			}
+			res := bisect(t, names, m, 3)
+			if !slices.Equal(res.SlowNodes, tc.slow) || len(res.SlowLinks) != 0 || len(res.Unresolved) != 0 {
+				t.Fatalf("slow nodes %v links %v unresolved %v, want %v\n%+v", res.SlowNodes, res.SlowLinks, res.Unresolved, tc.slow, res.Pairs)
+			}
+			if res.Rounds > tc.rounds {
+				t.Errorf("%d rounds, want at most %d", res.Rounds, tc.rounds)
+			}
+			for _, s := range tc.slow {
+				if res.Scores[s] > 0.6 {
+					t.Errorf("score of %s = %.2f", s, res.Scores[s])
+				}
+			}
+			if res.Reference != 12 {
+				t.Errorf("reference %v, want 12", res.Reference)
+			}
+			t.Log(res.Summary())
+		})
+	}
+}
+
+func TestBisectionHealthyFabricTakesOneRound(t *testing.T) {
+	names := nodes(6)
+	res := bisect(t, names, fabricModel{rate: uniform(names, 12)}, 3)
+	if res.Rounds != 1 || len(res.SlowNodes)+len(res.SlowLinks)+len(res.Unresolved) != 0 || len(res.Good) != 6 {
+		t.Fatalf("%+v", res)
+	}
+	if got := res.Summary(); got != "no slow node or link in 1 round(s) of pairs (typical pair 12 GB/s)" {
+		t.Errorf("summary %q", got)
+	}
+}
+
+func TestBisectionNamesASlowLinkBetweenGoodNodes(t *testing.T) {
+	names := nodes(4)
+	// Round 1 pairs n1–n4 and n2–n3; make n2–n3's path slow.
+	m := fabricModel{rate: uniform(names, 12), links: map[[2]string]float64{{"n2", "n3"}: 5}}
+	res := bisect(t, names, m, 3)
+	if len(res.SlowNodes) != 0 || len(res.SlowLinks) != 1 || res.SlowLinks[0] != [2]string{"n2", "n3"} {
+		t.Fatalf("nodes %v links %v\n%+v", res.SlowNodes, res.SlowLinks, res.Pairs)
+	}
+}
+
+func TestBisectionUniformlySlowNamesNobody(t *testing.T) {
+	names := nodes(4)
+	res := bisect(t, names, fabricModel{rate: uniform(names, 3)}, 3)
+	if len(res.SlowNodes) != 0 || res.Rounds != 1 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestBisectionDeadNodeIsSlowAndRoundsAreBounded(t *testing.T) {
+	names := nodes(6)
+	m := fabricModel{rate: uniform(names, 12), dead: map[string]bool{"n2": true}}
+	res := bisect(t, names, m, 2)
+	if !slices.Equal(res.SlowNodes, []string{"n2"}) || res.Rounds != 2 {
+		t.Fatalf("%+v", res)
+	}
+	// Everything failing: nothing to compare with, rounds stop at the bound.
+	m.dead = map[string]bool{}
+	for _, n := range names {
+		m.dead[n] = true
+	}
+	res = bisect(t, names, m, 2)
+	if res.Rounds != 2 || len(res.SlowNodes) != 0 || len(res.Unresolved) != 6 || res.Note == "" {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestRoundRobinMeetsEveryPairOnce(t *testing.T) {
+	for _, n := range []int{3, 4, 5, 6, 7, 8} {
+		names := nodes(n)
+		met := map[[2]string]int{}
+		rounds := n - 1
+		if n%2 == 1 {
+			rounds = n
+		}
+		for r := 0; r < rounds; r++ {
+			busy := map[string]bool{}
+			for _, p := range roundRobin(names, r) {
+				if busy[p[0]] || busy[p[1]] {
+					t.Fatalf("n=%d round %d not disjoint", n, r)
+				}
+				busy[p[0]], busy[p[1]] = true, true
+				a, b := min(p[0], p[1]), max(p[0], p[1])
+				met[[2]string{a, b}]++
+			}
+		}
+		if len(met) != n*(n-1)/2 {
+			t.Errorf("n=%d: %d distinct pairs met, want %d", n, len(met), n*(n-1)/2)
+		}
+	}
+}
+
+func TestNewBisectorRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		ratio float64
+		max   int
+	}{{nodes(2), 0.8, 3}, {nodes(3), 0, 3}, {nodes(3), 1, 3}, {nodes(3), 0.8, 0}, {[]string{"a", "b", "a"}, 0.8, 3}} {
+		if _, err := NewBisector(tc.names, tc.ratio, tc.max); err == nil {
+			t.Errorf("%v %v %v accepted", tc.names, tc.ratio, tc.max)
+		}
+	}
+}
+
+// One slow pair between two nodes nobody had proven good is not enough to
+// name either: the suspect is retested against a good node first.
+func TestBisectionRetestsBeforeNaming(t *testing.T) {
+	names := nodes(3)
+	m := fabricModel{rate: uniform(names, 12), links: map[[2]string]float64{{"n2", "n3"}: 9}}
+	res := bisect(t, names, m, 3)
+	if len(res.SlowNodes) != 0 || len(res.SlowLinks) != 1 || res.SlowLinks[0] != [2]string{"n2", "n3"} || res.Rounds != 3 {
+		t.Fatalf("nodes %v links %v rounds %d\n%+v", res.SlowNodes, res.SlowLinks, res.Rounds, res.Pairs)
+	}
+	// With two rounds only, the suspect stays unresolved rather than named.
+	res = bisect(t, names, m, 2)
+	if len(res.SlowNodes) != 0 || len(res.Unresolved) != 1 || res.Unresolved[0] != "n3" {
+		t.Fatalf("nodes %v unresolved %v\n%+v", res.SlowNodes, res.Unresolved, res.Pairs)
+	}
+}

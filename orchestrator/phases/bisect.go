@@ -1,0 +1,140 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/fabric"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+)
+
+// Bisected is what the pairwise search found.
+type Bisected struct {
+	fabric.Bisection
+	RoundSecs []float64         `json:"round_seconds"`
+	Runs      []Sweep           `json:"runs"`
+	Lost      map[string]string `json:"lost,omitempty"`
+}
+
+// NodesLost implements orchestrator.NodeLoser.
+func (b Bisected) NodesLost() map[string]string { return b.Lost }
+
+// Bisection finds the slow node or link: disjoint pairs of nodes run the
+// all-reduce at the same time (round robin), each node is scored by its
+// pairs, and suspects are retested against nodes already proven good, for
+// a bounded number of rounds.
+var Bisection = orchestrator.Phase{
+	Name:    "bisect",
+	Enabled: bisectionEnabled,
+	Deadline: func(inv *inventory.Inventory) time.Duration {
+		return time.Duration(inv.Phases.AllReduce.Bisection.MaxRounds)*(sweepTimeout(inv)+30*time.Second) + time.Minute
+	},
+	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
+		a := w.Inv.Phases.AllReduce
+		nodes := w.Active()
+		byName := map[string]*orchestrator.Node{}
+		var names []string
+		for _, n := range nodes {
+			byName[n.Name] = n
+			names = append(names, n.Name)
+		}
+		bis, err := fabric.NewBisector(names, a.Bisection.SlowRatio, a.Bisection.MaxRounds)
+		if err != nil {
+			return nil, err
+		}
+		b := allReduceBench(a)
+		b.min, b.max, b.iters = a.Bisection.MinBytes, a.Bisection.MaxBytes, a.Bisection.Iters
+		res := Bisected{}
+		for round := 1; ctx.Err() == nil; round++ {
+			pairs := bis.Next()
+			if pairs == nil {
+				break
+			}
+			w.Progress.Line("bisect round %d: %s", round, pairList(pairs))
+			start := time.Now()
+			runs := make([]Sweep, len(pairs))
+			var wg sync.WaitGroup
+			for i, p := range pairs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					j := job{nodes: []*orchestrator.Node{byName[p[0]], byName[p[1]]}, ranksPerNode: a.RanksPerNode, bench: b,
+						log: fmt.Sprintf("bisect-r%d-%s-%s", round, p[0], p[1])}
+					runs[i] = j.run(ctx, w, sweepTimeout(w.Inv))
+				}()
+			}
+			wg.Wait()
+			res.RoundSecs = append(res.RoundSecs, time.Since(start).Seconds())
+			for i, p := range pairs {
+				s := runs[i]
+				r := fabric.PairResult{A: p[0], B: p[1], Err: s.Error}
+				if s.Judgement != nil && s.Error == "" {
+					r.BusBW = s.Judgement.BusBW.Median
+				}
+				bis.Add(r)
+				res.Runs = append(res.Runs, s)
+				for _, n := range s.Silent {
+					if res.Lost == nil {
+						res.Lost = map[string]string{}
+					}
+					res.Lost[n] = "stopped answering during a pairwise test"
+				}
+			}
+		}
+		res.Bisection = bis.Result()
+		w.Progress.Line("bisect: %s", res.Summary())
+		return res, nil
+	},
+	Judge: judgeBisection,
+}
+
+func pairList(pairs [][2]string) string {
+	var s []string
+	for _, p := range pairs {
+		s = append(s, p[0]+"+"+p[1])
+	}
+	return strings.Join(s, " ")
+}
+
+func judgeBisection(w *orchestrator.Window) []record.Verdict {
+	if !bisectionEnabled(w.Inv) {
+		return nil
+	}
+	var b Bisected
+	r, ok := w.Result("bisect", -1, &b)
+	if !ok {
+		return nil
+	}
+	v := record.Verdict{ID: "NCCL-004", Title: "no slow node or link (pairwise bisection)"}
+	switch {
+	case r.Outcome == record.Failed && len(b.Pairs) == 0:
+		v.Status, v.Detail = record.Skip, r.Error
+		if !strings.Contains(r.Error, "at least 3 nodes") {
+			v.Status = record.Fail
+		}
+		return []record.Verdict{v}
+	case len(b.SlowNodes) > 0 || len(b.SlowLinks) > 0:
+		v.Status = record.Fail
+		v.Node = strings.Join(b.SlowNodes, ",")
+	case len(b.Unresolved) > 0 || b.Note != "":
+		v.Status = record.Warn
+	default:
+		v.Status = record.Pass
+	}
+	v.Measured = b.Summary()
+	var secs float64
+	for _, s := range b.RoundSecs {
+		secs += s
+	}
+	v.Detail = join(fmt.Sprintf("%d pair run(s) in %.1f s", len(b.Pairs), secs), b.Note)
+	return []record.Verdict{v}
+}
+
+func bisectionEnabled(inv *inventory.Inventory) bool {
+	return inv.Phases.AllReduce.Enabled && inventory.On(inv.Phases.AllReduce.Bisection.Enabled)
+}

@@ -1,0 +1,115 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/fabric"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+)
+
+// Intra is one node's intra-node sweeps.
+type Intra struct {
+	Command string  `json:"command"`
+	Repeats []Sweep `json:"repeats"`
+}
+
+// IntraNode runs the benchmark inside every node at once, one process
+// driving all the node's GPUs (-g): NVLink/NVSwitch against the quote,
+// before the fabric is blamed for what a node does on its own.
+var IntraNode = orchestrator.Phase{
+	Name:    "intranode",
+	Enabled: intraEnabled,
+	Deadline: func(inv *inventory.Inventory) time.Duration {
+		return time.Duration(inv.Phases.AllReduce.Repeats)*(sweepTimeout(inv)+30*time.Second) + time.Minute
+	},
+	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		a := w.Inv.Phases.AllReduce
+		b := allReduceBench(a)
+		b.gpus = a.RanksPerNode
+		j := job{nodes: []*orchestrator.Node{n}, ranksPerNode: 1, bench: b, log: "intranode"}
+		res := Intra{Command: strings.Join(b.args(), " ")}
+		failed := 0
+		for rep := 1; rep <= a.Repeats; rep++ {
+			s := j.run(ctx, w, sweepTimeout(w.Inv))
+			res.Repeats = append(res.Repeats, s)
+			if s.Error != "" {
+				failed++
+			}
+			if ctx.Err() != nil || len(s.Silent) > 0 {
+				break
+			}
+		}
+		if failed == len(res.Repeats) {
+			return res, errors.New(res.Repeats[0].Error)
+		}
+		return res, nil
+	},
+	Judge: judgeIntra,
+}
+
+// judgeIntra: per node, correctness and the median of the repeats'
+// medians against the quote's intra-node busbw.
+func judgeIntra(w *orchestrator.Window) []record.Verdict {
+	if !intraEnabled(w.Inv) {
+		return nil
+	}
+	var out []record.Verdict
+	for _, n := range w.Nodes {
+		var res Intra
+		pr, ok := w.Result("intranode", n.Index, &res)
+		if !ok && pr.Phase == "" {
+			continue
+		}
+		correct := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Node: n.Name, Status: record.Pass, Measured: "0 wrong (intra-node)"}
+		bw := record.Verdict{ID: "NCCL-003", Title: "intra-node all_reduce bus bandwidth matches the quote", Node: n.Name}
+		var medians []float64
+		var problems []string
+		for i, s := range res.Repeats {
+			if s.Error != "" {
+				problems = append(problems, fmt.Sprintf("sweep %d: %s", i+1, s.Error))
+			}
+			if s.Judgement == nil {
+				continue
+			}
+			if f := failedCorrectness(s.Judgement); f != nil {
+				correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("sweep %d: %s (intra-node)", i+1, f.Measured), f.Detail
+			}
+			if s.Error == "" {
+				medians = append(medians, s.Judgement.BusBW.Median)
+			}
+		}
+		if len(problems) > 0 && correct.Status == record.Pass {
+			correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("%d of %d sweeps failed (intra-node)", len(problems), len(res.Repeats)), strings.Join(problems, "; ")
+		}
+		if len(medians) == 0 {
+			bw.Status, bw.Detail = record.Fail, firstNonEmpty(pr.Error, strings.Join(problems, "; "), "no sweep completed")
+			out = append(out, correct, bw)
+			continue
+		}
+		sp := fabric.SpreadOf(medians)
+		bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g)", sp.Median, len(medians), sp.Min, sp.Max)
+		tol := w.Inv.Acceptance.ToleranceFor("NCCL-003")
+		if q := w.Inv.Quote.IntraBusBWGBs; q > 0 {
+			ratio := sp.Median / q
+			bw.Quoted, bw.Ratio, bw.Tolerance = fmt.Sprintf("%.4g GB/s", q), &ratio, &tol
+			bw.Status = record.Pass
+			if ratio < tol {
+				bw.Status = record.Fail
+			}
+		} else {
+			bw.Status, bw.Detail = record.Skip, "not stated in the quote"
+		}
+		out = append(out, correct, bw)
+	}
+	return out
+}
+
+func intraEnabled(inv *inventory.Inventory) bool {
+	return inv.Phases.AllReduce.Enabled && inventory.On(inv.Phases.AllReduce.IntraNode)
+}

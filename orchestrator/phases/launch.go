@@ -1,0 +1,317 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/fabric"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/parse"
+	"gpuaccept/remote"
+)
+
+// bench is one nccl-tests invocation: which binary, which sweep.
+type bench struct {
+	binary             string
+	min, max           inventory.Bytes
+	factor, iters, wup int
+	gpus               int // -g: devices per process
+}
+
+func allReduceBench(a inventory.AllReduce) bench {
+	return bench{binary: a.Binary, min: a.MinBytes, max: a.MaxBytes, factor: a.Factor, iters: a.Iters, wup: a.Warmup, gpus: 1}
+}
+
+// collectiveBinary is NAME_perf beside the all-reduce binary.
+func collectiveBinary(allReduce, collective string) string {
+	if dir := path.Dir(allReduce); strings.Contains(allReduce, "/") {
+		return path.Join(dir, collective+"_perf")
+	}
+	return collective + "_perf"
+}
+
+func (b bench) args() []string {
+	return []string{remote.Quote(b.binary), "-b", fmt.Sprint(int64(b.min)), "-e", fmt.Sprint(int64(b.max)),
+		"-f", fmt.Sprint(b.factor), "-n", fmt.Sprint(b.iters), "-w", fmt.Sprint(b.wup), "-c", "1", "-g", fmt.Sprint(b.gpus)}
+}
+
+// ncclEnv asks NCCL to say which algorithm and protocol it chose. For two
+// nodes the ring is forced: tree and NVLS figures exceed the NIC's line
+// rate there (DESIGN.md, measurement rules).
+func ncclEnv(hosts int) []string {
+	env := []string{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING"}
+	if hosts == 2 {
+		env = append(env, "NCCL_ALGO=Ring")
+	}
+	return env
+}
+
+// job is one benchmark run across a set of nodes.
+type job struct {
+	nodes        []*orchestrator.Node
+	ranksPerNode int
+	bench        bench
+	log          string // the raw log's name (phase, pair)
+}
+
+// command is the launcher's command line: mpirun's, run on the first
+// node, or srun's, run on the Slurm login node.
+func (j job) command(w *orchestrator.Window) string {
+	a := w.Inv.Phases.AllReduce
+	if a.Launcher == "srun" {
+		return j.srunCommand(w)
+	}
+	var hosts []string
+	for _, n := range j.nodes {
+		hosts = append(hosts, fmt.Sprintf("%s:%d", w.FabricHost(n), j.ranksPerNode))
+	}
+	args := []string{"mpirun", "$ROOT", "-np", fmt.Sprint(len(j.nodes) * j.ranksPerNode), "-H", strings.Join(hosts, ","),
+		// mpirun's daemons reach the nodes with the window's key only.
+		"--mca", "plm_rsh_args", `"-F ` + nodeDir(w) + `/ssh/config"`, "-x", "GPUACCEPT_RUN"}
+	for _, e := range ncclEnv(len(j.nodes)) {
+		args = append(args, "-x", e)
+	}
+	for _, m := range a.MPIArgs {
+		args = append(args, remote.Quote(m))
+	}
+	args = append(args, j.bench.args()...)
+	// mpirun refuses root unless told; the window may well run as root.
+	return `ROOT=; [ "$(id -u)" = 0 ] && ROOT=--allow-run-as-root; ` + strings.Join(args, " ")
+}
+
+// srunCommand launches one task per GPU on every node through Slurm, the
+// PMI plugin wiring the ranks together; the environment travels with it.
+func (j job) srunCommand(w *orchestrator.Window) string {
+	sl := w.Inv.Slurm
+	var hosts []string
+	for _, n := range j.nodes {
+		hosts = append(hosts, w.FabricHost(n))
+	}
+	env := ncclEnv(len(j.nodes))
+	// Open MPI reads under srun from the environment what mpirun takes as
+	// --mca pairs; the inventory's mpi_args serve both launchers.
+	// (validated as --mca KEY VALUE triples).
+	for m := w.Inv.Phases.AllReduce.MPIArgs; len(m) >= 3; m = m[3:] {
+		env = append(env, "OMPI_MCA_"+m[1]+"="+m[2])
+	}
+	args := append(envPrefix(env), "srun", fmt.Sprintf("--nodes=%d", len(j.nodes)),
+		fmt.Sprintf("--ntasks-per-node=%d", j.ranksPerNode), "--nodelist="+remote.Quote(strings.Join(hosts, ",")),
+		"--mpi="+remote.Quote(sl.MPI), "--kill-on-bad-exit=1", "--job-name="+remote.Quote(j.jobName(w)))
+	if sl.Partition != "" {
+		args = append(args, "--partition="+remote.Quote(sl.Partition))
+	}
+	if sl.Account != "" {
+		args = append(args, "--account="+remote.Quote(sl.Account))
+	}
+	for _, a := range sl.SrunArgs {
+		args = append(args, remote.Quote(a))
+	}
+	return strings.Join(append(args, j.bench.args()...), " ")
+}
+
+// jobName names the Slurm job, so a run that must be ended can be
+// cancelled by name without touching the others.
+func (j job) jobName(w *orchestrator.Window) string { return "gpuaccept-" + w.RunID() + "-" + j.log }
+
+// launcher is where the job's command runs.
+func (j job) launcher(ctx context.Context, w *orchestrator.Window) (*orchestrator.Node, error) {
+	if len(j.nodes) > 1 && w.Inv.Phases.AllReduce.Launcher == "srun" {
+		return w.SlurmLogin(ctx)
+	}
+	return j.nodes[0], nil
+}
+
+// Sweep is one run of a benchmark.
+type Sweep struct {
+	Nodes     []string          `json:"nodes,omitempty"`
+	Judgement *fabric.Judgement `json:"judgement,omitempty"`
+	// Algorithms: NCCL's lines naming the algorithm and protocol it used;
+	// Choices: what they say, per algorithm/protocol.
+	Algorithms []string           `json:"algorithms,omitempty"`
+	Choices    []parse.NCCLChoice `json:"nccl_choices,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	// Silent are the nodes that did not answer after the run failed: the
+	// likely cause. Ended counts the ranks ended on each node afterwards.
+	Silent []string       `json:"silent,omitempty"`
+	Ended  map[string]int `json:"ended,omitempty"`
+	Secs   float64        `json:"seconds"`
+}
+
+// run launches the job and checks that it ran as planned: a binary built
+// without MPI runs one single-rank copy per rank and prints numbers that
+// mean nothing (nccl-tests #27, #213). A hung collective never fails by
+// itself (a cut link hangs mpirun for minutes), so the run is bounded by
+// timeout; when it fails, every rank left on every node is ended and the
+// nodes that no longer answer are named.
+func (j job) run(ctx context.Context, w *orchestrator.Window, timeout time.Duration) Sweep {
+	start := time.Now()
+	s := j.runOnce(ctx, w, timeout)
+	if s.Error != "" && ctx.Err() == nil {
+		if j.usesSrun(w) {
+			if err := j.scancel(ctx, w); err != nil {
+				s.Error = join(s.Error, err.Error())
+			}
+		}
+		s.Silent, s.Ended = endRanks(ctx, w, j.nodes, j.bench.binary)
+		if len(s.Silent) > 0 {
+			s.Error = fmt.Sprintf("%s stopped answering; %s", strings.Join(s.Silent, ", "), s.Error)
+		}
+	}
+	for _, n := range j.nodes {
+		s.Nodes = append(s.Nodes, n.Name)
+	}
+	s.Secs = time.Since(start).Seconds()
+	return s
+}
+
+func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.Duration) Sweep {
+	if sl := w.Inv.Slurm; j.usesSrun(w) && sl.Timeout > 0 {
+		timeout = min(timeout, sl.Timeout)
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	from, err := j.launcher(sctx, w)
+	if err != nil {
+		return Sweep{Error: err.Error()}
+	}
+	var command string
+	hosts := len(j.nodes)
+	if hosts == 1 && j.bench.gpus >= 1 && j.ranksPerNode == 1 {
+		// Inside one node: one process drives every GPU (-g).
+		command = strings.Join(append(envPrefix(ncclEnv(1)), j.bench.args()...), " ")
+	} else {
+		command = j.command(w)
+	}
+	out, err := runOn(sctx, w, from, j.log, command)
+	if from.Index < 0 {
+		// The login node's log holds the run; each node's evidence says where.
+		for _, n := range j.nodes {
+			if f, _, lerr := w.LogFile(n, j.log); lerr == nil {
+				fmt.Fprintf(f, "# launched with srun from the Slurm login node: raw/%s/%s.log\n", from.Name, j.log)
+				f.Close()
+			}
+		}
+	}
+	if sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return Sweep{Error: fmt.Sprintf("the collective did not finish within %s", timeout)}
+	}
+	r, perr := parse.NCCLTests(string(out))
+	if errors.Is(perr, parse.ErrNotRecognized) {
+		if err != nil {
+			return Sweep{Error: err.Error()}
+		}
+		return Sweep{Error: "no nccl-tests output: " + perr.Error()}
+	}
+	judge := fabric.Judge(r, w.Inv, "")
+	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices()}
+	ranks := hosts * j.ranksPerNode * j.bench.gpus
+	switch {
+	case judge.Ranks != ranks || judge.Hosts != hosts:
+		s.Error = fmt.Sprintf("the benchmark ran as %d rank(s) on %d host(s), planned %d on %d: not one job over the planned nodes (a build without MPI runs single-rank copies)", judge.Ranks, judge.Hosts, ranks, hosts)
+	case err != nil:
+		s.Error = err.Error()
+	case perr != nil:
+		s.Error = perr.Error()
+	}
+	return s
+}
+
+func (j job) usesSrun(w *orchestrator.Window) bool {
+	return len(j.nodes) > 1 && w.Inv.Phases.AllReduce.Launcher == "srun"
+}
+
+// scancel ends the job's Slurm job: killing srun alone may leave its
+// step running until slurmctld notices.
+func (j job) scancel(ctx context.Context, w *orchestrator.Window) error {
+	login, err := w.SlurmLogin(ctx)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = runOn(sctx, w, login, j.log, "scancel --name="+remote.Quote(j.jobName(w)))
+	return err
+}
+
+func envPrefix(env []string) []string {
+	var out []string
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		out = append(out, k+"="+remote.Quote(v))
+	}
+	return out
+}
+
+func capLines(lines []string, n int) []string {
+	if len(lines) > n {
+		return append(lines[:n:n], fmt.Sprintf("... %d more", len(lines)-n))
+	}
+	return lines
+}
+
+// endRanks ends what a failed run left on each node: the benchmark's
+// processes (they carry the window's mark) and Open MPI's daemons started
+// for the window (their command line names the window's ssh config). The
+// call doubles as the liveness probe: a node that cannot run it within
+// 20 s is named silent.
+func endRanks(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, binary string) (silent []string, ended map[string]int) {
+	script := `n=0
+for e in $(grep -lsxzF "GPUACCEPT_RUN=$1" /proc/[0-9]*/environ); do
+  p=${e#/proc/}; p=${p%/environ}
+  case "$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null)" in *"$2"*) kill -KILL "$p" 2>/dev/null && n=$((n+1)) ;; esac
+done
+for p in $(pgrep -f "orted.*/\.gpuaccept/$1/ssh/config"); do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
+echo "$n"`
+	cmd := "bash -c " + remote.Quote(script) + " endranks " + remote.Quote(w.RunID()) + " " + remote.Quote(path.Base(binary))
+	var mu sync.Mutex
+	ended = map[string]int{}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			var out strings.Builder
+			var err error
+			if n.Client == nil || n.Client.Lost() {
+				err = errors.New("connection lost")
+			} else {
+				// Without the window's mark: it must not end itself.
+				err = n.Client.Run(pctx, remote.Cmd{Command: cmd, Stdout: &out})
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				silent = append(silent, n.Name)
+				return
+			}
+			var k int
+			fmt.Sscan(out.String(), &k)
+			if k > 0 {
+				ended[n.Name] = k
+			}
+		}()
+	}
+	wg.Wait()
+	return orderBy(nodes, silent), ended
+}
+
+// orderBy sorts names in the nodes' order.
+func orderBy(nodes []*orchestrator.Node, names []string) []string {
+	var out []string
+	for _, n := range nodes {
+		for _, m := range names {
+			if m == n.Name {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,36 @@
+# gpuaccept window key: let the window's nodes ssh to each other (mpirun
+# starts its daemons that way) with a key pair made for this window only.
+# stdin: the private key. $1: the window's directory on the node, $2: the
+# authorized_keys line (its comment marks it for teardown), $3: known_hosts
+# lines for every node, $4: ssh_config lines for nodes on another port.
+set -eu
+umask 077
+d="$1/ssh"
+mkdir -p "$d"
+# Nodes may share one home (NFS): each writes its own temporary file and
+# renames it; they all write the same bytes.
+put() { t=$(mktemp "$d/.$1.XXXXXX") && cat >"$t" && mv -f "$t" "$d/$1"; }
+put id_ed25519
+printf '%s\n' "$3" | put known_hosts
+{
+  printf '%s\n' "$4"
+  printf 'Host *\n'
+  printf '  IdentityFile %s\n' "$d/id_ed25519"
+  printf '  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n' "$d/known_hosts"
+  # A node that stops answering ends its daemon's ssh, and so the job,
+  # instead of hanging it (a cut link hangs mpirun for minutes otherwise).
+  printf '  BatchMode yes\n  ConnectTimeout 10\n  ServerAliveInterval 5\n  ServerAliveCountMax 3\n  LogLevel ERROR\n'
+} | put config
+mkdir -p "$HOME/.ssh"
+chmod 700 "$HOME/.ssh"
+# Nodes may share one home (NFS): one writer at a time, each line once.
+(
+  flock -w 10 9 || { echo "cannot lock $HOME/.ssh/.gpuaccept.lock" >&2; exit 1; }
+  touch "$HOME/.ssh/authorized_keys"
+  # A last line without its newline would swallow ours.
+  if [ -s "$HOME/.ssh/authorized_keys" ] && [ -n "$(tail -c1 "$HOME/.ssh/authorized_keys")" ]; then
+    echo >>"$HOME/.ssh/authorized_keys"
+  fi
+  grep -qxF "$2" "$HOME/.ssh/authorized_keys" || printf '%s\n' "$2" >>"$HOME/.ssh/authorized_keys"
+) 9>>"$HOME/.ssh/.gpuaccept.lock"
+echo "installed $d/config"
