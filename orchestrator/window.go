@@ -25,7 +25,7 @@ type Window struct {
 
 	mu     sync.Mutex
 	rec    *record.Run
-	shared map[string]any
+	shared map[string]*sharedValue
 	login  *Node
 }
 
@@ -100,23 +100,29 @@ func (w *Window) Active() []*Node {
 }
 
 // Shared returns the window-wide value that mk makes, once per key, for
-// the phases that need one value on every node (the window's key pair).
-// It is not journaled: a resumed window makes a new one.
+// the phases that need one value on every node (the window's key pair) or
+// one answer per window (what a binary supports). mk runs outside the
+// window's lock, so it may call a node. It is not journaled: a resumed
+// window makes a new one.
 func (w *Window) Shared(key string, mk func() (any, error)) (any, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if v, ok := w.shared[key]; ok {
-		return v, nil
-	}
-	v, err := mk()
-	if err != nil {
-		return nil, err
-	}
 	if w.shared == nil {
-		w.shared = map[string]any{}
+		w.shared = map[string]*sharedValue{}
 	}
-	w.shared[key] = v
-	return v, nil
+	sv, ok := w.shared[key]
+	if !ok {
+		sv = &sharedValue{}
+		w.shared[key] = sv
+	}
+	w.mu.Unlock()
+	sv.once.Do(func() { sv.v, sv.err = mk() })
+	return sv.v, sv.err
+}
+
+type sharedValue struct {
+	once sync.Once
+	v    any
+	err  error
 }
 
 // FabricHost is how the other nodes reach n: its fabric_address, else the

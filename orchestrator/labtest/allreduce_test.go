@@ -349,8 +349,80 @@ func TestAllReduceUnderSrun(t *testing.T) {
 		t.Errorf("bisection under srun: %+v", b.Pairs)
 	}
 	t.Logf("srun: %s; bisection: %s", verdict(r, "NCCL-002", "").Measured, verdict(r, "NCCL-004", "").Measured)
-	for _, v := range r.Verdicts {
-		t.Logf("%s %s %s %s", v.ID, v.Node, v.Status, v.Measured)
-	}
 	nothingLeft(t, l)
+}
+
+// TestLinkCutDuringAllReduce: a cut link hangs mpirun for minutes by
+// itself (LAB.md). The window's ssh settings for mpirun's daemons end the
+// job instead; the phase ends within its timeout, names the cut host, and
+// once the link is back nothing of the window is left anywhere.
+func TestLinkCutDuringAllReduce(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	hosts := []string{"h1", "h2", "h3"}
+	standinBenchmarks(t, l, hosts)
+	capHosts(t, l, map[string]string{"h1": "100mbit", "h2": "100mbit", "h3": "100mbit"})
+	t.Cleanup(func() { _ = l.Restore(context.Background(), "h3") })
+	const timeout = 90 * time.Second
+	inv := writeInventory(t, l, hosts, "", fmt.Sprintf(`  allreduce:
+    enabled: true
+    intra_node: false
+    min_bytes: 8MiB
+    max_bytes: 32MiB
+    iters: 10
+    warmup: 1
+    repeats: 3
+    ranks_per_node: 1
+    timeout: %s
+`, timeout)+mpiArgs)
+	runs := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "all_reduce_perf running on h3", func() bool {
+		ps, _ := l.Ps(t.Context(), "h3")
+		return strings.Contains(ps, "all_reduce_perf")
+	})
+	time.Sleep(2 * time.Second)
+	cut := time.Now()
+	if err := l.Cut(t.Context(), "h3"); err != nil {
+		t.Fatal(err)
+	}
+	// Back after a while, as a flapping link would be: teardown must then
+	// find h3 again and clean it.
+	restored := make(chan error, 1)
+	go func() {
+		time.Sleep(30 * time.Second)
+		restored <- l.Restore(context.Background(), "h3")
+	}()
+	_ = cmd.Wait()
+	if err := <-restored; err != nil {
+		t.Fatal(err)
+	}
+	r := readRun(t, runDir(t, runs))
+	var s phases.Sweeps
+	p := phaseData(t, r, "allreduce", -1, &s)
+	ended := p.Ended.Sub(cut)
+	t.Logf("h3 cut off mid-collective: the all-reduce phase ended %.1f s later (timeout %s): %.200s", ended.Seconds(), timeout, s.Repeats[len(s.Repeats)-1].Error)
+	if ended >= timeout {
+		t.Errorf("the phase took %s after the cut", ended)
+	}
+	if v := verdict(r, "NCCL-002", "h3"); v.Status != record.Fail || !strings.Contains(v.Detail, "h3 stopped answering") {
+		t.Errorf("NCCL-002 does not name h3: %+v\n%s", v, errb.String())
+	}
+	if n := r.Nodes[2]; !n.Quarantined {
+		t.Errorf("h3 not quarantined: %+v", n)
+	}
+	waitFor(t, 30*time.Second, "nothing of the window left on any host", func() bool {
+		for _, h := range hosts {
+			ps, _ := l.Ps(t.Context(), h)
+			if ours(ps) != "" {
+				return false
+			}
+		}
+		return true
+	})
 }

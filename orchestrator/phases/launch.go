@@ -21,7 +21,8 @@ type bench struct {
 	binary             string
 	min, max           inventory.Bytes
 	factor, iters, wup int
-	gpus               int // -g: devices per process
+	gpus               int    // -g: devices per process
+	json               string // -J: where rank 0 writes nccl-tests' JSON report (a shell word)
 }
 
 func allReduceBench(a inventory.AllReduce) bench {
@@ -37,8 +38,12 @@ func collectiveBinary(allReduce, collective string) string {
 }
 
 func (b bench) args() []string {
-	return []string{remote.Quote(b.binary), "-b", fmt.Sprint(int64(b.min)), "-e", fmt.Sprint(int64(b.max)),
+	args := []string{remote.Quote(b.binary), "-b", fmt.Sprint(int64(b.min)), "-e", fmt.Sprint(int64(b.max)),
 		"-f", fmt.Sprint(b.factor), "-n", fmt.Sprint(b.iters), "-w", fmt.Sprint(b.wup), "-c", "1", "-g", fmt.Sprint(b.gpus)}
+	if b.json != "" {
+		args = append(args, "-J", b.json)
+	}
+	return args
 }
 
 // ncclEnv asks NCCL to say which algorithm and protocol it chose. For two
@@ -138,7 +143,10 @@ type Sweep struct {
 	Error      string             `json:"error,omitempty"`
 	// Silent are the nodes that did not answer after the run failed: the
 	// likely cause. Ended counts the ranks ended on each node afterwards.
-	Silent []string       `json:"silent,omitempty"`
+	Silent []string `json:"silent,omitempty"`
+	// Source: the results table came from nccl-tests' -J JSON report or
+	// from its text output.
+	Source string         `json:"source,omitempty"`
 	Ended  map[string]int `json:"ended,omitempty"`
 	Secs   float64        `json:"seconds"`
 }
@@ -180,6 +188,10 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	if err != nil {
 		return Sweep{Error: err.Error()}
 	}
+	if j.supportsJSON(sctx, w) {
+		// $HOME expands on the node that runs rank 0.
+		j.bench.json = fmt.Sprintf(`"%s/%s-%d.json"`, nodeDir(w), j.log, time.Now().UnixNano())
+	}
 	var command string
 	hosts := len(j.nodes)
 	if hosts == 1 && j.bench.gpus >= 1 && j.ranksPerNode == 1 {
@@ -208,8 +220,12 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		}
 		return Sweep{Error: "no nccl-tests output: " + perr.Error()}
 	}
+	source := "text"
+	if j.bench.json != "" && j.mergeJSON(sctx, w, &r) {
+		source = "json"
+	}
 	judge := fabric.Judge(r, w.Inv, "")
-	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices()}
+	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices(), Source: source}
 	ranks := hosts * j.ranksPerNode * j.bench.gpus
 	switch {
 	case judge.Ranks != ranks || judge.Hosts != hosts:
@@ -220,6 +236,42 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		s.Error = perr.Error()
 	}
 	return s
+}
+
+// supportsJSON: the installed nccl-tests writes -J reports (2.17 and
+// later say --output_file in their usage). Asked once per binary.
+func (j job) supportsJSON(ctx context.Context, w *orchestrator.Window) bool {
+	n := j.nodes[0]
+	v, _ := w.Shared("json:"+j.bench.binary, func() (any, error) {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, _ := runOn(pctx, w, n, j.log, remote.Quote(j.bench.binary)+" -h 2>&1 | grep -c -e --output_file")
+		return strings.TrimSpace(string(out)) != "" && strings.TrimSpace(string(out)) != "0", nil
+	})
+	ok, _ := v.(bool)
+	return ok
+}
+
+// mergeJSON reads the -J report from the node that ran rank 0 (the first,
+// for mpirun; any, under srun) and takes the results from it: full
+// precision, no column parsing. Ranks, hosts and NCCL's lines stay the
+// text's (nccl-tests' JSON lists one device per process).
+func (j job) mergeJSON(ctx context.Context, w *orchestrator.Window, r *parse.NCCL) bool {
+	for _, n := range j.nodes {
+		out, err := runOn(ctx, w, n, j.log, "cat "+j.bench.json+" 2>/dev/null && rm -f "+j.bench.json)
+		if err != nil || len(out) == 0 {
+			continue
+		}
+		jr, perr := parse.NCCLTests(string(out))
+		if errors.Is(perr, parse.ErrNotRecognized) || len(jr.Rows) == 0 {
+			return false
+		}
+		r.Rows, r.OutOfBounds, r.AvgBusBW = jr.Rows, jr.OutOfBounds, jr.AvgBusBW
+		r.OK = r.OK && jr.OK
+		r.Errors = append(r.Errors, jr.Errors...)
+		return true
+	}
+	return false
 }
 
 func (j job) usesSrun(w *orchestrator.Window) bool {
