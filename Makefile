@@ -40,6 +40,8 @@ lab-up: deps
 	@i=1; for p in $(LAB_PROFILES); do [ $$i -le $(LAB_HOSTS) ] || break; \
 	  bin/standin --install /tmp/gpuaccept-lab-lab/hosts/h$$i/bin --profile $$p; i=$$((i+1)); done; \
 	  while [ $$i -le $(LAB_HOSTS) ]; do bin/standin --install /tmp/gpuaccept-lab-lab/hosts/h$$i/bin --profile h100; i=$$((i+1)); done
+	bash scripts/standins/nccl/build.sh /tmp/gpuaccept-lab-lab/nccl
+	@for d in /tmp/gpuaccept-lab-lab/hosts/h*/bin; do ln -sf /tmp/gpuaccept-lab-lab/nccl/*_perf $$d/; done
 
 lab-down:
 	$(LAB) down

@@ -42,7 +42,7 @@ type PairResult struct {
 type Bisection struct {
 	Rounds    int                `json:"rounds"`
 	Pairs     []PairResult       `json:"pairs"`
-	Reference float64            `json:"reference_gbs"` // the typical pair: upper quartile
+	Reference float64            `json:"reference_gbs"` // the typical pair: median of the faster half
 	Scores    map[string]float64 `json:"scores"`        // node → median of its pairs / reference
 	Good      []string           `json:"good"`
 	SlowNodes []string           `json:"slow_nodes"`
@@ -169,7 +169,7 @@ func (b *Bisector) state() bisectState {
 		st.pairsOf[r.A] = append(st.pairsOf[r.A], r)
 		st.pairsOf[r.B] = append(st.pairsOf[r.B], r)
 	}
-	st.ref = upperQuartile(bws)
+	st.ref = typical(bws)
 	st.slow = func(r PairResult) bool { return r.Err != "" || r.BusBW < b.SlowRatio*st.ref }
 	isGood := map[string]bool{}
 	for _, r := range b.results {
@@ -254,15 +254,16 @@ func other(r PairResult, n string) string {
 	return r.A
 }
 
-// upperQuartile of xs; 0 when empty. Half the pairs may hold a slow node,
-// so the median would drag the reference down with them.
-func upperQuartile(xs []float64) float64 {
+// typical is the median of the faster half of xs; 0 when empty. Half the
+// pairs may hold a slow node, so the plain median would drag the reference
+// down with them; one lucky pair must not set it either (the maximum).
+func typical(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	sort.Float64s(s)
-	return s[(3*(len(s)-1)+3)/4]
+	return SpreadOf(s[len(s)/2:]).Median
 }
 
 // roundRobin is round r of the circle method: every node meets every

@@ -12,11 +12,16 @@ type fabricModel struct {
 	rate  map[string]float64
 	links map[[2]string]float64
 	dead  map[string]bool
+	// exact: what a pair measures, whatever the rates (a lucky run).
+	exact map[[2]string]float64
 }
 
 func (m fabricModel) run(a, b string) PairResult {
 	if m.dead[a] || m.dead[b] {
 		return PairResult{A: a, B: b, Err: "a node stopped answering"}
+	}
+	if v, ok := m.exact[[2]string{a, b}]; ok {
+		return PairResult{A: a, B: b, BusBW: v}
 	}
 	bw := min(m.rate[a], m.rate[b])
 	if l, ok := m.links[[2]string{a, b}]; ok {
@@ -206,5 +211,17 @@ func TestBisectionRetestsBeforeNaming(t *testing.T) {
 	res = bisect(t, names, m, 2)
 	if len(res.SlowNodes) != 0 || len(res.Unresolved) != 1 || res.Unresolved[0] != "n3" {
 		t.Fatalf("nodes %v unresolved %v\n%+v", res.SlowNodes, res.Unresolved, res.Pairs)
+	}
+}
+
+// One pair measuring a third faster than the rest (a lucky run) must not
+// make the healthy pairs look slow.
+func TestBisectionIgnoresALuckyPair(t *testing.T) {
+	names := nodes(6)
+	m := fabricModel{rate: uniform(names, 12), exact: map[[2]string]float64{{"n1", "n6"}: 16}}
+	m.rate["n3"] = 6
+	res := bisect(t, names, m, 3)
+	if !slices.Equal(res.SlowNodes, []string{"n3"}) || len(res.Unresolved) != 0 || res.Rounds != 2 {
+		t.Fatalf("slow %v unresolved %v rounds %d ref %v\n%+v", res.SlowNodes, res.Unresolved, res.Rounds, res.Reference, res.Pairs)
 	}
 }

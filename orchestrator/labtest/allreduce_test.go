@@ -175,7 +175,7 @@ func TestAllReduceOnShapedLinks(t *testing.T) {
 	nothingLeft(t, l)
 }
 
-// TestBisectionNamesTheHalfSpeedNode: 6 hosts at 200 Mbit/s, h3 at half;
+// TestBisectionNamesTheHalfSpeedNode: 6 hosts at 100 Mbit/s, h3 at half;
 // five windows in a row must each name h3, in at most two rounds.
 func TestBisectionNamesTheHalfSpeedNode(t *testing.T) {
 	l := needLab(t)
@@ -184,9 +184,9 @@ func TestBisectionNamesTheHalfSpeedNode(t *testing.T) {
 	standinBenchmarks(t, l, hosts)
 	caps := map[string]string{}
 	for _, h := range hosts {
-		caps[h] = "200mbit"
+		caps[h] = "100mbit"
 	}
-	caps["h3"] = "100mbit"
+	caps["h3"] = "50mbit"
 	capHosts(t, l, caps)
 	inv := writeInventory(t, l, hosts, "  busbw_size: 2MiB\n", `  allreduce:
     enabled: true
