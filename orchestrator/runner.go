@@ -317,11 +317,13 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	if err := w.record(j, pr, nil); err != nil {
 		return err
 	}
-	// A node that stopped answering during a cluster-wide run sits out the
-	// phases after it, as one that failed a gating phase does.
-	if l, ok := v.(NodeLoser); ok {
+	// A node a cluster-wide phase found unfit (it stopped answering, its
+	// image is not the pin) sits out the phases after it, as one that
+	// failed a gating phase does.
+	if l, ok := v.(Quarantiner); ok {
+		q := l.Quarantine()
 		for _, n := range w.Nodes {
-			reason, lost := l.NodesLost()[n.Name]
+			reason, lost := q[n.Name]
 			if !lost || n.quarantined {
 				continue
 			}
@@ -339,10 +341,11 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	return j.write(entry{Type: "done", Phase: p.Name})
 }
 
-// NodeLoser is a cluster phase's result that names nodes which stopped
-// answering (node name → why); the runner quarantines them.
-type NodeLoser interface {
-	NodesLost() map[string]string
+// Quarantiner is a cluster phase's result that names nodes to leave out
+// of the rest of the window (node name → why); the runner quarantines and
+// journals them.
+type Quarantiner interface {
+	Quarantine() map[string]string
 }
 
 // record appends a result (and a quarantine) to the journal first, then to

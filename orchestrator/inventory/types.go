@@ -64,6 +64,21 @@ type Node struct {
 type Image struct {
 	Reference string `mapstructure:"reference" json:"reference"` // repo[:tag]@sha256:<64 hex>
 	Runtime   string `mapstructure:"runtime" json:"runtime"`     // docker | podman | enroot
+	// Mode: pull (every node pulls from its registry) or push (the
+	// coordinator distributes Archive over SSH). Default push when an
+	// archive is given, else pull.
+	Mode string `mapstructure:"mode" json:"mode"`
+	// Archive is a docker-archive or oci-archive tarball (push mode).
+	Archive string `mapstructure:"archive" json:"archive"`
+	// Relay: chain (nodes pass the archive on to the next as it arrives,
+	// so the coordinator's uplink carries one copy) or direct (the
+	// coordinator uploads to every node). Default chain.
+	Relay string `mapstructure:"relay" json:"relay"`
+	// GPUs is how the container gets the node's GPUs: "all" (docker
+	// --gpus all, podman --device nvidia.com/gpu=all) or "none".
+	GPUs string `mapstructure:"gpus" json:"gpus"`
+	// Smoke is the command run inside the container. Default nvidia-smi -L.
+	Smoke []string `mapstructure:"smoke" json:"smoke"`
 }
 
 // Quote is what the provider promised. Zero means "not stated": the
@@ -102,9 +117,12 @@ type Acceptance struct {
 
 // Phases says which phases run and with what parameters.
 type Phases struct {
-	Preflight Toggle    `mapstructure:"preflight" json:"preflight"`
-	Diag      Diag      `mapstructure:"diag" json:"diag"`
-	AllReduce AllReduce `mapstructure:"allreduce" json:"allreduce"`
+	Preflight  Toggle     `mapstructure:"preflight" json:"preflight"`
+	Diag       Diag       `mapstructure:"diag" json:"diag"`
+	AllReduce  AllReduce  `mapstructure:"allreduce" json:"allreduce"`
+	ImagePh    Toggle     `mapstructure:"image" json:"image"`
+	Staging    Staging    `mapstructure:"staging" json:"staging"`
+	Checkpoint Checkpoint `mapstructure:"checkpoint" json:"checkpoint"`
 	// Deadline bounds each phase on each node unless the phase sets its own.
 	Deadline time.Duration `mapstructure:"deadline" json:"deadline"`
 }
@@ -149,6 +167,46 @@ type AllReduce struct {
 	// per node) before the cluster-wide sweeps. Default on.
 	IntraNode *bool     `mapstructure:"intra_node" json:"intra_node"`
 	Bisection Bisection `mapstructure:"bisection" json:"bisection"`
+}
+
+// Staging copies the dataset and weights to every node's local disk at
+// the same time, as the training job's setup would.
+type Staging struct {
+	Enabled bool `mapstructure:"enabled" json:"enabled"`
+	// Dir is the node-local destination (it is emptied of what the window
+	// put there at teardown).
+	Dir     string          `mapstructure:"dir" json:"dir"`
+	Sources []StagingSource `mapstructure:"sources" json:"sources"`
+	// Window is the planned setup window: staging must fit in it.
+	Window  time.Duration `mapstructure:"window" json:"window"`
+	Fio     *bool         `mapstructure:"fio" json:"fio"` // a fio baseline of the local disk when fio is installed; default on
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// StagingSource is one thing to stage: exactly one of Path (on shared
+// storage), URL (http, https, s3, gs, az via a tool present on the node)
+// or Size (synthetic data the coordinator generates and sends).
+type StagingSource struct {
+	Name   string `mapstructure:"name" json:"name"`
+	Path   string `mapstructure:"path" json:"path,omitempty"`
+	URL    string `mapstructure:"url" json:"url,omitempty"`
+	Size   Bytes  `mapstructure:"size" json:"size,omitempty"`
+	SHA256 string `mapstructure:"sha256" json:"sha256,omitempty"` // expected; checked on every node
+}
+
+// Checkpoint writes a checkpoint on every node and restores it.
+type Checkpoint struct {
+	Enabled bool `mapstructure:"enabled" json:"enabled"`
+	// Dir is where checkpoints go: a shared filesystem (then node i
+	// restores what node i+1 wrote) or a local disk.
+	Dir string `mapstructure:"dir" json:"dir"`
+	// Size per node, split into Shards files (one per GPU rank; default
+	// the quote's GPUs per node).
+	Size   Bytes `mapstructure:"size" json:"size"`
+	Shards int   `mapstructure:"shards" json:"shards"`
+	// Shared says Dir is one filesystem for all nodes. Default true.
+	Shared  *bool         `mapstructure:"shared" json:"shared"`
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
 }
 
 // Bisection finds the slow node or link: disjoint pairs of nodes tested at

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -292,6 +293,50 @@ func (v *validator) image() {
 		default:
 			v.problem("image.runtime", "must be docker, podman or enroot, got %q", short(im.Runtime))
 		}
+	} else {
+		im.Runtime = "docker"
+	}
+	if v.given("image.archive") {
+		im.Archive = v.path("image.archive", im.Archive)
+		if fi, err := os.Stat(im.Archive); err != nil {
+			v.problem("image.archive", "cannot read %s: %v", im.Archive, errors.Unwrap(err))
+		} else if fi.IsDir() {
+			v.problem("image.archive", "%s is a directory: give the docker-archive or oci-archive tarball (docker save / podman save -o)", im.Archive)
+		}
+	}
+	switch im.Mode {
+	case "":
+		im.Mode = "pull"
+		if im.Archive != "" {
+			im.Mode = "push"
+		}
+	case "pull":
+	case "push":
+		if im.Archive == "" {
+			v.problem("image.mode", "push needs image.archive: the tarball the coordinator distributes")
+		}
+	default:
+		v.problem("image.mode", "must be pull or push, got %q", short(im.Mode))
+	}
+	if im.Reference == "" && (im.Archive != "" || v.given("image.mode")) {
+		v.problem("image.reference", "required with an image: NAME[:TAG]@sha256:<64 hex digits>, the pin every node's image must match")
+	}
+	switch im.Relay {
+	case "":
+		im.Relay = "chain"
+	case "chain", "direct":
+	default:
+		v.problem("image.relay", "must be chain or direct, got %q", short(im.Relay))
+	}
+	switch im.GPUs {
+	case "":
+		im.GPUs = "all"
+	case "all", "none":
+	default:
+		v.problem("image.gpus", "must be all or none, got %q", short(im.GPUs))
+	}
+	if len(im.Smoke) == 0 {
+		im.Smoke = []string{"nvidia-smi", "-L"}
 	}
 }
 
@@ -388,6 +433,103 @@ func (v *validator) phases() {
 		v.problem("phases.diag.level", "must be 1..4 (dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended), got %d", p.Diag.Level)
 	}
 	v.allReduce(&p.AllReduce)
+	v.nonNegativeDuration("phases.image.timeout", p.ImagePh.Timeout)
+	v.staging(&p.Staging)
+	v.checkpoint(&p.Checkpoint)
+}
+
+var (
+	sourceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	sha256Hex  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// staging checks the sources: each has a file-safe name and exactly one
+// origin.
+func (v *validator) staging(st *Staging) {
+	const k = "phases.staging."
+	v.nonNegativeDuration(k+"timeout", st.Timeout)
+	v.nonNegativeDuration(k+"window", st.Window)
+	if !st.Enabled {
+		return
+	}
+	if strings.TrimSpace(st.Dir) == "" {
+		v.problem(k+"dir", "required: the node-local directory to stage into, e.g. /scratch/gpuaccept")
+	} else if strings.ContainsAny(st.Dir, "'\"\n$`") {
+		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(st.Dir))
+	}
+	if len(st.Sources) == 0 {
+		v.problem(k+"sources", "at least one source is required: {name, path | url | size}")
+	}
+	names := map[string]int{}
+	for i := range st.Sources {
+		src := &st.Sources[i]
+		key := fmt.Sprintf("%ssources[%d]", k, i)
+		switch {
+		case !sourceName.MatchString(src.Name):
+			v.problem(key+".name", "%q: a file-safe name is required (letters, digits, '.', '_', '-')", short(src.Name))
+		default:
+			if j, dup := names[src.Name]; dup {
+				v.problem(key+".name", "duplicate name: sources[%d] is also called %q", j, src.Name)
+			}
+			names[src.Name] = i
+		}
+		n := 0
+		for _, set := range []bool{src.Path != "", src.URL != "", v.given(key + ".size")} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			v.problem(key, "give exactly one of path (shared storage), url (http, https, s3, gs, az) or size (synthetic data), got %d", n)
+			continue
+		}
+		switch {
+		case src.URL != "":
+			scheme, _, ok := strings.Cut(src.URL, "://")
+			if !ok || !slices.Contains([]string{"http", "https", "s3", "gs", "az"}, scheme) {
+				v.problem(key+".url", "%q: expected http://, https://, s3://, gs:// or az://", short(src.URL))
+			}
+		case src.Path != "":
+			if !strings.HasPrefix(src.Path, "/") {
+				v.problem(key+".path", "%q: an absolute path on the nodes' shared storage", short(src.Path))
+			}
+		default:
+			if src.Size <= 0 {
+				v.problem(key+".size", "must be more than 0 bytes, got %s", src.Size)
+			}
+		}
+		if src.SHA256 != "" && !sha256Hex.MatchString(src.SHA256) {
+			v.problem(key+".sha256", "expected 64 lowercase hex digits, got %q", short(src.SHA256))
+		}
+	}
+	if st.Window <= 0 && v.given(k+"window") {
+		v.problem(k+"window", "must be more than 0")
+	}
+}
+
+// checkpoint fills the defaults: 1 GiB per node, one shard per GPU, a
+// shared directory.
+func (v *validator) checkpoint(c *Checkpoint) {
+	const k = "phases.checkpoint."
+	v.nonNegativeDuration(k+"timeout", c.Timeout)
+	if !v.given(k + "size") {
+		c.Size = 1 << 30
+	} else if c.Size <= 0 {
+		v.problem(k+"size", "must be more than 0 bytes, got %s", c.Size)
+	}
+	if !v.given(k + "shards") {
+		c.Shards = max(v.inv.Quote.GPUsPerNode, 1)
+	} else if c.Shards < 1 {
+		v.problem(k+"shards", "must be at least 1, got %d", c.Shards)
+	}
+	if !c.Enabled {
+		return
+	}
+	if strings.TrimSpace(c.Dir) == "" {
+		v.problem(k+"dir", "required: where the checkpoint is written (a shared filesystem, or a local disk with shared: false)")
+	} else if strings.ContainsAny(c.Dir, "'\"\n$`") {
+		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(c.Dir))
+	}
 }
 
 // allReduce fills the sweep's defaults (those of a typical acceptance run:

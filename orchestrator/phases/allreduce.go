@@ -25,8 +25,8 @@ type Sweeps struct {
 	Lost map[string]string `json:"lost,omitempty"`
 }
 
-// NodesLost implements orchestrator.NodeLoser.
-func (s Sweeps) NodesLost() map[string]string { return s.Lost }
+// Quarantine implements orchestrator.Quarantiner.
+func (s Sweeps) Quarantine() map[string]string { return s.Lost }
 
 // AllReduce runs nccl-tests' all_reduce_perf over every node still in the
 // window, under mpirun from the first of them; each sweep is bounded by

@@ -21,8 +21,8 @@ type Bisected struct {
 	Lost      map[string]string `json:"lost,omitempty"`
 }
 
-// NodesLost implements orchestrator.NodeLoser.
-func (b Bisected) NodesLost() map[string]string { return b.Lost }
+// Quarantine implements orchestrator.Quarantiner.
+func (b Bisected) Quarantine() map[string]string { return b.Lost }
 
 // Bisection finds the slow node or link: disjoint pairs of nodes run the
 // all-reduce at the same time (round robin), each node is scored by its

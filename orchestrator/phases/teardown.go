@@ -44,6 +44,9 @@ var Teardown = orchestrator.Phase{
 		defer log.Close()
 		var out strings.Builder
 		cmd := "bash -c " + remote.Quote(scripts.Teardown) + " teardown " + remote.Quote(w.RunID()) + " \"" + dir + "\""
+		for _, d := range WindowDirs(w) {
+			cmd += " " + remote.Quote(d)
+		}
 		err = n.Client.Run(ctx, remote.Cmd{Command: cmd, Stdout: &out, Stderr: log})
 		log.Write([]byte(out.String()))
 		if err != nil {
@@ -63,4 +66,18 @@ var Teardown = orchestrator.Phase{
 		}
 		return c, nil
 	},
+}
+
+// WindowDirs are the window's directories outside its home one (staging,
+// checkpoint): each is DIR/gpuaccept-<run id>, so teardown removes only
+// what this window wrote.
+func WindowDirs(w *orchestrator.Window) []string {
+	var out []string
+	if st := w.Inv.Phases.Staging; st.Enabled && st.Dir != "" {
+		out = append(out, strings.TrimRight(st.Dir, "/")+"/gpuaccept-"+w.RunID())
+	}
+	if c := w.Inv.Phases.Checkpoint; c.Enabled && c.Dir != "" {
+		out = append(out, strings.TrimRight(c.Dir, "/")+"/gpuaccept-"+w.RunID())
+	}
+	return out
 }

@@ -2,9 +2,10 @@
 # remove its files. Processes are found by the GPUACCEPT_RUN=<id> that every
 # command of the window carries in its environment, so nothing else on the
 # node is touched. Prints one line per process ended.
-# $1: run id, $2: the window's directory on the node
+# $1: run id, $2: the window's directory on the node, $3...: more of the
+# window's directories (staging, checkpoint), each named gpuaccept-<run id>
 run=$1
-dir=$2
+dir=${2:-}
 found=0
 # One grep reads every process's environment (NUL-separated entries).
 for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
@@ -28,7 +29,10 @@ if [ -f "$keys" ] && awk -v m="$mark" '$NF == m { found = 1 } END { exit !found 
     cat "$tmp" >"$keys" && rm -f "$tmp"
   ) 9>>"$HOME/.ssh/.gpuaccept.lock" && echo "removed the window key from $keys"
 fi
-if [ -n "$dir" ] && [ -d "$dir" ]; then
-  rm -rf -- "$dir" && echo "removed $dir"
-fi
+shift 2
+for d in "$dir" "$@"; do
+  if [ -n "$d" ] && [ -d "$d" ]; then
+    rm -rf -- "$d" && echo "removed $d"
+  fi
+done
 echo "processes ended: $found"
