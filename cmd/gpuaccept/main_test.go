@@ -147,6 +147,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"run", bad},
 		{"run"},
 		{"parse", "dcgmi", bad},
+		{"parse", "fio", bad},
 		{"demo", "-o", "xml"},
 		{"nosuchcommand"},
 		{"run", "--resume", dir},
@@ -246,5 +247,50 @@ func TestParseNCCLTestsAgainstAQuote(t *testing.T) {
 	res = gpuaccept(t, ".", "parse", "nccl-tests", log, "--quote", high)
 	if res.code != 1 || !strings.Contains(res.stdout, `"status": "FAIL"`) {
 		t.Fatalf("a quote the log does not meet: exit %d\n%s", res.code, res.stderr)
+	}
+}
+
+func TestParseFio(t *testing.T) {
+	dir := "../../../shared/samples"
+	res := gpuaccept(t, ".", "parse", "fio", filepath.Join(dir, "fio/sb-fio-3.16-randrw-nvme-libaio-group_reporting.json.txt"))
+	if res.code != 0 || res.stderr != "" {
+		t.Fatalf("exit %d\n%.400s\n%s", res.code, res.stdout, res.stderr)
+	}
+	var got struct {
+		Version string `json:"fio_version"`
+		OK      bool   `json:"ok"`
+		Jobs    []struct {
+			Name string `json:"name"`
+			Read struct {
+				BW    float64  `json:"bw_bytes"`
+				P99US *float64 `json:"p99_us"`
+			} `json:"read"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%.400s", err, res.stdout)
+	}
+	if got.Version != "fio-3.16" || !got.OK || len(got.Jobs) != 1 || got.Jobs[0].Name != "rand_read_write" ||
+		got.Jobs[0].Read.BW != 348743777 || got.Jobs[0].Read.P99US == nil || *got.Jobs[0].Read.P99US != 2244.608 {
+		t.Errorf("unexpected result %+v\n%.600s", got, res.stdout)
+	}
+	if !strings.Contains(res.stdout, "\n  \"jobs\": [") {
+		t.Errorf("output is not indented:\n%.300s", res.stdout)
+	}
+
+	// A job that failed is parsed, marked not ok, and stderr says which.
+	failed := filepath.Join(t.TempDir(), "failed.json")
+	os.WriteFile(failed, []byte(`fio: io_u error on file /dev/nvme0n1: Input/output error: read offset=0, buflen=4096
+{"fio version": "fio-3.36", "jobs": [{"jobname": "r", "error": 5, "read": {"io_bytes": 0, "io_kbytes": 0, "bw_bytes": 0, "bw": 0, "iops": 0, "runtime": 0, "total_ios": 0}}]}
+`), 0o644)
+	res = gpuaccept(t, ".", "parse", "fio", failed)
+	if res.code != 0 || !strings.Contains(res.stdout, `"ok": false`) || !strings.Contains(res.stderr, `job "r" error 5`) {
+		t.Fatalf("failed job: exit %d\n%.300s\n%s", res.code, res.stdout, res.stderr)
+	}
+
+	// Another tool's output (and fio's own text report) is not fio JSON.
+	res = gpuaccept(t, ".", "parse", "fio", filepath.Join(dir, "dcgmi/discovery-l-8x-h800.txt"))
+	if res.code != 2 || !strings.Contains(res.stderr, "not fio output") {
+		t.Fatalf("not fio: exit %d %s", res.code, res.stderr)
 	}
 }

@@ -18,9 +18,9 @@ func newParseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "parse TOOL FILE",
 		Short: "Parse a tool's saved output and print it as JSON",
-		Long: `Parse saved output of a GPU tool and print the result as JSON. Exit 0 when parsed (a failed
-or truncated run is parsed too: its JSON says "ok": false and stderr says why), 2 when the file
-is not that tool's output.`,
+		Long: `Parse saved output of a GPU, fabric or storage tool (dcgmi, nccl-tests, nvidia-smi, ibstat,
+fio) and print the result as JSON. Exit 0 when parsed (a failed or truncated run is parsed too:
+its JSON says "ok": false and stderr says why), 2 when the file is not that tool's output.`,
 	}
 	add := func(tool, short string, fn func(string) (any, error)) *cobra.Command {
 		sub := &cobra.Command{
@@ -75,6 +75,7 @@ is not that tool's output.`,
 	add("nvidia-smi-L", "nvidia-smi -L", func(s string) (any, error) { return parse.NvidiaSmiList(s) })
 	add("nvidia-smi-topo", "nvidia-smi topo -m", func(s string) (any, error) { return parse.NvidiaSmiTopo(s) })
 	add("ibstat", "ibstat", func(s string) (any, error) { return parse.IBStat(s) })
+	add("fio", "fio --output-format=json or json+ (warnings before the JSON, --client runs)", func(s string) (any, error) { return parse.Fio(s) })
 	return cmd
 }
 

@@ -56,7 +56,7 @@ func Fio(text string) (FioResult, error) {
 	}
 	var bad error
 	if truncated {
-		bad = fmt.Errorf("%s: %w: a JSON report after the first is cut short", fioTool, ErrMalformed)
+		bad = fmt.Errorf("%s: %w: another JSON report in the text is cut short", fioTool, ErrMalformed)
 	}
 	for i, raw := range docs {
 		var d fioDoc
@@ -165,7 +165,8 @@ type FioDiskUtil struct {
 // ReadBW is the read bandwidth in bytes/s summed over Jobs. The sum means
 // aggregate bandwidth only for jobs that ran at the same time (one group,
 // or group_reporting's single entry); stonewalled groups run one after the
-// other.
+// other. Jobs reported with unified_rw_reporting ("mixed") count in
+// neither ReadBW nor WriteBW.
 func (r FioResult) ReadBW() float64 {
 	return r.sumBW(func(j FioJob) *FioIO { return j.Read })
 }
@@ -258,9 +259,10 @@ func fioLooksLike(raw json.RawMessage) bool {
 		return true
 	}
 	for _, key := range []string{"jobs", "client_stats"} {
-		var list []map[string]json.RawMessage
-		if json.Unmarshal(m[key], &list) == nil && len(list) > 0 {
-			if _, ok := list[0]["jobname"]; ok {
+		var list []json.RawMessage
+		var first map[string]json.RawMessage
+		if json.Unmarshal(m[key], &list) == nil && len(list) > 0 && json.Unmarshal(list[0], &first) == nil {
+			if _, ok := first["jobname"]; ok {
 				return true
 			}
 		}
