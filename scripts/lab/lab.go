@@ -30,6 +30,9 @@ import (
 //go:embed lab.sh
 var script []byte
 
+//go:embed testimage.sh
+var testImageScript []byte
+
 // Defaults of Options.
 const (
 	DefaultName   = "lab"
@@ -283,7 +286,7 @@ func (l *Lab) hostLabel(host string) string {
 
 // Command returns a command that runs the embedded lab.sh with args (for labctl and the Makefile).
 func Command(ctx context.Context, args ...string) (*exec.Cmd, error) {
-	path, err := scriptPath()
+	path, err := labScript.path()
 	if err != nil {
 		return nil, err
 	}
@@ -355,30 +358,38 @@ func tail(s string, n int) string {
 	return s
 }
 
+// embedded is a script embedded in the package, written out once per process.
+type embedded struct {
+	name    string // "lab": files lab-HASH.sh
+	content []byte
+	once    sync.Once
+	file    string
+	err     error
+}
+
 var (
-	scriptOnce sync.Once
-	scriptFile string
-	scriptErr  error
+	labScript      = &embedded{name: "lab", content: script}
+	testImageEmbed = &embedded{name: "testimage", content: testImageScript}
 )
 
-// scriptPath writes the embedded lab.sh once per process to a private dir, named by its content hash so
-// processes built from different versions do not clash: $TMPDIR/gpuaccept-labscript-UID/lab-HASH.sh.
-func scriptPath() (string, error) {
-	scriptOnce.Do(func() {
-		sum := sha256.Sum256(script)
+// path writes the script once per process to a private dir, named by its content hash so processes built
+// from different versions do not clash: $TMPDIR/gpuaccept-labscript-UID/NAME-HASH.sh.
+func (e *embedded) path() (string, error) {
+	e.once.Do(func() {
+		sum := sha256.Sum256(e.content)
 		dir, err := privateDir(filepath.Join(os.TempDir(), fmt.Sprintf("gpuaccept-labscript-%d", os.Geteuid())))
 		if err != nil {
-			scriptErr = fmt.Errorf("lab: writing lab.sh: %w", err)
+			e.err = fmt.Errorf("lab: writing %s.sh: %w", e.name, err)
 			return
 		}
-		path := filepath.Join(dir, "lab-"+hex.EncodeToString(sum[:6])+".sh")
-		if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, script) {
-			scriptFile = path
+		path := filepath.Join(dir, e.name+"-"+hex.EncodeToString(sum[:6])+".sh")
+		if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, e.content) {
+			e.file = path
 			return
 		}
-		f, err := os.CreateTemp(dir, ".lab-*.sh")
+		f, err := os.CreateTemp(dir, "."+e.name+"-*.sh")
 		if err == nil {
-			_, err = f.Write(script)
+			_, err = f.Write(e.content)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -393,12 +404,12 @@ func scriptPath() (string, error) {
 			}
 		}
 		if err != nil {
-			scriptErr = fmt.Errorf("lab: writing lab.sh: %w", err)
+			e.err = fmt.Errorf("lab: writing %s.sh: %w", e.name, err)
 			return
 		}
-		scriptFile = path
+		e.file = path
 	})
-	return scriptFile, scriptErr
+	return e.file, e.err
 }
 
 // privateDir makes dir (0700) or checks that an existing one is a real directory of ours that nobody else
@@ -422,4 +433,157 @@ func privateDir(dir string) (string, error) {
 // is put there is on that host's PATH only (GPU tool stand-ins, say).
 func (l *Lab) BinDir(host string) string {
 	return filepath.Join(l.Dir, "hosts", l.Host(host).Name, "bin")
+}
+
+// StorageHost names the lab's storage host where a host is expected (Kill, Cut, Restore, Cap, Uncap, Ps);
+// Storage starts it.
+const StorageHost = "storage"
+
+// DefaultStoragePort is the storage host's HTTP port unless StorageOn says otherwise.
+const DefaultStoragePort = 8080
+
+// Storage serves dir over HTTP from the lab's storage host, a namespace of its own at SUBNET.2 on the bridge
+// (named "storage" in every host's /etc/hosts), on DefaultStoragePort, and returns the base URL
+// ("http://SUBNET.2:8080"): URL+"/a/b" is dir/a/b, for every host and the coordinator. It returns once the
+// server accepts connections. Calling it again (another dir) restarts the server; Down stops it. The storage
+// host can be killed, cut and capped like a host (StorageHost), but has no sshd: Storage revives it.
+// The server is busybox httpd (Range requests, sendfile), or python3 -m http.server without busybox.
+func (l *Lab) Storage(ctx context.Context, dir string) (url string, err error) {
+	return l.StorageOn(ctx, dir, DefaultStoragePort)
+}
+
+// StorageOn is Storage on another port.
+func (l *Lab) StorageOn(ctx context.Context, dir string, port int) (url string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("lab %s: storage: %w", l.Name, err)
+	}
+	if _, err := runScript(ctx, l.Name, "storage", "storage", "--name", l.Name, "--port", strconv.Itoa(port), abs); err != nil {
+		return "", err
+	}
+	env, err := l.Env()
+	if err != nil {
+		return "", fmt.Errorf("lab %s: storage: %w", l.Name, err)
+	}
+	if env["LAB_STORAGE_URL"] == "" {
+		return "", fmt.Errorf("lab %s: storage: no LAB_STORAGE_URL in %s", l.Name, filepath.Join(l.Dir, "env"))
+	}
+	return env["LAB_STORAGE_URL"], nil
+}
+
+// SharedPath is where every host sees the lab's shared filesystem (SharedDir): a file written there on one
+// host is read on any other at once, as on a cluster's shared checkpoint filesystem.
+const SharedPath = "/shared"
+
+// SharedDir is the lab's shared filesystem (every host's SharedPath) as the coordinator sees it.
+func (l *Lab) SharedDir() string { return filepath.Join(l.Dir, "shared") }
+
+// ContainerDriver is the storage driver of the hosts' podman stores ("overlay", or "vfs" where the lab dir's
+// filesystem cannot hold overlay layers), or "" when podman was not installed when the lab came up: then the
+// hosts have no container setup. Where it is set, plain podman commands on a host (over ssh or Exec, no flags
+// needed) use the host's own image store (ContainerStore): an image loaded on h1 is not on h2.
+func (l *Lab) ContainerDriver() string {
+	env, err := l.Env()
+	if err != nil {
+		return ""
+	}
+	return env["LAB_CONTAINERS"]
+}
+
+// ContainerStore is the host's podman image store (its graphroot, /srv/node/containers/storage on the host)
+// as the coordinator sees it.
+func (l *Lab) ContainerStore(host string) string {
+	return filepath.Join(l.Dir, "hosts", l.Host(host).Name, "srv", "node", "containers", "storage")
+}
+
+// Env reads the lab's DIR/env (LAB_NAME, LAB_SUBNET, ..., LAB_STORAGE_URL once Storage ran).
+func (l *Lab) Env() (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(l.Dir, "env"))
+	if err != nil {
+		return nil, err
+	}
+	return parseEnv(b), nil
+}
+
+// parseEnv reads KEY='value' lines (values free of quotes, as lab.sh and testimage.sh write them).
+func parseEnv(b []byte) map[string]string {
+	env := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(k, " \t") || strings.HasPrefix(k, "#") {
+			continue
+		}
+		env[k] = strings.Trim(v, "'")
+	}
+	return env
+}
+
+// TestImageRef is the tag testimage.sh gives the test image.
+const TestImageRef = "localhost/gpuaccept-lab:1"
+
+// TestImageGPULine is what the test image's stand-in nvidia-smi prints (for -L and anything else).
+const TestImageGPULine = "GPU 0: gpuaccept lab container (UUID: GPU-00000000-0000-0000-0000-000000000000)"
+
+// TestImage is an image built by BuildTestImage (testimage.sh), read back from its image.env.
+type TestImage struct {
+	Dir           string // where the archives are
+	Ref           string // TestImageRef
+	ID            string // "sha256:" + 64 hex: the config digest, the ID podman shows after loading either archive
+	OCIDigest     string // "sha256:" + 64 hex: the manifest digest the oci-archive's index.json lists
+	DockerArchive string // path of the docker-archive (podman load -i; docker load)
+	OCIArchive    string // path of the oci-archive
+	DockerSHA256  string // hex sha256 of the docker-archive file
+	OCISHA256     string // hex sha256 of the oci-archive file
+	DockerSize    int64
+	OCISize       int64
+	Pad           int64 // bytes of random data in /pad.bin in the image (0: none)
+}
+
+// BuildTestImage builds the lab's test image offline into dir (testimage.sh, embedded here): FROM scratch
+// with a static busybox and a stand-in nvidia-smi printing TestImageGPULine, pad bytes of random data added
+// (0 for none; the archives are then about 2 MB), tagged TestImageRef, saved as dir/image.docker.tar and
+// dir/image.oci.tar (layers uncompressed), described by dir/image.env. podman runs with a throwaway store under
+// dir, so the machine's image store is not touched. Needs root, podman and busybox-static; about a second
+// unpadded. The ID differs from build to build (the config records the build time).
+func BuildTestImage(ctx context.Context, dir string, pad int64) (*TestImage, error) {
+	path, err := testImageEmbed.path()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "bash", path, "--pad", strconv.FormatInt(pad, 10), dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("lab: testimage.sh: %w: %s", err, tail(string(out), 2000))
+	}
+	return ReadTestImage(dir)
+}
+
+// ReadTestImage reads dir/image.env, as written by testimage.sh.
+func ReadTestImage(dir string) (*TestImage, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "image.env"))
+	if err != nil {
+		return nil, fmt.Errorf("lab: test image: %w", err)
+	}
+	env := parseEnv(b)
+	num := func(k string) int64 {
+		n, _ := strconv.ParseInt(env[k], 10, 64)
+		return n
+	}
+	im := &TestImage{
+		Dir:           dir,
+		Ref:           env["IMAGE_REF"],
+		ID:            env["IMAGE_ID"],
+		OCIDigest:     env["IMAGE_OCI_DIGEST"],
+		DockerArchive: filepath.Join(dir, env["IMAGE_DOCKER_ARCHIVE"]),
+		OCIArchive:    filepath.Join(dir, env["IMAGE_OCI_ARCHIVE"]),
+		DockerSHA256:  env["IMAGE_DOCKER_SHA256"],
+		OCISHA256:     env["IMAGE_OCI_SHA256"],
+		DockerSize:    num("IMAGE_DOCKER_SIZE"),
+		OCISize:       num("IMAGE_OCI_SIZE"),
+		Pad:           num("IMAGE_PAD"),
+	}
+	if len(im.ID) != len("sha256:")+64 || !strings.HasPrefix(im.ID, "sha256:") || im.Ref == "" ||
+		env["IMAGE_DOCKER_ARCHIVE"] == "" || env["IMAGE_OCI_ARCHIVE"] == "" {
+		return nil, fmt.Errorf("lab: test image: %s is incomplete: %q", filepath.Join(dir, "image.env"), b)
+	}
+	return im, nil
 }

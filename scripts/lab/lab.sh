@@ -21,19 +21,30 @@
 #                                            h1, slurmd on every host; returns once sinfo shows every host idle in
 #                                            partition lab (the default). Starts only what is not running, so it
 #                                            also revives the daemons of a killed and restarted host.
+#   lab.sh storage [--name NAME] [--port PORT] DIR
+#                                            serve DIR over HTTP from the storage host (namespace NAME-st at
+#                                            SUBNET.2, "storage" in /etc/hosts; port 8080 by default):
+#                                            http://SUBNET.2:PORT/PATH is DIR/PATH, from every host and the
+#                                            coordinator. Again with another DIR or port: restarts the server.
 #
-# HOST is h3 or 3. Defaults: NAME lab, N 4 (max 64), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME.
-# Host i is SUBNET.(10+i); the bridge (the coordinator's side) is SUBNET.1/24; bridge br-NAME, veths NAMEv<i>
-# (NAME shortened to 6 characters plus a 4-hex hash when longer than 10).
+# HOST is h3 or 3; kill, cut, restore, cap, uncap and ps also take "storage" once it runs. Defaults: NAME lab,
+# N 4 (max 64), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME. Host i is SUBNET.(10+i); the bridge (the
+# coordinator's side) is SUBNET.1/24; bridge br-NAME, veths NAMEv<i> (NAME shortened to 6 characters plus a 4-hex
+# hash when longer than 10), the storage host's NAMEvs.
 #
 # Files written by up, for the coordinator: DIR/client_ed25519(.pub), DIR/known_hosts, DIR/hosts.tsv
-# (name TAB addr TAB netns TAB veth), DIR/env (LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS ...).
-# Per host: DIR/hosts/hI/{sshd_config,ssh_host_ed25519_key,sshd.log,sshd.pid,srv/,bin/}; bin/ is the host's own
-# /usr/local/bin (where tests install GPU tool stand-ins per host); DIR/home is every host's
-# /root, DIR/etc_hosts every host's /etc/hosts. Written by slurm: DIR/slurm/etc/slurm.conf (every host's
-# /etc/slurm, so slurm commands on the hosts need no SLURM_CONF), DIR/slurm/{munge.key,state/,slurmctld.log}, per
-# host DIR/hosts/hI/{munge/ (its /run/munge),slurmd/,tmp/,slurmd.log}. MPI jobs: srun --mpi=pmix. Environment:
-# LAB_WAIT (seconds to wait for sshd, or for slurm nodes to be idle, default 20), LAB_SSHD (the sshd binary,
+# (name TAB addr TAB netns TAB veth), DIR/env (LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS ...;
+# storage adds LAB_STORAGE_{ADDR,PORT,URL,DIR}). Per host: DIR/hosts/hI/{sshd_config,ssh_host_ed25519_key,
+# sshd.log,sshd.pid,srv/,bin/}; bin/ is the host's own /usr/local/bin (where tests install GPU tool stand-ins per
+# host); DIR/home is every host's /root, DIR/etc_hosts every host's /etc/hosts, DIR/shared every host's /shared
+# (LAB_SHARED: a shared filesystem, for checkpoints). Containers: where podman is installed, every host has its
+# own image store: plain `podman load/images/run` over ssh use the host's /srv/node/containers/storage, with the
+# host's own /etc/containers (DIR/hosts/hI/containers/etc: cgroupfs, runc, file events and locks, host network;
+# LAB_CONTAINERS names the storage driver, empty without podman). Test image: testimage.sh beside this script.
+# Written by slurm: DIR/slurm/etc/slurm.conf (every host's /etc/slurm, so slurm commands on the hosts need no
+# SLURM_CONF), DIR/slurm/{munge.key,state/,slurmctld.log}, per host DIR/hosts/hI/{munge/ (its /run/munge),slurmd/,
+# tmp/,slurmd.log}. MPI jobs: srun --mpi=pmix. Environment: LAB_WAIT (seconds to wait for sshd, for slurm nodes
+# to be idle or for the storage server, default 20), LAB_SSHD (the sshd binary,
 # default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
 set -euo pipefail
 
@@ -45,7 +56,7 @@ MAXHOSTS=64
 
 usage() {
 	sed -n '3,/^set -euo/p' "${BASH_SOURCE[0]}" 2>/dev/null | sed -e '$d' -e 's/^# \{0,1\}//' >&2 ||
-		echo "usage: $PROG up|down|status|kill|start|cut|restore|cap|uncap|ps|rekey|exec|slurm [--name NAME] ..." >&2
+		echo "usage: $PROG up|down|status|kill|start|cut|restore|cap|uncap|ps|rekey|exec|slurm|storage [--name NAME] ..." >&2
 }
 die() { # die MSG: a lab-level failure
 	echo "$PROG: lab $NAME: $*" >&2
@@ -63,7 +74,7 @@ usage_die() {
 now_ms() { NOW=$((${EPOCHREALTIME/[.,]/} / 1000)); }
 
 # ---------------------------------------------------------------- arguments
-NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" DIR="" DIR_SET=0
+NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" DIR="" DIR_SET=0 PORT=8080
 CMD="" ARGS=()
 parse_args() {
 	local raw=0
@@ -84,6 +95,8 @@ parse_args() {
 		--cap=*) CAP=${1#*=}; shift ;;
 		--dir) (($# >= 2)) || usage_die "--dir needs a value"; DIR=$2; DIR_SET=1; shift 2 ;;
 		--dir=*) DIR=${1#*=}; DIR_SET=1; shift ;;
+		--port) (($# >= 2)) || usage_die "--port needs a value"; PORT=$2; shift 2 ;;
+		--port=*) PORT=${1#*=}; shift ;;
 		-h | --help) CMD=help; shift ;;
 		--) shift; raw=1 ;;
 		-*) usage_die "unknown option $1" ;;
@@ -161,9 +174,22 @@ set_host() { # set_host I: the variables naming host I
 	I=$1 H=h$1 NS=$NAME-h$1 VETH=${TAG}v$1 ADDR=$SUBNET.$((10 + $1)) HD=$DIR/hosts/h$1
 }
 
-host_arg() { # host_arg ARG: set_host for h3 or 3, checked against the lab
+set_storage() { # the same for the storage host (see cmd_storage)
+	I=0 H=storage NS=$NAME-st VETH=${TAG}vs ADDR=$SUBNET.2 HD=$DIR/storage
+}
+
+host_arg() { # host_arg ARG: set_host for h3 or 3, checked against the lab (set_storage for "storage")
 	local a=${1:-}
 	[[ -n $a ]] || usage_die "$CMD: which host? (h1..h$NHOSTS)"
+	if [[ $a == storage ]]; then
+		case $CMD in
+		kill | cut | restore | cap | uncap | ps) ;;
+		*) usage_die "$CMD: not for the storage host (kill, cut, restore, cap, uncap and ps are)" ;;
+		esac
+		set_storage
+		[[ -e /run/netns/$NS ]] || hdie "$H" "$CMD" "not started (run '$PROG storage --name $NAME DIR' first)"
+		return 0
+	fi
 	a=${a#h}
 	[[ $a =~ ^[1-9][0-9]*$ ]] && ((a <= NHOSTS)) || hdie "$1" "$CMD" "no such host (the lab has h1..h$NHOSTS)"
 	set_host "$a"
@@ -223,7 +249,12 @@ kill_ns() {
 # ---------------------------------------------------------------- the host's view: hostname and mounts
 # sh snippet that builds a host's private mount and UTS view, then runs the rest of the script;
 # positional args: HOST HOSTDIR LABDIR SHADOW, then the rest's own. Once `slurm` ran, the host also gets the
-# lab's Slurm config dir as /etc/slurm and its own munged socket dir as /run/munge (see cmd_slurm).
+# lab's Slurm config dir as /etc/slurm and its own munged socket dir as /run/munge (see cmd_slurm). Every host
+# gets the lab-wide DIR/shared as /shared. Where podman is installed (see write_containers_etc), the host gets its
+# own /etc/containers (HOSTDIR/containers/etc), a fresh tmpfs per boot at /srv/node/containers/run (runroot and
+# podman's tmp_dir: a killed and restarted host comes up as after a reboot; its runc/ is the host's /run/runc,
+# runc's state) and /srv/node/containers/lib as /var/lib/containers (podman's blob-info cache); the image store
+# itself is /srv/node/containers/storage.
 HOSTVIEW='set -e
 hostname "$1"
 mount --bind "$2/srv" /srv
@@ -233,6 +264,14 @@ mount --bind "$3/home" /root
 if [ -n "$4" ]; then mount --bind "$4" /etc/shadow; fi
 if [ -d "$3/slurm/etc" ]; then mkdir -p /etc/slurm && mount --bind "$3/slurm/etc" /etc/slurm; fi
 if [ -d "$2/munge" ]; then mkdir -p /run/munge && mount --bind "$2/munge" /run/munge; fi
+if [ -d "$3/shared" ]; then mkdir -p /shared && mount --bind "$3/shared" /shared; fi
+if [ -d "$2/containers/etc" ]; then
+	mkdir -p "$2/srv/node/containers/run" "$2/srv/node/containers/lib" /etc/containers /var/lib/containers
+	mount --bind "$2/containers/etc" /etc/containers
+	mount -t tmpfs -o mode=0700,size=256m tmpfs /srv/node/containers/run
+	mount --bind /srv/node/containers/lib /var/lib/containers
+	mkdir -p /run/runc /srv/node/containers/run/runc && mount --bind /srv/node/containers/run/runc /run/runc
+fi
 shift 4
 '
 SHADOW=""
@@ -408,6 +447,61 @@ write_sshd_config() {
 		"Subsystem sftp internal-sftp" >"$HD/sshd_config"
 }
 
+# ---------------------------------------------------------------- containers
+# Where podman is installed, up gives every host its own /etc/containers (HOSTDIR/containers/etc, mounted by
+# HOSTVIEW), so that plain podman commands over ssh use the host's own store (/srv/node/containers/storage) with
+# the settings LAB.md found to work in a namespace host: cgroupfs (no systemd), file events, runc (crun fails in
+# this cgroup hybrid mode), file locks under the per-boot tmpfs (the default SHM lock segment
+# /dev/shm/libpod_lock would be one for the whole machine, and a host's reboot refresh frees all of its locks),
+# and the host network for containers (a container's processes then stay in the host's network namespace, so
+# kill and down end them; no CNI bridge or iptables per host). The rest of /etc/containers (policy.json,
+# registries.conf, ...) is copied from the machine's.
+CONTAINERS_DRIVER="" # overlay, or vfs where overlay cannot work on the lab dir's filesystem (set by up)
+# write_containers_etc DIR: the /etc/containers every host gets a copy of (the paths in it are the same on
+# every host; each host's /srv is its own)
+write_containers_etc() {
+	local etc=$1 f
+	mkdir -p "$etc"
+	if [[ -d /etc/containers ]]; then
+		for f in /etc/containers/*; do
+			case ${f##*/} in
+			containers.conf | storage.conf | libpod.conf | '*') ;;
+			*) cp -a "$f" "$etc/" ;;
+			esac
+		done
+	fi
+	[[ -f $etc/policy.json ]] ||
+		printf '{\n    "default": [\n        {\n            "type": "insecureAcceptAnything"\n        }\n    ]\n}\n' >"$etc/policy.json"
+	printf '%s\n' \
+		"# gpuaccept lab $NAME: written by $PROG up; the host's own image store (its /srv is its own)" \
+		"[storage]" \
+		"driver = \"$CONTAINERS_DRIVER\"" \
+		"graphroot = \"/srv/node/containers/storage\"" \
+		"runroot = \"/srv/node/containers/run/storage\"" >"$etc/storage.conf"
+	printf '%s\n' \
+		"# gpuaccept lab $NAME: written by $PROG up (see LAB.md, containers on lab hosts)" \
+		"[containers]" \
+		"default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]" \
+		"netns = \"host\"" \
+		"" \
+		"[engine]" \
+		"cgroup_manager = \"cgroupfs\"" \
+		"events_logger = \"file\"" \
+		"lock_type = \"file\"" \
+		"tmp_dir = \"/srv/node/containers/run/libpod\"" \
+		"image_copy_tmp_dir = \"/srv/node/containers/tmp\"" >"$etc/containers.conf"
+	if command -v runc >/dev/null; then echo 'runtime = "runc"' >>"$etc/containers.conf"; fi
+	chmod 644 "$etc/storage.conf" "$etc/containers.conf"
+}
+
+containers_driver() { # CONTAINERS_DRIVER for the lab dir: overlay needs the module and a non-overlay upper fs
+	CONTAINERS_DRIVER=vfs
+	grep -qw overlay /proc/filesystems 2>/dev/null || modprobe overlay 2>/dev/null || true
+	if grep -qw overlay /proc/filesystems 2>/dev/null && [[ $(stat -f -c %T "$DIR") != overlayfs ]]; then
+		CONTAINERS_DRIVER=overlay
+	fi
+}
+
 # ---------------------------------------------------------------- slurm
 # The lab's Slurm cluster (cmd_slurm): a munged per host, slurmctld on h1, a slurmd per host, each started inside
 # its host's live view (joined through the host's sshd, as exec does), so they die with the host (kill, down).
@@ -530,18 +624,84 @@ wait_slurm_idle() {
 	done
 }
 
+# ---------------------------------------------------------------- storage
+# The lab's storage host (cmd_storage): network namespace NAME-st at SUBNET.2 on the bridge (veth TAGvs), named
+# "storage" in every host's /etc/hosts; no sshd, no private mounts, just a static HTTP server (busybox httpd:
+# Range requests and sendfile; python3 -m http.server where busybox has no httpd). Made on first use; kill, cut,
+# restore, cap, uncap and ps take "storage" as the host; down removes it. Files: DIR/storage/{httpd.log,httpd.conf}.
+cmd_storage() {
+	local src err bb py srv=() deadline lpid
+	((${#ARGS[@]} == 1)) || usage_die "usage: $PROG storage [--name NAME] [--port PORT] DIR"
+	[[ $PORT =~ ^[0-9]+$ ]] && ((10#$PORT >= 1 && 10#$PORT <= 65535)) || usage_die "bad --port '$PORT'"
+	PORT=$((10#$PORT))
+	src=${ARGS[0]}
+	[[ -d $src ]] || usage_die "storage: $src is not a directory"
+	src=$(cd "$src" && pwd -P)
+	[[ $src =~ ^/[A-Za-z0-9._/+-]*$ ]] || usage_die "storage: '$src': no spaces or special characters, please"
+	require_lab
+	bb=$(command -v busybox || true)
+	py=$(command -v /usr/bin/python3 || command -v python3 || true)
+	if [[ -n $bb ]] && "$bb" httpd --help >/dev/null 2>&1; then
+		srv=("$bb" httpd -f -v -p "0.0.0.0:$PORT" -h "$src" -c "$DIR/storage/httpd.conf")
+	elif [[ -n $py ]]; then
+		srv=("$py" -m http.server --bind 0.0.0.0 --directory "$src" "$PORT")
+	else
+		die "storage: no HTTP server (apt-get install busybox-static, or python3)"
+	fi
+	lock
+	set_storage
+	mkdir -p "$HD"
+	: >"$HD/httpd.conf" # busybox httpd: an empty config serves everything (and no /etc/httpd.conf is read)
+	if [[ ! -e /run/netns/$NS ]]; then
+		err=$(printf '%s\n' "netns add $NS" "link add $VETH type veth peer name eth0 netns $NS" "link set $VETH master $BR up" |
+			ip -batch - 2>&1) || hdie "$H" storage "creating its namespace failed: ${err//$'\n'/ }"
+		err=$(printf 'addr add %s/24 dev eth0\nlink set lo up\nlink set eth0 up\n' "$ADDR" | ip -n "$NS" -batch - 2>&1) ||
+			hdie "$H" storage "configuring eth0 in $NS failed: ${err//$'\n'/ }"
+	fi
+	kill_ns "/run/netns/$NS" || hdie "$H" storage "the previous server survives kill -9"
+	printf '=== %s: serving %s on port %s %(%F %T)T ===\n' "$PROG" "$src" "$PORT" -1 >>"$HD/httpd.log"
+	nsenter --net="/run/netns/$NS" setsid "${srv[@]}" </dev/null >>"$HD/httpd.log" 2>&1 9>&- &
+	lpid=$! # nsenter and setsid exec, so this is the server
+	# up once the port accepts, checked inside the namespace (works while the link is cut)
+	now_ms
+	deadline=$((NOW + WAIT * 1000))
+	until nsenter --net="/run/netns/$NS" bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' sh "$PORT" 2>/dev/null; do
+		alive "$lpid" || hdie "$H" storage "${srv[0]##*/} exited$(log_tail "$HD/httpd.log")"
+		now_ms
+		((NOW < deadline)) || hdie "$H" storage "port $PORT does not accept TCP after ${WAIT}s$(log_tail "$HD/httpd.log")"
+		sleep 0.03
+	done
+	# DIR/env: the LAB_STORAGE_ lines replaced
+	{
+		grep -v '^LAB_STORAGE_\|^export LAB_STORAGE_' "$DIR/env" || true
+		printf "LAB_STORAGE_ADDR='%s'\nLAB_STORAGE_PORT='%s'\nLAB_STORAGE_URL='%s'\nLAB_STORAGE_DIR='%s'\n" \
+			"$ADDR" "$PORT" "http://$ADDR:$PORT" "$src"
+		printf 'export LAB_STORAGE_ADDR LAB_STORAGE_PORT LAB_STORAGE_URL LAB_STORAGE_DIR\n'
+	} >"$DIR/.env.new"
+	mv -f "$DIR/.env.new" "$DIR/env"
+	echo "lab $NAME: storage serves $src at http://$ADDR:$PORT/ (host storage, $ADDR; ${srv[0]##*/}; log $HD/httpd.log)"
+}
+
 # ---------------------------------------------------------------- teardown
 # shellcheck disable=SC2120 # keepdir is passed by up's EXIT trap
 teardown() { # teardown [keepdir]: keepdir leaves DIR (its logs) for a post-mortem, down removes it later
 	local keep=${1:-} f l m nsfiles=() batch=() rc=0 rest mnt mnts=()
-	for f in /run/netns/"$NAME"-h*; do
-		if [[ -e $f && ${f##*/} =~ ^${NAME}-h[0-9]+$ ]]; then nsfiles+=("$f"); fi
+	for f in /run/netns/"$NAME"-h* /run/netns/"$NAME"-st; do
+		if [[ -e $f && ${f##*/} =~ ^${NAME}-(h[0-9]+|st)$ ]]; then nsfiles+=("$f"); fi
 	done
 	kill_ns "${nsfiles[@]}" || rc=1
+	# the cgroups (cgroupfs: libpod_parent/libpod-ID in every hierarchy) of containers a kill left behind
+	for f in "$DIR"/hosts/h*/srv/node/containers/storage/*-containers/*/; do
+		f=${f%/} f=${f##*/}
+		[[ $f =~ ^[0-9a-f]{64}$ ]] || continue
+		for l in /sys/fs/cgroup/libpod_parent/libpod-"$f" /sys/fs/cgroup/*/libpod_parent/libpod-"$f"; do
+			if [[ -d $l ]]; then rmdir "$l" 2>/dev/null || true; fi
+		done
+	done
 	# veths first (this also removes their peers), then the bridge and the namespaces
 	while read -r _ l rest; do
 		l=${l%:} l=${l%@*}
-		if [[ $l =~ ^${TAG}v[0-9]+$ || $l == "$BR" ]]; then batch+=("link del $l"); fi
+		if [[ $l =~ ^${TAG}v([0-9]+|s)$ || $l == "$BR" ]]; then batch+=("link del $l"); fi
 	done < <(ip -o link show 2>/dev/null)
 	for f in "${nsfiles[@]}"; do batch+=("netns del ${f##*/}"); done
 	if ((${#batch[@]})); then
@@ -556,12 +716,12 @@ teardown() { # teardown [keepdir]: keepdir leaves DIR (its logs) for a post-mort
 	done
 	while read -r _ l rest; do
 		l=${l%:} l=${l%@*}
-		if [[ $l =~ ^${TAG}v[0-9]+$ || $l == "$BR" ]]; then
+		if [[ $l =~ ^${TAG}v([0-9]+|s)$ || $l == "$BR" ]]; then
 			ip link del "$l" 2>/dev/null || { echo "$PROG: lab $NAME: cannot delete interface $l" >&2; rc=1; }
 		fi
 	done < <(ip -o link show 2>/dev/null)
 	while read -r _ mnt rest; do
-		if [[ $mnt == "$DIR" || $mnt == "$DIR"/* || $mnt =~ ^/run/netns/${NAME}-h[0-9]+$ ]]; then mnts=("$mnt" "${mnts[@]}"); fi
+		if [[ $mnt == "$DIR" || $mnt == "$DIR"/* || $mnt =~ ^/run/netns/${NAME}-(h[0-9]+|st)$ ]]; then mnts=("$mnt" "${mnts[@]}"); fi
 	done </proc/mounts
 	for m in "${mnts[@]}"; do
 		umount -l "$m" 2>/dev/null || { echo "$PROG: lab $NAME: cannot unmount $m" >&2; rc=1; }
@@ -616,8 +776,20 @@ cmd_up() {
 	echo "$DIR" >"$RUNROOT/$NAME.dir"
 	chmod 755 "$DIR"
 	for ((i = 1; i <= NHOSTS; i++)); do dirs+=("$DIR/hosts/h$i/srv" "$DIR/hosts/h$i/bin"); done
-	mkdir -p /run/sshd /srv "$DIR/home/.ssh" "${dirs[@]}"
+	if command -v podman >/dev/null; then
+		for ((i = 1; i <= NHOSTS; i++)); do
+			p=$DIR/hosts/h$i/srv/node/containers
+			dirs+=("$DIR/hosts/h$i/containers" "$p/storage" "$p/run" "$p/lib" "$p/tmp")
+		done
+		dirs+=(/etc/containers /var/lib/containers)
+	fi
+	mkdir -p /run/sshd /srv /shared "$DIR/home/.ssh" "$DIR/shared" "${dirs[@]}"
 	chmod 700 "$DIR/home" "$DIR/home/.ssh"
+	if command -v podman >/dev/null; then
+		containers_driver
+		write_containers_etc "$DIR/containers-etc"
+		for ((i = 1; i <= NHOSTS; i++)); do cp -a "$DIR/containers-etc" "$DIR/hosts/h$i/containers/etc"; done
+	fi
 
 	# keys: the lab-wide identity (also the coordinator's) and one host key per host, made in parallel
 	ssh-keygen -q -t ed25519 -N '' -C "gpuaccept-lab-$NAME" -f "$DIR/home/.ssh/id_ed25519" &
@@ -651,6 +823,7 @@ cmd_up() {
 	{
 		printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
 		for ((i = 1; i <= NHOSTS; i++)); do printf '%s\th%d\n' "$SUBNET.$((10 + i))" "$i"; done
+		printf '%s\tstorage\n' "$SUBNET.2"
 	} >"$DIR/etc_hosts"
 	chmod 644 "$DIR/etc_hosts"
 
@@ -692,7 +865,8 @@ cmd_up() {
 		printf "LAB_KEY='%s'\nLAB_KNOWN_HOSTS='%s'\n" "$DIR/client_ed25519" "$DIR/known_hosts"
 		printf "LAB_HOSTNAMES='%s'\nLAB_ADDRS='%s'\n" "${names# }" "${addrs# }"
 		printf "LAB_BRIDGE='%s'\nLAB_GATEWAY='%s'\nLAB_CAP='%s'\n" "$BR" "$SUBNET.1" "$CAP"
-		printf 'export LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS LAB_HOSTNAMES LAB_ADDRS LAB_BRIDGE LAB_GATEWAY LAB_CAP\n'
+		printf "LAB_SHARED='%s'\nLAB_CONTAINERS='%s'\n" "$DIR/shared" "$CONTAINERS_DRIVER"
+		printf 'export LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS LAB_HOSTNAMES LAB_ADDRS LAB_BRIDGE LAB_GATEWAY LAB_CAP LAB_SHARED LAB_CONTAINERS\n'
 	} >"$DIR/env"
 
 	# the sshds, launched in parallel, then waited for over the bridge
@@ -897,7 +1071,7 @@ exec runuser -u munge -- munged --key-file="$2" --socket=/run/munge/munge.socket
 }
 
 cmd_status() {
-	local name addr ns veth l flags rest cap sshd tcp link
+	local name addr ns veth l flags rest cap sshd tcp link port
 	declare -A up=()
 	((${#ARGS[@]} == 0)) || usage_die "status takes no arguments"
 	require_lab
@@ -905,11 +1079,11 @@ cmd_status() {
 		l=${l%:} l=${l%@*}
 		if [[ $flags == *[\<,]UP[,\>]* ]]; then up[$l]=1; fi
 	done < <(ip -o link show 2>/dev/null)
-	printf '%-4s %-15s %-5s %-5s %-6s %s\n' HOST ADDR SSHD LINK PORT22 CAP
+	printf '%-7s %-15s %-5s %-5s %-6s %s\n' HOST ADDR SSHD LINK PORT22 CAP
 	while IFS=$'\t' read -r name addr ns veth; do
 		set_host "${name#h}"
 		if [[ ! -e /run/netns/$ns ]]; then
-			printf '%-4s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" gone - - -
+			printf '%-7s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" gone - - -
 			continue
 		fi
 		sshd=down tcp=- link=cut
@@ -919,8 +1093,17 @@ cmd_status() {
 			if nsenter --net="/run/netns/$ns" timeout 2 bash -c ': 3<>/dev/tcp/127.0.0.1/22' 2>/dev/null; then tcp=open; else tcp=closed; fi
 		fi
 		cap=$(tc qdisc show dev "$veth" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
-		printf '%-4s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" "$sshd" "$link" "$tcp" "${cap:--}"
+		printf '%-7s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" "$sshd" "$link" "$tcp" "${cap:--}"
 	done <"$DIR/hosts.tsv"
+	set_storage
+	if [[ -e /run/netns/$NS ]]; then # the storage host: PORT22 is its HTTP port (LAB_STORAGE_PORT in DIR/env)
+		port=$(sed -n "s/^LAB_STORAGE_PORT='\([0-9]*\)'$/\1/p" "$DIR/env" 2>/dev/null)
+		link=cut tcp=closed
+		[[ -z ${up[$VETH]:-} ]] || link=up
+		if [[ -n $port ]] && nsenter --net="/run/netns/$NS" timeout 2 bash -c ': 3<>"/dev/tcp/127.0.0.1/$1"' sh "$port" 2>/dev/null; then tcp=open; fi
+		cap=$(tc qdisc show dev "$VETH" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
+		printf '%-7s %-15s %-5s %-5s %-6s %s\n' storage "$ADDR" - "$link" "$tcp" "${cap:--}"
+	fi
 }
 
 main() {
@@ -928,7 +1111,7 @@ main() {
 	case $CMD in
 	help) usage; exit 0 ;;
 	"") usage; exit 2 ;;
-	up | down | status | kill | start | cut | restore | cap | uncap | ps | rekey | exec | slurm) ;;
+	up | down | status | kill | start | cut | restore | cap | uncap | ps | rekey | exec | slurm | storage) ;;
 	*) usage_die "unknown command '$CMD'" ;;
 	esac
 	need_root
