@@ -20,3 +20,8 @@ var Teardown string
 //
 //go:embed node/windowkey.sh
 var WindowKey string
+
+// Relay receives a file and passes it on along a chain of nodes.
+//
+//go:embed node/relay.sh
+var Relay string

@@ -70,6 +70,9 @@ type Image struct {
 	Mode string `mapstructure:"mode" json:"mode"`
 	// Archive is a docker-archive or oci-archive tarball (push mode).
 	Archive string `mapstructure:"archive" json:"archive"`
+	// Dir is a node-local directory the archive is written to (not a
+	// shared home: every node writes its own copy). Default /var/tmp.
+	Dir string `mapstructure:"dir" json:"dir"`
 	// Relay: chain (nodes pass the archive on to the next as it arrives,
 	// so the coordinator's uplink carries one copy) or direct (the
 	// coordinator uploads to every node). Default chain.

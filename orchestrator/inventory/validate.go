@@ -338,6 +338,11 @@ func (v *validator) image() {
 	if len(im.Smoke) == 0 {
 		im.Smoke = []string{"nvidia-smi", "-L"}
 	}
+	if im.Dir == "" {
+		im.Dir = "/var/tmp"
+	} else if !strings.HasPrefix(im.Dir, "/") || strings.ContainsAny(im.Dir, "'\"\n$`") {
+		v.problem("image.dir", "%q: an absolute node-local path without quotes, $ or backquotes", short(im.Dir))
+	}
 }
 
 // imageMessage explains why a reference is not pinned. A tag can be moved

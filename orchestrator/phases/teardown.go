@@ -73,6 +73,9 @@ var Teardown = orchestrator.Phase{
 // what this window wrote.
 func WindowDirs(w *orchestrator.Window) []string {
 	var out []string
+	if im := w.Inv.Image; im.Mode == "push" && im.Dir != "" {
+		out = append(out, strings.TrimRight(im.Dir, "/")+"/gpuaccept-"+w.RunID())
+	}
 	if st := w.Inv.Phases.Staging; st.Enabled && st.Dir != "" {
 		out = append(out, strings.TrimRight(st.Dir, "/")+"/gpuaccept-"+w.RunID())
 	}

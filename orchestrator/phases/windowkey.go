@@ -21,7 +21,7 @@ type KeyInstalled struct {
 }
 
 // WindowKey installs a key pair made for this window on every node, so
-// that mpirun can ssh between them without the buyer's own keys leaving
+// that mpirun (and the image relay) can ssh between them without the buyer's own keys leaving
 // the coordinator; teardown removes it. Nodes trust each other's host keys
 // as the coordinator verified them. It runs again on --resume (the pair is
 // not journaled, and every node must hold the same one).
@@ -30,7 +30,10 @@ var WindowKey = orchestrator.Phase{
 	Gating:    true,
 	AlwaysRun: true,
 	Enabled: func(inv *inventory.Inventory) bool {
-		return inv.Phases.AllReduce.Enabled && inv.Phases.AllReduce.Launcher == "mpirun"
+		mpirun := inv.Phases.AllReduce.Enabled && inv.Phases.AllReduce.Launcher == "mpirun"
+		relay := inv.Image.Reference != "" && inventory.On(inv.Phases.ImagePh.Enabled) && inv.Image.Mode == "push" &&
+			inv.Image.Relay == "chain" && len(inv.Nodes) > 1
+		return mpirun || relay
 	},
 	Deadline: func(*inventory.Inventory) time.Duration { return time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {

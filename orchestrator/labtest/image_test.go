@@ -1,0 +1,148 @@
+package labtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/scripts/lab"
+)
+
+var testImage struct {
+	sync.Once
+	im  *lab.TestImage
+	err error
+}
+
+// labImage builds the lab's test image once (busybox-static, FROM scratch,
+// saved as docker-archive and oci-archive).
+func labImage(t *testing.T) *lab.TestImage {
+	t.Helper()
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Fatalf("the image tests need podman (make deps installs it): %v", err)
+	}
+	testImage.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuaccept-img-")
+		if err != nil {
+			testImage.err = err
+			return
+		}
+		testImage.im, testImage.err = lab.BuildTestImage(context.Background(), dir, 0)
+	})
+	if testImage.err != nil {
+		t.Fatalf("build the test image: %v", testImage.err)
+	}
+	return testImage.im
+}
+
+// withImage appends an image section to an inventory file.
+func withImage(t *testing.T, inv, archive, pin, relay string) {
+	t.Helper()
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("image:\n  reference: \"localhost/gpuaccept-lab:1@sha256:" + pin + "\"\n  runtime: podman\n  archive: " +
+		archive + "\n  gpus: none\n  dir: /srv\n  relay: " + relay + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImagePushedAlongTheChain: the coordinator sends the archive once, to
+// h1; each host passes it on as it arrives; every host loads it, its ID is
+// the pin, and the container starts.
+func TestImagePushedAlongTheChain(t *testing.T) {
+	l := needLab(t)
+	img := labImage(t)
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	prepare(t, l, nil)
+	hosts := []string{"h1", "h2", "h3", "h4"}
+	for _, archive := range []string{img.DockerArchive, img.OCIArchive} {
+		inv := writeInventory(t, l, hosts, "", "")
+		withImage(t, inv, archive, id, "chain")
+		runs := t.TempDir()
+		res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+		r := readRun(t, runDir(t, runs))
+		var im phases.Imaged
+		phaseData(t, r, "image", -1, &im)
+		for _, h := range hosts {
+			ni := im.Nodes[h]
+			if ni == nil || ni.Via != "chain" || !ni.Match || ni.Smoke == nil || !strings.Contains(ni.Smoke.Output, "GPU 0:") {
+				t.Fatalf("%s: %s on %s: %+v\n%s", archive, "image", h, ni, res.stderr)
+			}
+			for _, v := range []string{"IMG-001", "IMG-002"} {
+				if got := verdict(r, v, h); got.Status != record.Pass {
+					t.Errorf("%s %s %s: %+v", archive, v, h, got)
+				}
+			}
+		}
+		v := verdict(r, "IMG-003", "")
+		t.Logf("%s: %s; smoke on h4: %.2f s", archive, v.Measured, im.Nodes["h4"].Smoke.Secs)
+		if v.Status != record.Pass {
+			t.Errorf("IMG-003 %+v", v)
+		}
+	}
+	nothingLeft(t, l)
+}
+
+// TestTamperedArchiveIsNamed: an archive that is not the pinned image
+// (another image's, or one with a flipped byte) fails every node, with the
+// pin and what the node actually has.
+func TestTamperedArchiveIsNamed(t *testing.T) {
+	l := needLab(t)
+	img := labImage(t)
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	prepare(t, l, nil)
+	hosts := []string{"h1", "h2"}
+	other, err := lab.BuildTestImage(t.Context(), t.TempDir(), 4096)
+	if err != nil {
+		t.Fatalf("a second image: %v", err)
+	}
+	flipped := filepath.Join(t.TempDir(), "image.docker.tar")
+	data, err := os.ReadFile(img.DockerArchive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x01 // inside the layer
+	if err := os.WriteFile(flipped, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, archive, want string }{
+		{"another image", other.DockerArchive, "is not the pin: pinned sha256:" + id + ", the node has image ID sha256:"},
+		{"a flipped byte", flipped, "podman load failed"},
+	} {
+		// Empty stores: podman skips a layer it already has, so a copy of
+		// the pinned image from an earlier test would hide the damage.
+		for _, h := range hosts {
+			if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
+				t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
+			}
+		}
+		inv := writeInventory(t, l, hosts, "", "")
+		withImage(t, inv, tc.archive, id, "chain")
+		runs := t.TempDir()
+		res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+		r := readRun(t, runDir(t, runs))
+		if res.code != 1 {
+			t.Errorf("%s: exit %d, want 1", tc.name, res.code)
+		}
+		for _, h := range hosts {
+			v := verdict(r, "IMG-001", h)
+			t.Logf("%s on %s: %s %s", tc.name, h, v.Status, v.Detail)
+			if v.Status != record.Fail || !strings.Contains(v.Detail, tc.want) {
+				t.Errorf("%s: IMG-001 %s = %+v", tc.name, h, v)
+			}
+			if n := r.Nodes[l.Host(h).Index]; !n.Quarantined {
+				t.Errorf("%s: %s not quarantined", tc.name, h)
+			}
+		}
+	}
+	nothingLeft(t, l)
+}

@@ -1,0 +1,43 @@
+# gpuaccept relay: receive a file on stdin, keep it, and pass it on to the
+# next node of the chain as it arrives, so the sender's uplink carries one
+# copy whatever the number of nodes. Every node checks its own copy.
+# $1: destination file, $2: expected sha256, $3: ssh_config (the window's
+# key), $4: this node's name, $5...: the rest of the chain as NAME=HOST.
+# The script itself is in $GPUACCEPT_RELAY_SCRIPT and travels with the
+# first hop, so the next node needs nothing installed.
+# Prints one line per node of the chain, this one first:
+#   relay NAME ok|bad|failed BYTES SECONDS SHA256 [why]
+set -u
+f=$1 want=$2 cfg=$3 self=$4
+shift 4
+mkdir -p "$(dirname "$f")" || exit 1
+tmp="$f.part.$$"
+start=$(date +%s.%N)
+if [ $# -gt 0 ]; then
+  name=${1%%=*} host=${1#*=}
+  shift
+  args=""
+  for a in "$f" "$want" "$cfg" "$name" "$@"; do args="$args $(printf '%q' "$a")"; done
+  # Hashed as it arrives: the node's CPU works while the link does.
+  tee "$tmp" >(sha256sum >"$tmp.sum") | ssh -F "$cfg" "$host" "export GPUACCEPT_RUN=$(printf '%q' "${GPUACCEPT_RUN:-}") GPUACCEPT_RELAY_SCRIPT=$(printf '%q' "$GPUACCEPT_RELAY_SCRIPT"); bash -c \"\$GPUACCEPT_RELAY_SCRIPT\" relay$args"
+  rcs=("${PIPESTATUS[@]}")
+  # A failed hop is named here; the nodes after it get no line, and the
+  # coordinator sends them their copy itself.
+  [ "${rcs[1]}" = 0 ] || echo "relay $name failed 0 0 - ssh to $host exited ${rcs[1]}"
+else
+  tee >(sha256sum >"$tmp.sum") >"$tmp"
+fi
+# The hash runs beside the pipeline (no $! to wait for): its line appears
+# once it has read everything.
+for _ in $(seq 600); do [ -s "$tmp.sum" ] && break; sleep 0.1; done
+end=$(date +%s.%N)
+bytes=$(stat -c %s "$tmp" 2>/dev/null || echo 0)
+got=$(cut -d' ' -f1 "$tmp.sum" 2>/dev/null)
+rm -f "$tmp.sum"
+secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }')
+if [ "$got" = "$want" ]; then
+  mv -f "$tmp" "$f" && echo "relay $self ok $bytes $secs $got"
+else
+  rm -f "$tmp"
+  echo "relay $self bad $bytes $secs $got expected $want"
+fi
