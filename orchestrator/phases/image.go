@@ -458,4 +458,3 @@ func shortHex(h string) string {
 	}
 	return h
 }
-
