@@ -53,7 +53,7 @@ type Cmd struct {
 
 const (
 	stderrTailBytes = 4 << 10
-	stdinFrameBytes = 32 << 10
+	stdinFrameBytes = 1 << 20 // few forks per MiB on the node (guard.sh reads a frame with head)
 	defaultGrace    = 5 * time.Second
 )
 

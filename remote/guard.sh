@@ -64,6 +64,7 @@ pid=$!
 control() {
   trap '' PIPE
   if [ "$withstdin" = 1 ]; then exec 3>"$dir/in"; fi
+  k=0 feeder=
   while :; do
     IFS=' ' read -r -t "$lease" op n
     st=$?
@@ -79,10 +80,18 @@ control() {
       d)
         # Read the frame whole before passing it on, so a command that stops
         # reading its stdin early cannot leave half a frame in the stream.
-        head -c "$n" >"$dir/chunk"
-        cat "$dir/chunk" >&3 2>/dev/null
+        # Two chunk files in turn: the next frame is read while the last one
+        # is handed over (a bulk stream would otherwise wait on each fork).
+        head -c "$n" >"$dir/chunk$k"
+        [ -n "$feeder" ] && wait "$feeder"
+        cat "$dir/chunk$k" >&3 2>/dev/null &
+        feeder=$! k=$((1 - k))
         ;;
-      e) exec 3>&- ;;
+      e)
+        [ -n "$feeder" ] && wait "$feeder"
+        feeder=
+        exec 3>&-
+        ;;
     esac
   done
 }
