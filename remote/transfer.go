@@ -29,6 +29,10 @@ type TransferOptions struct {
 	// single request at a time caps throughput at one packet per round
 	// trip (pkg/sftp#472). Default 64.
 	Concurrency int
+	// SHA256 is the source's sha256 when the caller already knows it
+	// (UploadFrom of generated data): the source is then not hashed again,
+	// and the node's copy is checked against it.
+	SHA256 string
 }
 
 // TransferResult describes a finished transfer.
@@ -68,7 +72,33 @@ func (c *Client) Upload(ctx context.Context, local, remotePath string, o Transfe
 	}
 	defer done()
 	p := newProgress(o.Progress, st.Size())
-	res, err := c.uploadFile(ctx, sc, local, remotePath, o, p)
+	res, err := c.uploadLocal(ctx, sc, local, remotePath, o, p)
+	res.Elapsed = time.Since(start)
+	return res, err
+}
+
+// UploadFrom copies size bytes that src serves to remotePath, as Upload
+// copies a local file: under a temporary name, checked on the node (size
+// and sha256), then renamed into place. src is read at least twice (to
+// hash it, unless o.SHA256 is given, and to send it), so it must serve the
+// same bytes every time: generated data need never be held in memory or
+// written to the coordinator's disk. Files are created with o.Mode
+// (default 0644).
+func (c *Client) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remotePath string, o TransferOptions) (TransferResult, error) {
+	start := time.Now()
+	if size < 0 {
+		return TransferResult{}, fmt.Errorf("%s: upload %s: negative size %d", c.cfg.Name, remotePath, size)
+	}
+	sc, done, err := c.sftpClient(ctx, o)
+	if err != nil {
+		return TransferResult{}, err
+	}
+	defer done()
+	mode := o.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	res, err := c.uploadFile(ctx, sc, src, "the source", size, mode, remotePath, o, newProgress(o.Progress, size))
 	res.Elapsed = time.Since(start)
 	return res, err
 }
@@ -113,7 +143,7 @@ func (c *Client) UploadDir(ctx context.Context, localDir, remoteDir string, o Tr
 	p := newProgress(o.Progress, total)
 	var sum TransferResult
 	for _, f := range files {
-		r, err := c.uploadFile(ctx, sc, f.local, f.remote, o, p)
+		r, err := c.uploadLocal(ctx, sc, f.local, f.remote, o, p)
 		if err != nil {
 			return sum, err
 		}
@@ -125,10 +155,7 @@ func (c *Client) UploadDir(ctx context.Context, localDir, remoteDir string, o Tr
 	return sum, nil
 }
 
-func (c *Client) uploadFile(ctx context.Context, sc *sftp.Client, local, remotePath string, o TransferOptions, p *progress) (TransferResult, error) {
-	fail := func(step string, err error) (TransferResult, error) {
-		return TransferResult{}, c.sftpError(ctx, "upload "+remotePath+": "+step, err)
-	}
+func (c *Client) uploadLocal(ctx context.Context, sc *sftp.Client, local, remotePath string, o TransferOptions, p *progress) (TransferResult, error) {
 	f, err := os.Open(local)
 	if err != nil {
 		return TransferResult{}, fmt.Errorf("%s: upload: %w", c.cfg.Name, err)
@@ -138,16 +165,27 @@ func (c *Client) uploadFile(ctx context.Context, sc *sftp.Client, local, remoteP
 	if err != nil {
 		return TransferResult{}, fmt.Errorf("%s: upload: %w", c.cfg.Name, err)
 	}
-	size := st.Size()
 	mode := o.Mode
 	if mode == 0 {
 		mode = st.Mode().Perm()
 	}
+	o.SHA256 = "" // a caller's sum is for UploadFrom's one source
+	return c.uploadFile(ctx, sc, f, local, st.Size(), mode, remotePath, o, p)
+}
 
-	// Hash the local file while the bytes travel; it is read from the
-	// page cache a second time at most.
+// uploadFile sends size bytes of f (named srcName in errors) to remotePath.
+func (c *Client) uploadFile(ctx context.Context, sc *sftp.Client, f io.ReaderAt, srcName string, size int64, mode fs.FileMode, remotePath string, o TransferOptions, p *progress) (TransferResult, error) {
+	fail := func(step string, err error) (TransferResult, error) {
+		return TransferResult{}, c.sftpError(ctx, "upload "+remotePath+": "+step, err)
+	}
+	// Hash the source while the bytes travel (a local file is read from
+	// the page cache a second time at most), unless the caller knows it.
 	localSum := make(chan hashResult, 1)
-	go func() { localSum <- hashReader(io.NewSectionReader(f, 0, size)) }()
+	if o.SHA256 != "" {
+		localSum <- hashResult{sum: o.SHA256}
+	} else {
+		go func() { localSum <- hashReader(io.NewSectionReader(f, 0, size)) }()
+	}
 
 	dir, base := path.Split(remotePath)
 	if dir != "" {
@@ -187,7 +225,7 @@ func (c *Client) uploadFile(ctx context.Context, sc *sftp.Client, local, remoteP
 	}
 	want := <-localSum
 	if want.err != nil {
-		return TransferResult{}, fmt.Errorf("%s: upload: read %s: %w", c.cfg.Name, local, want.err)
+		return TransferResult{}, fmt.Errorf("%s: upload: read %s: %w", c.cfg.Name, srcName, want.err)
 	}
 	gotSize, gotSum, err := c.remoteSum(ctx, part)
 	if err != nil {
@@ -211,7 +249,7 @@ func (c *Client) uploadFile(ctx context.Context, sc *sftp.Client, local, remoteP
 // resumeOffset finds how much of an earlier part file can be kept: the
 // longest run of whole blocks from the start that match the local file.
 // Concurrent writes leave holes, so a part's size alone proves nothing.
-func (c *Client) resumeOffset(ctx context.Context, f *os.File, part string, upto int64) (int64, error) {
+func (c *Client) resumeOffset(ctx context.Context, f io.ReaderAt, part string, upto int64) (int64, error) {
 	blocks := upto / resumeBlock
 	if blocks == 0 {
 		return 0, nil

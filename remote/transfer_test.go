@@ -3,6 +3,8 @@ package remote
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,4 +213,38 @@ func TestInterruptedUploadResumes(t *testing.T) {
 		t.Fatal("resumed upload is not the file")
 	}
 	t.Logf("resumed from %d MiB of %d", res.Resumed>>20, len(data)>>20)
+}
+
+func TestUploadFromStreamsAReaderAt(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	data := make([]byte, 3<<20+7)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	dst := filepath.Join(f.dir, "gen/blob")
+	// The caller's sha256 spares hashing the source again.
+	for _, known := range []string{"", want} {
+		os.Remove(dst)
+		res, err := c.UploadFrom(t.Context(), bytes.NewReader(data), int64(len(data)), dst, TransferOptions{SHA256: known})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) || res.SHA256 != want || res.Bytes != int64(len(data)) {
+			t.Fatalf("known %q: copy differs or result %+v", known, res)
+		}
+		if st, _ := os.Stat(dst); st.Mode().Perm() != 0o644 {
+			t.Errorf("mode %v, want 0644", st.Mode().Perm())
+		}
+	}
+	// A wrong sha256 fails the upload and leaves the target as it was.
+	_, err := c.UploadFrom(t.Context(), bytes.NewReader(data[1:]), int64(len(data)-1), dst, TransferOptions{SHA256: want})
+	if err == nil || !strings.Contains(err.Error(), "verification failed on the node") {
+		t.Fatalf("a mismatch was not reported: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+		t.Fatal("a failed upload replaced the target")
+	}
 }
