@@ -1,0 +1,176 @@
+# gpuaccept staging: copies one source to this node's local disk, as a
+# training job's setup would, and says how long it took and what it wrote.
+#
+#   bash -c STAGE stage prepare DIR                 make DIR afresh; prints "avail BYTES"
+#   bash -c STAGE stage fetch DIR NAME KIND SOURCE  stage SOURCE as DIR/NAME
+#
+# KIND is path (a file or directory on shared storage), http (http:// and
+# https://, with curl or wget), s3 (aws s3 cp), gs (gcloud storage cp, else
+# gsutil cp) or az (azcopy copy; az://ACCOUNT/CONTAINER/PATH is
+# https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH, credentials as
+# azcopy finds them: azcopy login, AZCOPY_AUTO_LOGIN_TYPE, ...). A SOURCE
+# ending in "/" on an object store is a prefix, copied recursively.
+#
+# Checksums: a single file is hashed while it is written (the bytes go
+# through tee into sha256sum), except from azcopy, which writes the file
+# itself: sha256sum reads it after. A directory (or a prefix) is hashed
+# after the copy, file by file; its sha256 is that of the manifest
+# `sha256sum` writes for every file, sorted by path (./relative/path), which
+# is left beside it as DIR/.NAME.sha256. The copy is fsynced before the
+# clock stops.
+#
+# Output, one line on stdout:
+#   staged bytes=N files=N seconds=S sha256=HEX checksum=tee|after tool=TOOL
+#   error MESSAGE            (exit 1; MESSAGE names the source and says why)
+# The copy is written as DIR/.NAME.gpuaccept-part and renamed to DIR/NAME
+# once complete, so DIR/NAME is never a partial copy.
+set -u -o pipefail
+op=$1 dir=$2
+
+now() { date +%s.%N; }
+
+case $op in
+prepare)
+  # DIR is the window's own (gpuaccept-<run id>): what an interrupted
+  # attempt left there goes, so a resumed window stages everything again.
+  rm -rf -- "$dir"
+  mkdir -p -- "$dir" || { echo "error cannot create the staging directory $dir"; exit 1; }
+  avail=$(df -P -B1 -- "$dir" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  echo "avail ${avail:-0}"
+  exit 0
+  ;;
+fetch) ;;
+*)
+  echo "error unknown operation $op"
+  exit 2
+  ;;
+esac
+
+name=$3 kind=$4 src=$5
+dst=$dir/$name
+part=$dir/.$name.gpuaccept-part
+errf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-stage.XXXXXX") || { echo "error $name ($src): mktemp failed"; exit 1; }
+# What the tool said goes to stderr at the end (the window's raw log).
+trap 'cat -- "$errf" >&2 2>/dev/null; rm -f -- "$errf"' EXIT
+
+fail() {
+  local msg
+  msg=$(grep -v '^[[:space:]]*$' "$errf" 2>/dev/null | tail -n 3 | tr '\n' ' ' | sed 's/[[:space:]]*$//')
+  rm -rf -- "$part"
+  echo "error $name ($src): $1${msg:+: $msg}"
+  exit 1
+}
+need() { command -v "$1" >/dev/null 2>&1; }
+
+# single: run the tool (its arguments) with stdout through tee into
+# sha256sum; sets sum.
+single() {
+  local out rc
+  out=$("$@" 2>>"$errf" | tee -- "$part" 2>>"$errf" | sha256sum)
+  rc=$?
+  [ $rc -eq 0 ] || fail "$1 failed (exit $rc)"
+  sum=${out%% *}
+}
+
+rm -rf -- "$part"
+mkdir -p -- "$dir" || { echo "error $name ($src): cannot create $dir"; exit 1; }
+prefix=
+case $src in */) prefix=1 ;; esac
+checksum=tee tool='' sum=''
+t0=$(now)
+case $kind in
+path)
+  [ -e "$src" ] || fail "no such file or directory on this node"
+  [ -r "$src" ] || fail "not readable by $(id -un)"
+  if [ -d "$src" ]; then
+    tool=cp checksum=after
+    cp -R -- "$src" "$part" 2>>"$errf" || fail "copy failed"
+  else
+    tool='cat'
+    single cat -- "$src"
+  fi
+  ;;
+http)
+  if need curl; then
+    tool=curl
+    # -f: an HTTP error is an error (404 is not retried); --retry covers
+    # transient failures only, a few times.
+    single curl -fsSL --connect-timeout 20 --retry 2 --retry-delay 1 "$src"
+  elif need wget; then
+    tool=wget
+    single wget -q --tries=3 --timeout=20 -O - "$src"
+  else
+    fail "neither curl nor wget is installed on this node"
+  fi
+  ;;
+s3)
+  need aws || fail "the aws CLI is not installed on this node (needed for s3://)"
+  tool=aws
+  if [ -n "$prefix" ]; then
+    checksum=after
+    aws s3 cp --recursive --only-show-errors "$src" "$part" 2>>"$errf" >&2 || fail "aws s3 cp failed"
+  else
+    single aws s3 cp --only-show-errors "$src" -
+  fi
+  ;;
+gs)
+  if need gcloud; then
+    tool=gcloud
+    set -- gcloud storage cp
+  elif need gsutil; then
+    tool=gsutil
+    set -- gsutil -q cp
+  else
+    fail "neither gcloud nor gsutil is installed on this node (needed for gs://)"
+  fi
+  if [ -n "$prefix" ]; then
+    checksum=after
+    mkdir -p -- "$part" || fail "cannot create $part"
+    "$@" -r "${src}*" "$part/" 2>>"$errf" >&2 || fail "$tool cp failed"
+  else
+    single "$@" "$src" -
+  fi
+  ;;
+az)
+  need azcopy || fail "azcopy is not installed on this node (needed for az://)"
+  tool=azcopy checksum=after
+  rest=${src#az://}
+  account=${rest%%/*}
+  url="https://$account.blob.core.windows.net/${rest#*/}"
+  if [ -n "$prefix" ]; then
+    mkdir -p -- "$part" || fail "cannot create $part"
+    azcopy copy --recursive --log-level=ERROR "${url}*" "$part/" >>"$errf" 2>&1 || fail "azcopy copy failed"
+  else
+    azcopy copy --log-level=ERROR "$url" "$part" >>"$errf" 2>&1 || fail "azcopy copy failed"
+  fi
+  ;;
+*)
+  fail "unknown kind of source $kind"
+  ;;
+esac
+
+if [ -d "$part" ]; then
+  (cd -- "$part" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum) >"$dir/.$name.sha256" 2>>"$errf" ||
+    fail "sha256sum of the copy failed"
+  files=$(wc -l <"$dir/.$name.sha256")
+  bytes=$(find "$part" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+  sum=$(sha256sum <"$dir/.$name.sha256") || fail "sha256sum failed"
+  sum=${sum%% *}
+else
+  [ -f "$part" ] || fail "$tool wrote no file"
+  files=1
+  bytes=$(stat -c %s -- "$part") || fail "stat failed"
+  if [ "$checksum" = after ]; then
+    sum=$(sha256sum <"$part") || fail "sha256sum of the copy failed"
+    sum=${sum%% *}
+  fi
+fi
+# fsync what was written (every file of a tree): other writers' dirty
+# pages are not ours to wait for. A sync(1) too old for file arguments
+# syncs everything.
+find "$part" -type f -exec sync -- {} + 2>/dev/null || sync
+t1=$(now)
+rm -rf -- "$dst"
+mv -- "$part" "$dst" || fail "cannot rename the copy into place"
+seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+echo "staged bytes=$bytes files=$files seconds=$seconds sha256=$sum checksum=$checksum tool=$tool"
