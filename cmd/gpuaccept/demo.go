@@ -123,6 +123,12 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 	inv.SSH.Agent = false
 	inv.SSH.Config = "none"
 	inv.Simulated = true
+	// The nodes' shared filesystem for the checkpoint: one directory that
+	// every demo node sees (they all run on this machine).
+	inv.Phases.Checkpoint.Dir = filepath.Join(work, "checkpoints")
+	if err := os.MkdirAll(inv.Phases.Checkpoint.Dir, 0o755); err != nil {
+		return nil, servers, err
+	}
 	return inv, servers, nil
 }
 
