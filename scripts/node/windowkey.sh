@@ -20,6 +20,9 @@ printf '%s\n' "$3" | put known_hosts
   # A node that stops answering ends its daemon's ssh, and so the job,
   # instead of hanging it (a cut link hangs mpirun for minutes otherwise).
   printf '  BatchMode yes\n  ConnectTimeout 10\n  ServerAliveInterval 5\n  ServerAliveCountMax 3\n  LogLevel ERROR\n'
+  # AES-GCM first: with AES-NI it costs a fraction of chacha20's CPU, and
+  # the image relay pushes every byte through one ssh per node.
+  printf '  Ciphers aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com\n'
 } | put config
 mkdir -p "$HOME/.ssh"
 chmod 700 "$HOME/.ssh"
