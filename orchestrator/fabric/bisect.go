@@ -47,9 +47,11 @@ type Bisection struct {
 	Good      []string           `json:"good"`
 	SlowNodes []string           `json:"slow_nodes"`
 	SlowLinks [][2]string        `json:"slow_links"`
-	// Unresolved: suspects the rounds did not settle (no good partner left).
-	Unresolved []string `json:"unresolved"`
-	Note       string   `json:"note,omitempty"`
+	// Unresolved: suspects the rounds did not settle (no good partner left);
+	// UnconfirmedLinks: pairs of good nodes slow once, not run again.
+	Unresolved       []string    `json:"unresolved"`
+	UnconfirmedLinks [][2]string `json:"unconfirmed_links,omitempty"`
+	Note             string      `json:"note,omitempty"`
 }
 
 // NewBisector checks its inputs.
@@ -83,12 +85,23 @@ func (b *Bisector) Next() [][2]string {
 	} else {
 		st := b.state()
 		open := append(slices.Clone(st.suspects), st.untested...)
-		if len(open) == 0 {
+		if len(open) == 0 && len(st.linkSuspects) == 0 {
 			return nil
 		}
 		good := slices.Clone(st.good)
 		used := map[string]bool{}
+		// A slow pair of two good nodes runs once more before its link is
+		// named: one slow run is as likely a busy moment.
+		for _, l := range st.linkSuspects {
+			if !used[l[0]] && !used[l[1]] {
+				pairs = append(pairs, l)
+				used[l[0]], used[l[1]] = true, true
+			}
+		}
 		for _, s := range open {
+			if used[s] {
+				continue
+			}
 			// A partner it has not been tested with yet, proven good.
 			for _, g := range good {
 				if !used[g] && !b.tested(s, g) {
@@ -102,7 +115,7 @@ func (b *Bisector) Next() [][2]string {
 				}
 			}
 		}
-		if len(pairs) == 0 {
+		if len(pairs) == 0 && len(open) > 0 {
 			// Nobody to compare with (every pair so far was slow): more
 			// round robin, in case the fabric is uniformly slow or the
 			// slow nodes can be separated by other pairings.
@@ -154,7 +167,7 @@ type bisectState struct {
 	ref                      float64
 	good, suspects, untested []string
 	slowNodes                []string
-	slowLinks                [][2]string
+	slowLinks, linkSuspects  [][2]string
 	slow                     func(PairResult) bool
 	pairsOf                  map[string][]PairResult
 }
@@ -199,10 +212,33 @@ func (b *Bisector) state() bisectState {
 			}
 		}
 	}
-	// Two good nodes that were slow together: the path between them.
+	// Two good nodes slow together: the path between them, once a second
+	// run of the pair is slow too (the first makes it a suspect).
+	runs := map[[2]string][]PairResult{}
+	var order [][2]string
 	for _, r := range b.results {
-		if st.slow(r) && isGood[r.A] && isGood[r.B] {
-			st.slowLinks = append(st.slowLinks, [2]string{r.A, r.B})
+		k := [2]string{min(r.A, r.B), max(r.A, r.B)}
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], r)
+	}
+	for _, k := range order {
+		rs := runs[k]
+		if !isGood[k[0]] || !isGood[k[1]] {
+			continue
+		}
+		slow := 0
+		for _, r := range rs {
+			if st.slow(r) {
+				slow++
+			}
+		}
+		switch {
+		case slow >= 2:
+			st.slowLinks = append(st.slowLinks, [2]string{rs[0].A, rs[0].B})
+		case slow == 1 && len(rs) == 1:
+			st.linkSuspects = append(st.linkSuspects, [2]string{rs[0].A, rs[0].B})
 		}
 	}
 	return st
@@ -214,6 +250,7 @@ func (b *Bisector) Result() Bisection {
 	out := Bisection{Rounds: b.rounds, Pairs: slices.Clone(b.results), Reference: st.ref,
 		Scores: map[string]float64{}, Good: st.good, SlowNodes: st.slowNodes, SlowLinks: st.slowLinks}
 	out.Unresolved = append(slices.Clone(st.suspects), st.untested...)
+	out.UnconfirmedLinks = st.linkSuspects
 	for n, rs := range st.pairsOf {
 		var xs []float64
 		for _, r := range rs {
@@ -240,6 +277,9 @@ func (s Bisection) Summary() string {
 	}
 	if len(s.Unresolved) > 0 {
 		parts = append(parts, "unresolved: "+strings.Join(s.Unresolved, ", "))
+	}
+	for _, l := range s.UnconfirmedLinks {
+		parts = append(parts, fmt.Sprintf("link %s–%s slow once, not confirmed", l[0], l[1]))
 	}
 	if len(parts) == 0 {
 		return fmt.Sprintf("no slow node or link in %d round(s) of pairs (typical pair %.4g GB/s)", s.Rounds, s.Reference)

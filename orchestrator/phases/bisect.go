@@ -121,7 +121,7 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 	case len(b.SlowNodes) > 0 || len(b.SlowLinks) > 0:
 		v.Status = record.Fail
 		v.Node = strings.Join(b.SlowNodes, ",")
-	case len(b.Unresolved) > 0 || b.Note != "":
+	case len(b.Unresolved) > 0 || len(b.UnconfirmedLinks) > 0 || b.Note != "":
 		v.Status = record.Warn
 	default:
 		v.Status = record.Pass
