@@ -16,8 +16,10 @@ demo:
 
 # The whole suite, lab included: installs the lab's packages when missing
 # (root), and tears down every test lab whatever the outcome.
+# One package at a time (-p 1): the lab tests measure tc-shaped links and
+# node timings, which two packages sharing two cores would starve.
 test: deps
-	@rc=0; $(GO) test -race -count=1 -timeout 15m ./... || rc=$$?; \
+	@rc=0; $(GO) test -race -count=1 -p 1 -timeout 25m ./... || rc=$$?; \
 	  bash scripts/lab/cleanup-test-labs.sh || rc=1; exit $$rc
 
 # Pure and in-process tests only: no root, no lab.
