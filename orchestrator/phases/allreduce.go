@@ -116,27 +116,10 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	}
 	correct := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Status: record.Pass, Measured: "0 wrong"}
 	bw := record.Verdict{ID: "NCCL-002", Title: "inter-node all_reduce bus bandwidth matches the quote"}
-	var medians []float64
-	var last *fabric.Judgement
-	var problems, silent []string
-	for i, sw := range s.Repeats {
-		if sw.Error != "" {
-			problems = append(problems, fmt.Sprintf("sweep %d: %s", i+1, sw.Error))
-		}
+	medians, problems, last := summarize(s.Repeats, &correct, "")
+	var silent []string
+	for _, sw := range s.Repeats {
 		silent = append(silent, sw.Silent...)
-		if sw.Judgement == nil {
-			continue
-		}
-		if v := failedCorrectness(sw.Judgement); v != nil {
-			correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("sweep %d: %s", i+1, v.Measured), v.Detail
-		}
-		if sw.Error == "" {
-			medians = append(medians, sw.Judgement.BusBW.Median)
-			last = sw.Judgement
-		}
-	}
-	if len(problems) > 0 && correct.Status == record.Pass {
-		correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("%d of %d sweeps failed", len(problems), len(s.Repeats)), strings.Join(problems, "; ")
 	}
 	if len(silent) > 0 {
 		correct.Node = strings.Join(uniq(silent), ",")
@@ -150,17 +133,7 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	sp := fabric.SpreadOf(medians)
 	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp.Median, len(medians), sp.Min, sp.Max,
 		fabric.WireRate(sp.Median, last.Hosts, last.Ranks))
-	tol := w.Inv.Acceptance.ToleranceFor("NCCL-002")
-	if q := w.Inv.Quote.InterBusBWGBs; q > 0 {
-		ratio := sp.Median / q
-		bw.Quoted, bw.Ratio, bw.Tolerance = fmt.Sprintf("%.4g GB/s", q), &ratio, &tol
-		bw.Status = record.Pass
-		if ratio < tol {
-			bw.Status = record.Fail
-		}
-	} else {
-		bw.Status, bw.Detail = record.Skip, "not stated in the quote"
-	}
+	againstQuote(&bw, sp.Median, w.Inv.Quote.InterBusBWGBs, w.Inv.Acceptance.ToleranceFor("NCCL-002"))
 	if alg := algorithmsOf(s.Repeats); alg != "" {
 		bw.Detail = join(bw.Detail, alg)
 	}
@@ -169,6 +142,46 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 		out = append(out, v)
 	}
 	return out
+}
+
+// summarize reads a run's repeats: correct fails on any wrong result or
+// failed sweep (what says so is noted after what), medians are those of
+// the sweeps that ran clean, last the last clean judgement.
+func summarize(sweeps []Sweep, correct *record.Verdict, what string) (medians []float64, problems []string, last *fabric.Judgement) {
+	for i, sw := range sweeps {
+		if sw.Error != "" {
+			problems = append(problems, fmt.Sprintf("sweep %d: %s", i+1, sw.Error))
+		}
+		if sw.Judgement == nil {
+			continue
+		}
+		if f := failedCorrectness(sw.Judgement); f != nil {
+			correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("sweep %d: %s%s", i+1, f.Measured, what), f.Detail
+		}
+		if sw.Error == "" {
+			medians = append(medians, sw.Judgement.BusBW.Median)
+			last = sw.Judgement
+		}
+	}
+	if len(problems) > 0 && correct.Status == record.Pass {
+		correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("%d of %d sweeps failed%s", len(problems), len(sweeps), what), strings.Join(problems, "; ")
+	}
+	return medians, problems, last
+}
+
+// againstQuote sets a bandwidth verdict from the measured median and the
+// quoted figure (SKIP when the quote says nothing).
+func againstQuote(v *record.Verdict, measured, quoted, tol float64) {
+	if quoted <= 0 {
+		v.Status, v.Detail = record.Skip, join(v.Detail, "not stated in the quote")
+		return
+	}
+	ratio := measured / quoted
+	v.Quoted, v.Ratio, v.Tolerance = fmt.Sprintf("%.4g GB/s", quoted), &ratio, &tol
+	v.Status = record.Pass
+	if ratio < tol {
+		v.Status = record.Fail
+	}
 }
 
 // collectivesVerdict: the extra collectives ran and computed right.

@@ -68,25 +68,7 @@ func judgeIntra(w *orchestrator.Window) []record.Verdict {
 		}
 		correct := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Node: n.Name, Status: record.Pass, Measured: "0 wrong (intra-node)"}
 		bw := record.Verdict{ID: "NCCL-003", Title: "intra-node all_reduce bus bandwidth matches the quote", Node: n.Name}
-		var medians []float64
-		var problems []string
-		for i, s := range res.Repeats {
-			if s.Error != "" {
-				problems = append(problems, fmt.Sprintf("sweep %d: %s", i+1, s.Error))
-			}
-			if s.Judgement == nil {
-				continue
-			}
-			if f := failedCorrectness(s.Judgement); f != nil {
-				correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("sweep %d: %s (intra-node)", i+1, f.Measured), f.Detail
-			}
-			if s.Error == "" {
-				medians = append(medians, s.Judgement.BusBW.Median)
-			}
-		}
-		if len(problems) > 0 && correct.Status == record.Pass {
-			correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("%d of %d sweeps failed (intra-node)", len(problems), len(res.Repeats)), strings.Join(problems, "; ")
-		}
+		medians, problems, _ := summarize(res.Repeats, &correct, " (intra-node)")
 		if len(medians) == 0 {
 			bw.Status, bw.Detail = record.Fail, firstNonEmpty(pr.Error, strings.Join(problems, "; "), "no sweep completed")
 			out = append(out, correct, bw)
@@ -94,17 +76,7 @@ func judgeIntra(w *orchestrator.Window) []record.Verdict {
 		}
 		sp := fabric.SpreadOf(medians)
 		bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g)", sp.Median, len(medians), sp.Min, sp.Max)
-		tol := w.Inv.Acceptance.ToleranceFor("NCCL-003")
-		if q := w.Inv.Quote.IntraBusBWGBs; q > 0 {
-			ratio := sp.Median / q
-			bw.Quoted, bw.Ratio, bw.Tolerance = fmt.Sprintf("%.4g GB/s", q), &ratio, &tol
-			bw.Status = record.Pass
-			if ratio < tol {
-				bw.Status = record.Fail
-			}
-		} else {
-			bw.Status, bw.Detail = record.Skip, "not stated in the quote"
-		}
+		againstQuote(&bw, sp.Median, w.Inv.Quote.IntraBusBWGBs, w.Inv.Acceptance.ToleranceFor("NCCL-003"))
 		out = append(out, correct, bw)
 	}
 	return out
