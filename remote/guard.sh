@@ -104,7 +104,7 @@ control <&4 >/dev/null 2>&1 &
 ctl=$!
 # Untracked, so bash never reports its end ("Terminated") on the
 # command's stderr.
-disown "$ctl"
+disown "$ctl" 2>/dev/null # it may have ended already (a closed channel)
 exec 4<&-
 
 # wait returns early when a trapped signal arrives; keep waiting for the
