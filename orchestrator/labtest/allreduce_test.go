@@ -1,7 +1,6 @@
 package labtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -250,12 +249,7 @@ func TestNodeKilledDuringAllReduce(t *testing.T) {
     timeout: %s
 `, timeout)+mpiArgs)
 	runs := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, errb := startRun(t, inv, runs)
 	waitFor(t, 60*time.Second, "all_reduce_perf running on h3", func() bool {
 		ps, _ := l.Ps(t.Context(), "h3")
 		return strings.Contains(ps, "all_reduce_perf")
@@ -376,12 +370,7 @@ func TestLinkCutDuringAllReduce(t *testing.T) {
     timeout: %s
 `, timeout)+mpiArgs)
 	runs := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, errb := startRun(t, inv, runs)
 	waitFor(t, 60*time.Second, "all_reduce_perf running on h3", func() bool {
 		ps, _ := l.Ps(t.Context(), "h3")
 		return strings.Contains(ps, "all_reduce_perf")

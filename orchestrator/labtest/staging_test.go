@@ -1,7 +1,6 @@
 package labtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -271,12 +269,7 @@ func TestStagingNodeKilledMidway(t *testing.T) {
 	})
 	inv := stagingInventory(t, l, "  staging_gbs: 0.001\n", "5m", false, "{name: weights, size: 48MiB}")
 	runs := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, errb := startRun(t, inv, runs)
 	waitFor(t, 60*time.Second, "h3's copy under way (2 MiB on its disk)", func() bool {
 		parts, _ := filepath.Glob(filepath.Join(h3Staging, "gpuaccept-*", ".weights.gpuaccept-part"))
 		for _, p := range parts {
@@ -293,7 +286,7 @@ func TestStagingNodeKilledMidway(t *testing.T) {
 	_ = cmd.Wait()
 	t.Logf("window ended %s after h3 was killed", time.Since(killed).Round(time.Millisecond))
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
-		t.Fatalf("exit %d, want 1\n%s\n%s", code, out.String(), errb.String())
+		t.Fatalf("exit %d, want 1\n%s", code, errb.String())
 	}
 	r := readRun(t, runDir(t, runs))
 	logStaging(t, r)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -426,4 +427,17 @@ func verdictKeys(vs []record.Verdict) []string {
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	lab.Eventually(t, within, what, cond)
+}
+
+// startRun starts `gpuaccept run INV --runs-dir RUNS` without waiting, for
+// tests that act on the lab while the window runs; stderr is kept.
+func startRun(t *testing.T, inv, runs string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &errb
 }
