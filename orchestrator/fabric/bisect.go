@@ -51,6 +51,9 @@ type Bisection struct {
 	// UnconfirmedLinks: pairs of good nodes slow once, not run again.
 	Unresolved       []string    `json:"unresolved"`
 	UnconfirmedLinks [][2]string `json:"unconfirmed_links,omitempty"`
+	// NamedIn: the round whose result named each slow node ("h3") or link
+	// ("h2–h5"); later rounds may have gone on checking something else.
+	NamedIn map[string]int `json:"named_in_round,omitempty"`
 	Note             string      `json:"note,omitempty"`
 }
 
@@ -115,6 +118,17 @@ func (b *Bisector) Next() [][2]string {
 				}
 			}
 		}
+		// Open nodes left without a good partner meet each other (never
+		// twice): a fast pair clears both this round instead of waiting
+		// for a good node to come free.
+		for i, s := range open {
+			for _, u := range open[i+1:] {
+				if !used[s] && !used[u] && !b.tested(s, u) {
+					pairs = append(pairs, [2]string{s, u})
+					used[s], used[u] = true, true
+				}
+			}
+		}
 		if len(pairs) == 0 && len(open) > 0 {
 			// Nobody to compare with (every pair so far was slow): more
 			// round robin, in case the fabric is uniformly slow or the
@@ -168,12 +182,13 @@ type bisectState struct {
 	good, suspects, untested []string
 	slowNodes                []string
 	slowLinks, linkSuspects  [][2]string
+	namedIn                  map[string]int
 	slow                     func(PairResult) bool
 	pairsOf                  map[string][]PairResult
 }
 
 func (b *Bisector) state() bisectState {
-	st := bisectState{pairsOf: map[string][]PairResult{}}
+	st := bisectState{pairsOf: map[string][]PairResult{}, namedIn: map[string]int{}}
 	var bws []float64
 	for _, r := range b.results {
 		if r.Err == "" && r.BusBW > 0 {
@@ -202,6 +217,9 @@ func (b *Bisector) state() bisectState {
 			named := false
 			for _, r := range st.pairsOf[n] {
 				if b.retests[[2]string{r.A, r.B}] && isGood[other(r, n)] {
+					if !named || r.Round < st.namedIn[n] {
+						st.namedIn[n] = r.Round
+					}
 					named = true
 				}
 			}
@@ -232,6 +250,9 @@ func (b *Bisector) state() bisectState {
 		for _, r := range rs {
 			if st.slow(r) {
 				slow++
+				if slow == 2 {
+					st.namedIn[rs[0].A+"–"+rs[0].B] = r.Round
+				}
 			}
 		}
 		switch {
@@ -251,6 +272,9 @@ func (b *Bisector) Result() Bisection {
 		Scores: map[string]float64{}, Good: st.good, SlowNodes: st.slowNodes, SlowLinks: st.slowLinks}
 	out.Unresolved = append(slices.Clone(st.suspects), st.untested...)
 	out.UnconfirmedLinks = st.linkSuspects
+	if len(st.namedIn) > 0 {
+		out.NamedIn = st.namedIn
+	}
 	for n, rs := range st.pairsOf {
 		var xs []float64
 		for _, r := range rs {
@@ -270,10 +294,10 @@ func (b *Bisector) Result() Bisection {
 func (s Bisection) Summary() string {
 	var parts []string
 	for _, n := range s.SlowNodes {
-		parts = append(parts, fmt.Sprintf("node %s (score %.2f)", n, s.Scores[n]))
+		parts = append(parts, fmt.Sprintf("node %s (score %.2f, named in round %d)", n, s.Scores[n], s.NamedIn[n]))
 	}
 	for _, l := range s.SlowLinks {
-		parts = append(parts, fmt.Sprintf("link %s–%s", l[0], l[1]))
+		parts = append(parts, fmt.Sprintf("link %s–%s (named in round %d)", l[0], l[1], s.NamedIn[l[0]+"–"+l[1]]))
 	}
 	if len(s.Unresolved) > 0 {
 		parts = append(parts, "unresolved: "+strings.Join(s.Unresolved, ", "))
