@@ -327,7 +327,12 @@ func typical(xs []float64) float64 {
 	}
 	s := slices.Clone(xs)
 	sort.Float64s(s)
-	return SpreadOf(s[len(s)/2:]).Median
+	// An odd count's middle value belongs to neither half.
+	half := (len(s) + 1) / 2
+	if len(s) == 1 {
+		half = 0
+	}
+	return SpreadOf(s[half:]).Median
 }
 
 // roundRobin is round r of the circle method: every node meets every

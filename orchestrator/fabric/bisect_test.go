@@ -263,3 +263,17 @@ func TestBisectionForgivesASlowMoment(t *testing.T) {
 		}
 	}
 }
+
+// The typical pair is the median of the faster half; an odd count's
+// middle value is in neither half (two slow pairs of three must not pull
+// the reference down to between them and the fast one).
+func TestTypicalIsTheFasterHalf(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{5}, 5}, {[]float64{185, 370, 185}, 370}, {[]float64{1, 2, 3, 4}, 3.5}, {[]float64{1, 2, 3, 4, 5}, 4.5}} {
+		if got := typical(tc.xs); got != tc.want {
+			t.Errorf("typical(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
