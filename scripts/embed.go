@@ -2,7 +2,11 @@
 // binary so a window needs nothing but SSH and bash on a node.
 package scripts
 
-import _ "embed"
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+)
 
 // Preflight collects a node's identity and GPU facts in one pass; see
 // node/preflight.sh for the output format.
@@ -25,3 +29,29 @@ var WindowKey string
 //
 //go:embed node/relay.sh
 var Relay string
+
+// File is one script the window pushes to every node.
+type File struct {
+	Name string
+	Body string
+}
+
+// Pushed is every script the phases run from the node's copy, pushed once
+// at the start of the window and checked by sha256 before each run.
+// Teardown is not among them: it must work on a node where the push never
+// happened (a resumed window, a node lost before it), so it travels inline.
+func Pushed() []File {
+	return []File{
+		{"preflight.sh", Preflight},
+		{"windowkey.sh", WindowKey},
+		{"relay.sh", Relay},
+		{"stage.sh", Stage},
+		{"checkpoint.sh", Checkpoint},
+	}
+}
+
+// SHA256 is the hex sha256 of a script's body.
+func SHA256(body string) string {
+	s := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(s[:])
+}

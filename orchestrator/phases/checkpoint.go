@@ -13,7 +13,6 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
-	"gpuaccept/scripts"
 )
 
 // The checkpoint test is two phases, not one cluster phase. A checkpoint
@@ -44,8 +43,8 @@ var CheckpointWrite = orchestrator.Phase{
 		if inventory.On(c.Shared) {
 			need *= int64(len(w.Active()))
 		}
-		cmd := fmt.Sprintf("bash -c %s checkpoint write %s %s %d %d %s %d", remote.Quote(scripts.Checkpoint),
-			remote.Quote(ckptBase(w)), remote.Quote(n.Name), int64(c.Size), c.Shards, remote.Quote(w.RunID()+"/"+n.Name), need)
+		cmd := toolCmd(w.RunID(), "checkpoint.sh", "write", remote.Quote(ckptBase(w)), remote.Quote(n.Name), fmt.Sprint(int64(c.Size)), fmt.Sprint(c.Shards),
+			remote.Quote(w.RunID()+"/"+n.Name), fmt.Sprint(need))
 		out, err := runOn(ctx, w, n, ckptWritePhase, cmd)
 		err = ckptScriptError(err)
 		res, perr := parseCkptWrite(string(out), ckptBase(w)+"/"+n.Name)
@@ -94,8 +93,7 @@ var CheckpointRestore = orchestrator.Phase{
 		writer := w.Nodes[src]
 		var wr CkptSave
 		w.Result(ckptWritePhase, src, &wr)
-		cmd := fmt.Sprintf("bash -c %s checkpoint restore %s %s %d", remote.Quote(scripts.Checkpoint),
-			remote.Quote(ckptBase(w)), remote.Quote(writer.Name), len(wr.Shards))
+		cmd := toolCmd(w.RunID(), "checkpoint.sh", "restore", remote.Quote(ckptBase(w)), remote.Quote(writer.Name), fmt.Sprint(len(wr.Shards)))
 		out, err := runOn(ctx, w, n, ckptRestorePhase, cmd)
 		err = ckptScriptError(err)
 		res, perr := parseCkptRestore(string(out), wr.Dir)

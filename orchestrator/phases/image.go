@@ -19,7 +19,6 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
-	"gpuaccept/scripts"
 )
 
 // Imaged is what the image phase did on every node.
@@ -195,7 +194,8 @@ func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Nod
 }
 
 // relayChain streams the archive into the first node, which passes it on
-// (scripts/node/relay.sh) over the window's ssh key.
+// (scripts/node/relay.sh, each node running its own pushed copy) over the
+// window's ssh key.
 func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) {
 	f, err := os.Open(res.Archive.Path)
 	if err != nil {
@@ -207,7 +207,7 @@ func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 	for _, n := range nodes[1:] {
 		args = append(args, remote.Quote(n.Name+"="+w.FabricHost(n)))
 	}
-	cmd := "cd && export GPUACCEPT_RELAY_SCRIPT=" + remote.Quote(scripts.Relay) + `; bash -c "$GPUACCEPT_RELAY_SCRIPT" relay ` + strings.Join(args, " ")
+	cmd := "cd && " + toolCmd(w.RunID(), "relay.sh", args...)
 	w.Progress.Node(nodes[0].Name, "image: relaying %s along %d nodes", humanSize(res.Archive.Bytes), len(nodes))
 	in := &countingReader{r: f, report: progressEvery(w, nodes[0].Name, res.Archive.Bytes)}
 	out, err := runIn(ctx, w, nodes[0], "image", cmd, in)

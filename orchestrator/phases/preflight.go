@@ -6,8 +6,6 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
-	"gpuaccept/remote"
-	"gpuaccept/scripts"
 )
 
 // Preflight collects each node's identity and GPU facts (nvidia-smi -L,
@@ -25,7 +23,7 @@ var Preflight = orchestrator.Phase{
 		return orDefault(inv.Phases.Preflight.Timeout, 3*time.Minute)
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		out, err := runOn(ctx, w, n, "preflight", "bash -c "+remote.Quote(scripts.Preflight))
+		out, err := runOn(ctx, w, n, "preflight", toolCmd(w.RunID(), "preflight.sh"))
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,6 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
 	"gpuaccept/remote"
-	"gpuaccept/scripts"
 )
 
 // Staged is what staging did on one node.
@@ -115,7 +114,7 @@ func StagingDir(w *orchestrator.Window) string {
 func stageNode(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 	st := w.Inv.Phases.Staging
 	res := &Staged{Dir: StagingDir(w)}
-	out, err := runOn(ctx, w, n, "staging", stageCommand("prepare", res.Dir))
+	out, err := runOn(ctx, w, n, "staging", stageCommand(w, "prepare", res.Dir))
 	if err != nil {
 		return nil, stageError(out, err, "")
 	}
@@ -210,7 +209,7 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	if s.Kind == "synthetic" {
 		return stageSynthetic(ctx, w, n, dir, src, s, &sent)
 	}
-	out, err := runOn(ctx, w, n, "staging", stageCommand("fetch", dir, s.Name, s.Kind, s.From))
+	out, err := runOn(ctx, w, n, "staging", stageCommand(w, "fetch", dir, s.Name, s.Kind, s.From))
 	if err != nil {
 		s.Error = stageError(out, err, s.Name+" ("+s.From+"): ").Error()
 		return s
@@ -303,12 +302,12 @@ func stillStaging(w *orchestrator.Window, n *orchestrator.Node, name string, sen
 	return func() { close(stop); <-done }
 }
 
-func stageCommand(op, dir string, args ...string) string {
-	cmd := "bash -c " + remote.Quote(scripts.Stage) + " stage " + remote.Quote(op) + " " + remote.Quote(dir)
+func stageCommand(w *orchestrator.Window, op, dir string, args ...string) string {
+	words := []string{remote.Quote(op), remote.Quote(dir)}
 	for _, a := range args {
-		cmd += " " + remote.Quote(a)
+		words = append(words, remote.Quote(a))
 	}
-	return cmd
+	return toolCmd(w.RunID(), "stage.sh", words...)
 }
 
 // stagedLine finds the script's "staged k=v ..." line.

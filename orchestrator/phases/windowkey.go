@@ -9,7 +9,6 @@ import (
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/remote"
-	"gpuaccept/scripts"
 )
 
 // KeyInstalled is what the evidence keeps of the window's key on a node:
@@ -44,8 +43,7 @@ var WindowKey = orchestrator.Phase{
 		key := v.(remote.WindowKey)
 		known, portLines := peerHosts(w)
 		dir := nodeDir(w)
-		cmd := "bash -c " + remote.Quote(scripts.WindowKey) + " windowkey \"" + dir + "\" " +
-			remote.Quote(key.AuthorizedKey) + " " + remote.Quote(known) + " " + remote.Quote(portLines)
+		cmd := toolCmd(w.RunID(), "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines))
 		if _, err := runIn(ctx, w, n, "windowkey", cmd, strings.NewReader(string(key.PrivatePEM))); err != nil {
 			return nil, err
 		}

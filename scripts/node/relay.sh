@@ -3,8 +3,9 @@
 # copy whatever the number of nodes. Every node checks its own copy.
 # $1: destination file, $2: expected sha256, $3: ssh_config (the window's
 # key), $4: this node's name, $5...: the rest of the chain as NAME=HOST.
-# The script itself is in $GPUACCEPT_RELAY_SCRIPT and travels with the
-# first hop, so the next node needs nothing installed.
+# Every node holds its own copy of this script (pushed at the start of the
+# window, at the same place under the login directory); the next hop runs
+# its copy only if its sha256 is this one's.
 # Prints one line per node of the chain, this one first:
 #   relay NAME ok|bad|failed BYTES SECONDS SHA256 [why]
 set -u
@@ -18,8 +19,12 @@ if [ $# -gt 0 ]; then
   shift
   args=""
   for a in "$f" "$want" "$cfg" "$name" "$@"; do args="$args $(printf '%q' "$a")"; done
+  rel=${0#"$HOME"/}
+  sum=$(sha256sum <"$0" | cut -d' ' -f1)
+  next="f=\"\$HOME\"/$(printf '%q' "$rel"); printf '%s  %s\\n' $sum \"\$f\" | sha256sum -c --status 2>/dev/null || { echo \"relay: \$f is missing or is not the window's copy\" >&2; exit 96; }"
+  next="$next; export GPUACCEPT_RUN=$(printf '%q' "${GPUACCEPT_RUN:-}"); bash \"\$f\"$args"
   # Hashed as it arrives: the node's CPU works while the link does.
-  tee "$tmp" >(sha256sum >"$tmp.sum") | ssh -F "$cfg" "$host" "export GPUACCEPT_RUN=$(printf '%q' "${GPUACCEPT_RUN:-}") GPUACCEPT_RELAY_SCRIPT=$(printf '%q' "$GPUACCEPT_RELAY_SCRIPT"); bash -c \"\$GPUACCEPT_RELAY_SCRIPT\" relay$args"
+  tee "$tmp" >(sha256sum >"$tmp.sum") | ssh -F "$cfg" "$host" "$next"
   rcs=("${PIPESTATUS[@]}")
   # A failed hop is named here; the nodes after it get no line, and the
   # coordinator sends them their copy itself.

@@ -1,0 +1,76 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/remote"
+	"gpuaccept/scripts"
+)
+
+// ToolsPushed is what the tools phase left on a node: the window's
+// scripts, each checked there against the sha256 of the copy embedded in
+// this gpuaccept binary.
+type ToolsPushed struct {
+	Dir   string       `json:"dir"`
+	Files []PushedFile `json:"files"`
+}
+
+// PushedFile is one script on a node.
+type PushedFile struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Tools pushes every script the window runs on the nodes, once, at the
+// start: the later phases run the node's copy only after checking its
+// sha256 again (toolCmd), so the evidence names exactly what ran. It runs
+// again on --resume: the binary resuming may carry other scripts.
+var Tools = orchestrator.Phase{
+	Name:      "tools",
+	Gating:    true,
+	AlwaysRun: true,
+	Enabled:   func(*inventory.Inventory) bool { return true },
+	Deadline:  func(*inventory.Inventory) time.Duration { return 2 * time.Minute },
+	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		res := ToolsPushed{Dir: toolsDir(w.RunID())}
+		for _, f := range scripts.Pushed() {
+			sum := scripts.SHA256(f.Body)
+			// SFTP paths are relative to the login directory, as toolsDir is.
+			tr, err := n.Client.UploadFrom(ctx, strings.NewReader(f.Body), int64(len(f.Body)), toolsDir(w.RunID())+"/"+f.Name,
+				remote.TransferOptions{Mode: 0o644, SHA256: sum})
+			if err != nil {
+				return res, fmt.Errorf("push %s: %w", f.Name, err)
+			}
+			res.Files = append(res.Files, PushedFile{Name: f.Name, Bytes: tr.Bytes, SHA256: tr.SHA256})
+		}
+		return res, nil
+	},
+}
+
+// toolsDir is where the scripts land, relative to the login directory.
+func toolsDir(runID string) string { return ".gpuaccept/" + runID + "/bin" }
+
+// toolCmd is the shell command that runs a pushed script with args (each
+// already a shell word): it refuses, with exit 96 and a line naming the
+// file, a copy that is missing or not the one this binary pushed.
+func toolCmd(runID, name string, args ...string) string {
+	body := ""
+	for _, f := range scripts.Pushed() {
+		if f.Name == name {
+			body = f.Body
+		}
+	}
+	if body == "" {
+		panic("toolCmd: no pushed script " + name)
+	}
+	sum := scripts.SHA256(body)
+	file := `"$HOME/` + toolsDir(runID) + "/" + name + `"`
+	return fmt.Sprintf(`f=%s; printf '%%s  %%s\n' %s "$f" | sha256sum -c --status 2>/dev/null || { echo "gpuaccept: $f is missing or is not the copy pushed at the start of the window (sha256 %s)" >&2; exit 96; }; bash "$f" %s`,
+		file, sum, sum, strings.Join(args, " "))
+}
