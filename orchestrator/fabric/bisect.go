@@ -54,7 +54,7 @@ type Bisection struct {
 	// NamedIn: the round whose result named each slow node ("h3") or link
 	// ("h2–h5"); later rounds may have gone on checking something else.
 	NamedIn map[string]int `json:"named_in_round,omitempty"`
-	Note             string      `json:"note,omitempty"`
+	Note    string         `json:"note,omitempty"`
 }
 
 // NewBisector checks its inputs.
