@@ -5,11 +5,17 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"gpuaccept/orchestrator/inventory"
 )
 
 // Progress writes what the window is doing to stderr: a banner per phase
 // and one "node: message" line per event. On a terminal a live count of
-// finished nodes is kept on the last line.
+// finished nodes is kept on the last line, and long transfers get a bar
+// each (Transfer); elsewhere a transfer is a line per tenth.
 type Progress struct {
 	mu       sync.Mutex
 	w        io.Writer
@@ -20,6 +26,10 @@ type Progress struct {
 	failed   int
 	started  time.Time
 	liveLine bool
+	// bars draws the transfers' bars while any runs; the other lines go
+	// through it then, above the bars.
+	bars    *mpb.Progress
+	running int
 }
 
 // NewProgress writes to w; live enables the terminal status line.
@@ -36,7 +46,7 @@ func (p *Progress) Phase(name string, total int) {
 	defer p.mu.Unlock()
 	p.clearLive()
 	p.phase, p.total, p.done, p.failed, p.started = name, total, 0, 0, time.Now()
-	fmt.Fprintf(p.w, "== %s (%d node%s)\n", name, total, plural(total))
+	fmt.Fprintf(p.out(), "== %s (%d node%s)\n", name, total, plural(total))
 	p.drawLive()
 }
 
@@ -45,7 +55,7 @@ func (p *Progress) Node(node, format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
-	fmt.Fprintf(p.w, "%s: %s\n", node, fmt.Sprintf(format, args...))
+	fmt.Fprintf(p.out(), "%s: %s\n", node, fmt.Sprintf(format, args...))
 	p.drawLive()
 }
 
@@ -66,7 +76,7 @@ func (p *Progress) Line(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
-	fmt.Fprintf(p.w, format+"\n", args...)
+	fmt.Fprintf(p.out(), format+"\n", args...)
 	p.drawLive()
 }
 
@@ -75,7 +85,7 @@ func (p *Progress) End() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
-	fmt.Fprintf(p.w, "== %s: %d/%d done, %d failed, %s\n", p.phase, p.done, p.total, p.failed,
+	fmt.Fprintf(p.out(), "== %s: %d/%d done, %d failed, %s\n", p.phase, p.done, p.total, p.failed,
 		time.Since(p.started).Round(10*time.Millisecond))
 }
 
@@ -87,12 +97,102 @@ func (p *Progress) clearLive() {
 }
 
 func (p *Progress) drawLive() {
-	if !p.live || p.phase == "" {
+	if !p.live || p.phase == "" || p.bars != nil {
 		return
 	}
 	fmt.Fprintf(p.w, "  %s: %d/%d done, %d failed, %s", p.phase, p.done, p.total, p.failed,
 		time.Since(p.started).Round(time.Second))
 	p.liveLine = true
+}
+
+// out is where a line goes: above the bars while they are drawn.
+func (p *Progress) out() io.Writer {
+	if p.bars != nil {
+		return p.bars
+	}
+	return p.w
+}
+
+// Transfer follows one long copy of total bytes to node: a bar on a
+// terminal, else a "node: what: N% of SIZE sent" line per tenth once it
+// has run quietFor. Every Transfer must be closed.
+func (p *Progress) Transfer(node, what string, total int64) *Transfer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := &Transfer{p: p, node: node, what: what, total: total, next: 1, start: time.Now()}
+	if !p.live || total <= 0 {
+		return t
+	}
+	if p.bars == nil {
+		p.clearLive()
+		// AutoRefresh: stderr was found to be a terminal already, and mpb
+		// would not draw to anything else (tests).
+		p.bars = mpb.New(mpb.WithOutput(p.w), mpb.WithWidth(32), mpb.WithAutoRefresh(), mpb.WithRefreshRate(200*time.Millisecond))
+	}
+	p.running++
+	label := node + " " + what
+	t.bar = p.bars.AddBar(total,
+		mpb.PrependDecorators(decor.Name(label, decor.WCSyncSpaceR), decor.CountersKibiByte("% .1f / % .1f", decor.WCSyncSpace)),
+		mpb.AppendDecorators(decor.Percentage(decor.WCSyncSpace), decor.AverageSpeed(decor.SizeB1024(0), "% .1f", decor.WCSyncSpace),
+			decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO, decor.WCSyncSpace), "")),
+		mpb.BarRemoveOnComplete())
+	return t
+}
+
+// Transfer is one copy followed by Progress.
+type Transfer struct {
+	p           *Progress
+	node, what  string
+	total, next int64
+	bar         *mpb.Bar
+	closed      bool
+	start       time.Time
+}
+
+// quietFor: a plain-line transfer says nothing before this, so short
+// copies do not fill the log.
+const quietFor = 2 * time.Second
+
+// Set records done bytes of the total (safe from any goroutine).
+func (t *Transfer) Set(done int64) {
+	if t.bar != nil {
+		t.bar.SetCurrent(min(done, t.total))
+		return
+	}
+	t.p.mu.Lock()
+	defer t.p.mu.Unlock()
+	if t.total <= 0 || t.closed || done*10 < t.next*t.total || time.Since(t.start) < quietFor {
+		return
+	}
+	t.p.clearLive()
+	fmt.Fprintf(t.p.out(), "%s: %s: %d%% of %s sent\n", t.node, t.what, done*100/t.total, inventory.Bytes(t.total))
+	t.next = done*10/t.total + 1
+	t.p.drawLive()
+}
+
+// Close ends the transfer, finished or not; the last bar to close stops
+// the drawing.
+func (t *Transfer) Close() {
+	if t.bar == nil {
+		t.p.mu.Lock()
+		t.closed = true
+		t.p.mu.Unlock()
+		return
+	}
+	if !t.bar.Completed() {
+		t.bar.Abort(true)
+	}
+	t.bar.Wait()
+	t.p.mu.Lock()
+	t.p.running--
+	var stop *mpb.Progress
+	if t.p.running == 0 {
+		stop, t.p.bars = t.p.bars, nil
+	}
+	t.p.mu.Unlock()
+	if stop != nil {
+		stop.Wait()
+	}
 }
 
 func plural(n int) string {

@@ -299,6 +299,17 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	defer cancel()
 	start := time.Now().UTC()
 	v, err := p.Cluster(dctx, w)
+	// The tally: every node took part; a failed phase failed them all, a
+	// quarantine the nodes it names.
+	failed := 0
+	if err != nil {
+		failed = len(w.Active())
+	} else if l, ok := v.(Quarantiner); ok {
+		failed = len(l.Quarantine())
+	}
+	for i := range w.Active() {
+		w.Progress.Finished(i < failed)
+	}
 	w.Progress.End()
 	pr := record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.OK, Started: start, Ended: time.Now().UTC()}
 	if v != nil {

@@ -173,8 +173,10 @@ func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Nod
 	}
 	results := remote.Each(ctx, len(missing), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
 		n := missing[i]
+		tr := w.Progress.Transfer(n.Name, "image", a.Bytes)
+		defer tr.Close()
 		r, err := n.Client.Upload(ctx, a.Path, archivePath(w), remote.TransferOptions{
-			Progress: progressEvery(w, n.Name, a.Bytes)})
+			Progress: func(done, _ int64) { tr.Set(done) }})
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +211,9 @@ func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 	}
 	cmd := "cd && " + toolCmd(w.RunID(), "relay.sh", args...)
 	w.Progress.Node(nodes[0].Name, "image: relaying %s along %d nodes", humanSize(res.Archive.Bytes), len(nodes))
-	in := &countingReader{r: f, report: progressEvery(w, nodes[0].Name, res.Archive.Bytes)}
+	tr := w.Progress.Transfer(nodes[0].Name, "image (chain)", res.Archive.Bytes)
+	defer tr.Close()
+	in := &countingReader{r: f, report: tr.Set}
 	out, err := runIn(ctx, w, nodes[0], "image", cmd, in)
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
@@ -369,31 +373,16 @@ func hashFile(path string) (*Archive, error) {
 type countingReader struct {
 	r      io.Reader
 	n      int64
-	report func(done, total int64)
+	report func(done int64)
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	k, err := c.r.Read(p)
 	c.n += int64(k)
 	if c.report != nil {
-		c.report(c.n, -1)
+		c.report(c.n)
 	}
 	return k, err
-}
-
-// progressEvery prints a progress line per tenth of total.
-func progressEvery(w *orchestrator.Window, node string, total int64) func(done, _ int64) {
-	var mu sync.Mutex
-	next := int64(1)
-	return func(done, _ int64) {
-		mu.Lock()
-		defer mu.Unlock()
-		if total <= 0 || done*10 < next*total {
-			return
-		}
-		w.Progress.Node(node, "image: %d%% of %s sent", done*100/total, humanSize(total))
-		next = done*10/total + 1
-	}
 }
 
 func humanSize(b int64) string { return inventory.Bytes(b).String() }

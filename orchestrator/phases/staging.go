@@ -252,10 +252,12 @@ func stageSynthetic(ctx context.Context, w *orchestrator.Window, n *orchestrator
 		s.Error = "not connected"
 		return s
 	}
+	tr := w.Progress.Transfer(n.Name, "staging "+s.Name, size)
 	r, err := n.Client.UploadFrom(ctx, gen, size, dir+"/"+s.Name, remote.TransferOptions{
 		SHA256:   sum.(string),
-		Progress: func(done, _ int64) { sent.Store(done) },
+		Progress: func(done, _ int64) { sent.Store(done); tr.Set(done) },
 	})
+	tr.Close()
 	if log != nil && lerr == nil {
 		if err != nil {
 			fmt.Fprintf(log, "# %v\n", err)

@@ -1,0 +1,80 @@
+package orchestrator
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer: mpb draws from its own goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// On a terminal each transfer is a bar; lines printed meanwhile still come
+// out whole, and the drawing stops (no goroutine left, see TestMain) once
+// the last transfer closes.
+func TestTransferDrawsBarsOnATerminal(t *testing.T) {
+	var out syncBuffer
+	p := NewProgress(&out, true)
+	p.Phase("image", 2)
+	a := p.Transfer("n1", "image", 64<<20)
+	b := p.Transfer("n2", "image", 64<<20)
+	a.Set(32 << 20)
+	b.Set(16 << 20)
+	p.Node("n1", "a line between bars")
+	time.Sleep(500 * time.Millisecond) // a few refreshes
+	a.Set(64 << 20)
+	a.Close()
+	b.Close() // unfinished: dropped
+	p.End()
+	s := out.String()
+	// (Off a real terminal mpb cuts each bar line at the bar width.)
+	for _, want := range []string{"n1 image  32.0 MiB / 64.0 MiB", "n2 image  16.0 MiB / 64.0 MiB", "n1: a line between bars\n", "== image: 0/2 done"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in\n%q", want, s)
+		}
+	}
+	if strings.Contains(s, "% of") {
+		t.Errorf("plain transfer lines on a terminal:\n%q", s)
+	}
+}
+
+// Elsewhere a transfer is a line per tenth, and only once it has run a
+// while: a short copy says nothing.
+func TestTransferLinesWithoutATerminal(t *testing.T) {
+	var out syncBuffer
+	p := NewProgress(&out, false)
+	short := p.Transfer("n1", "image", 100)
+	short.Set(100)
+	short.Close()
+	long := p.Transfer("n2", "staging data", 1000)
+	long.start = time.Now().Add(-time.Minute)
+	for done := int64(0); done <= 1000; done += 50 {
+		long.Set(done)
+	}
+	long.Close()
+	long.Set(1000) // after Close: nothing
+	got := out.String()
+	if strings.Contains(got, "n1:") {
+		t.Errorf("a short copy printed:\n%s", got)
+	}
+	if n := strings.Count(got, "n2: staging data: "); n != 10 || !strings.Contains(got, "n2: staging data: 100% of 1KB sent\n") {
+		t.Errorf("%d lines:\n%s", n, got)
+	}
+}
