@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -86,6 +87,9 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 		return nil, nil, err
 	}
 	fabric := standins.FormatFabric(demoFabric(inv))
+	if err := demoImage(work, inv); err != nil {
+		return nil, nil, err
+	}
 	var servers []*sshtest.Server
 	for i := range inv.Nodes {
 		n := &inv.Nodes[i]
@@ -98,13 +102,17 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 		if err := standins.InstallFabric(bin, argv0); err != nil {
 			return nil, servers, err
 		}
+		if err := standins.InstallPodman(bin, argv0); err != nil {
+			return nil, servers, err
+		}
 		s, err := sshtest.Start(sshtest.Options{
 			AuthorizedKeys: []ssh.PublicKey{pub},
 			Dir:            home,
 			Env: []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home,
 				standins.FabricEnv + "=" + fabric,
 				standins.FabricNodeEnv + "=" + n.Name,
-				standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs")},
+				standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs"),
+				standins.PodmanStoreEnv + "=" + filepath.Join(home, "containers")},
 			Name: n.Name,
 		})
 		if err != nil {
@@ -130,6 +138,24 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 		return nil, servers, err
 	}
 	return inv, servers, nil
+}
+
+// demoImage writes the demo's image archive and pins it: the coordinator
+// pushes it to every node, whose simulated podman loads it, shows its ID
+// and "starts" it with the GPUs (standins.PodmanMain). It is set here, not
+// in demo.yaml, because the archive is made at run time and the inventory
+// checks that an archive exists when it is read.
+func demoImage(work string, inv *inventory.Inventory) error {
+	archive := filepath.Join(work, "gpuaccept-demo-image.tar")
+	id, err := standins.WriteDemoImage(archive)
+	if err != nil {
+		return fmt.Errorf("demo image: %w", err)
+	}
+	repo, _, _ := strings.Cut(standins.DemoImageRef, ":")
+	inv.Image = inventory.Image{Reference: repo + "@sha256:" + id, Runtime: "podman", Mode: "push", Archive: archive,
+		// Under each node's own home: the demo's nodes share this machine's /var/tmp.
+		Dir: "images", Relay: "direct", GPUs: "all", Smoke: []string{"nvidia-smi", "-L"}}
+	return nil
 }
 
 // demoFabric is the demo's fabric model: every node at the quote's inter-

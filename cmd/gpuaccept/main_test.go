@@ -99,7 +99,10 @@ func TestDemoWritesAVerifiableBundle(t *testing.T) {
 	for _, v := range run.Verdicts {
 		got[v.ID+" "+v.Node] = v.Status + " " + v.Measured
 	}
-	for key, want := range map[string]string{"NCCL-002 ": "FAIL ", "NCCL-004 gpu-03": "FAIL slow: node gpu-03", "NCCL-003 gpu-01": "PASS ", "NCCL-001 ": "PASS "} {
+	// The image: pushed to the three nodes left, loaded by their simulated
+	// podman with the pinned ID, started with the GPUs.
+	for key, want := range map[string]string{"NCCL-002 ": "FAIL ", "NCCL-004 gpu-03": "FAIL slow: node gpu-03", "NCCL-003 gpu-01": "PASS ", "NCCL-001 ": "PASS ",
+		"IMG-003 ": "PASS ", "IMG-001 gpu-02": "PASS image ID sha256:", "IMG-002 gpu-03": "PASS ", "CKPT-001 gpu-01": "PASS", "STAGE-001 gpu-02": "PASS "} {
 		if !strings.HasPrefix(got[key], want) {
 			t.Errorf("%s = %q, want %q...", key, got[key], want)
 		}

@@ -340,8 +340,8 @@ func (v *validator) image() {
 	}
 	if im.Dir == "" {
 		im.Dir = "/var/tmp"
-	} else if !strings.HasPrefix(im.Dir, "/") || strings.ContainsAny(im.Dir, "'\"\n$`") {
-		v.problem("image.dir", "%q: an absolute node-local path without quotes, $ or backquotes", short(im.Dir))
+	} else if strings.ContainsAny(im.Dir, "'\"\n$`") {
+		v.problem("image.dir", "%q: no quotes, $ or backquotes in a path", short(im.Dir))
 	}
 }
 

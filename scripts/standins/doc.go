@@ -7,7 +7,9 @@
 // The one exception is the demo's fabric model (FabricMain, "The fabric model" below): mpirun and the nccl-tests
 // binaries, whose numbers are COMPUTED from a model of the demo's links, because the demo has no hosts to run MPI
 // across. It is a simulation for the demo only, not a launcher; its output says so in the fields the real format
-// allows (nccl-library=0, device gpuaccept-model-standin).
+// allows (nccl-library=0, device gpuaccept-model-standin). The demo's podman (PodmanMain, podman.go) is the other:
+// it loads real image archives into a per-node store and answers load, image inspect and run in podman 4.3's
+// formats (held against the real podman by a test), but `run` starts no container.
 //
 // # Use
 //

@@ -76,6 +76,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(stderr, "%s\n", commandUsage)
 			return ExitNotSimulated
+		case a == Podman:
+			return PodmanMain(args[1:], os.Environ(), stdout, stderr)
 		case IsFabricTool(a):
 			return FabricMain(a, args[1:], os.Environ(), stdout, stderr)
 		}
