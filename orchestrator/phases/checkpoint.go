@@ -43,7 +43,7 @@ var CheckpointWrite = orchestrator.Phase{
 		if inventory.On(c.Shared) {
 			need *= int64(len(w.Active()))
 		}
-		cmd := toolCmd(w.RunID(), "checkpoint.sh", "write", remote.Quote(ckptBase(w)), remote.Quote(n.Name), fmt.Sprint(int64(c.Size)), fmt.Sprint(c.Shards),
+		cmd := toolCmd(w.RunID(), n.Name, "checkpoint.sh", "write", remote.Quote(ckptBase(w)), remote.Quote(n.Name), fmt.Sprint(int64(c.Size)), fmt.Sprint(c.Shards),
 			remote.Quote(w.RunID()+"/"+n.Name), fmt.Sprint(need))
 		out, err := runOn(ctx, w, n, ckptWritePhase, cmd)
 		err = ckptScriptError(err)
@@ -93,7 +93,7 @@ var CheckpointRestore = orchestrator.Phase{
 		writer := w.Nodes[src]
 		var wr CkptSave
 		w.Result(ckptWritePhase, src, &wr)
-		cmd := toolCmd(w.RunID(), "checkpoint.sh", "restore", remote.Quote(ckptBase(w)), remote.Quote(writer.Name), fmt.Sprint(len(wr.Shards)))
+		cmd := toolCmd(w.RunID(), n.Name, "checkpoint.sh", "restore", remote.Quote(ckptBase(w)), remote.Quote(writer.Name), fmt.Sprint(len(wr.Shards)))
 		out, err := runOn(ctx, w, n, ckptRestorePhase, cmd)
 		err = ckptScriptError(err)
 		res, perr := parseCkptRestore(string(out), wr.Dir)

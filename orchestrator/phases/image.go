@@ -209,7 +209,7 @@ func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 	for _, n := range nodes[1:] {
 		args = append(args, remote.Quote(n.Name+"="+w.FabricHost(n)))
 	}
-	cmd := "cd && " + toolCmd(w.RunID(), "relay.sh", args...)
+	cmd := "cd && " + toolCmd(w.RunID(), nodes[0].Name, "relay.sh", args...)
 	w.Progress.Node(nodes[0].Name, "image: relaying %s along %d nodes", humanSize(res.Archive.Bytes), len(nodes))
 	tr := w.Progress.Transfer(nodes[0].Name, "image (chain)", res.Archive.Bytes)
 	defer tr.Close()

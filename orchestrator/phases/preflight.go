@@ -23,7 +23,7 @@ var Preflight = orchestrator.Phase{
 		return orDefault(inv.Phases.Preflight.Timeout, 3*time.Minute)
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		out, err := runOn(ctx, w, n, "preflight", toolCmd(w.RunID(), "preflight.sh"))
+		out, err := runOn(ctx, w, n, "preflight", toolCmd(w.RunID(), n.Name, "preflight.sh"))
 		if err != nil {
 			return nil, err
 		}

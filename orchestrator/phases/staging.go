@@ -114,7 +114,7 @@ func StagingDir(w *orchestrator.Window) string {
 func stageNode(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 	st := w.Inv.Phases.Staging
 	res := &Staged{Dir: StagingDir(w)}
-	out, err := runOn(ctx, w, n, "staging", stageCommand(w, "prepare", res.Dir))
+	out, err := runOn(ctx, w, n, "staging", stageCommand(w, n, "prepare", res.Dir))
 	if err != nil {
 		return nil, stageError(out, err, "")
 	}
@@ -209,7 +209,7 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	if s.Kind == "synthetic" {
 		return stageSynthetic(ctx, w, n, dir, src, s, &sent)
 	}
-	out, err := runOn(ctx, w, n, "staging", stageCommand(w, "fetch", dir, s.Name, s.Kind, s.From))
+	out, err := runOn(ctx, w, n, "staging", stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From))
 	if err != nil {
 		s.Error = stageError(out, err, s.Name+" ("+s.From+"): ").Error()
 		return s
@@ -304,12 +304,12 @@ func stillStaging(w *orchestrator.Window, n *orchestrator.Node, name string, sen
 	return func() { close(stop); <-done }
 }
 
-func stageCommand(w *orchestrator.Window, op, dir string, args ...string) string {
+func stageCommand(w *orchestrator.Window, n *orchestrator.Node, op, dir string, args ...string) string {
 	words := []string{remote.Quote(op), remote.Quote(dir)}
 	for _, a := range args {
 		words = append(words, remote.Quote(a))
 	}
-	return toolCmd(w.RunID(), "stage.sh", words...)
+	return toolCmd(w.RunID(), n.Name, "stage.sh", words...)
 }
 
 // stagedLine finds the script's "staged k=v ..." line.

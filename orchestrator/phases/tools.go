@@ -38,11 +38,11 @@ var Tools = orchestrator.Phase{
 	Enabled:   func(*inventory.Inventory) bool { return true },
 	Deadline:  func(*inventory.Inventory) time.Duration { return 2 * time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		res := ToolsPushed{Dir: toolsDir(w.RunID())}
+		res := ToolsPushed{Dir: toolsDir(w.RunID(), n.Name)}
 		for _, f := range scripts.Pushed() {
 			sum := scripts.SHA256(f.Body)
 			// SFTP paths are relative to the login directory, as toolsDir is.
-			tr, err := n.Client.UploadFrom(ctx, strings.NewReader(f.Body), int64(len(f.Body)), toolsDir(w.RunID())+"/"+f.Name,
+			tr, err := n.Client.UploadFrom(ctx, strings.NewReader(f.Body), int64(len(f.Body)), toolsDir(w.RunID(), n.Name)+"/"+f.Name,
 				remote.TransferOptions{Mode: 0o644, SHA256: sum})
 			if err != nil {
 				return res, fmt.Errorf("push %s: %w", f.Name, err)
@@ -53,13 +53,14 @@ var Tools = orchestrator.Phase{
 	},
 }
 
-// toolsDir is where the scripts land, relative to the login directory.
-func toolsDir(runID string) string { return ".gpuaccept/" + runID + "/bin" }
+// toolsDir is where a node's scripts land, relative to the login
+// directory: one per node, because homes may be one NFS export for all.
+func toolsDir(runID, node string) string { return ".gpuaccept/" + runID + "/bin/" + node }
 
 // toolCmd is the shell command that runs a pushed script with args (each
 // already a shell word): it refuses, with exit 96 and a line naming the
 // file, a copy that is missing or not the one this binary pushed.
-func toolCmd(runID, name string, args ...string) string {
+func toolCmd(runID, node, name string, args ...string) string {
 	body := ""
 	for _, f := range scripts.Pushed() {
 		if f.Name == name {
@@ -70,7 +71,7 @@ func toolCmd(runID, name string, args ...string) string {
 		panic("toolCmd: no pushed script " + name)
 	}
 	sum := scripts.SHA256(body)
-	file := `"$HOME/` + toolsDir(runID) + "/" + name + `"`
+	file := `"$HOME/` + toolsDir(runID, node) + "/" + name + `"`
 	return fmt.Sprintf(`f=%s; printf '%%s  %%s\n' %s "$f" | sha256sum -c --status 2>/dev/null || { echo "gpuaccept: $f is missing or is not the copy pushed at the start of the window (sha256 %s)" >&2; exit 96; }; bash "$f" %s`,
 		file, sum, sum, strings.Join(args, " "))
 }

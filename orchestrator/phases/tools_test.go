@@ -14,7 +14,7 @@ import (
 func TestToolCmdRunsOnlyThePushedCopy(t *testing.T) {
 	home := t.TempDir()
 	const run = "20261130T000000Z-test"
-	dir := filepath.Join(home, toolsDir(run))
+	dir := filepath.Join(home, toolsDir(run, "n1"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestToolCmdRunsOnlyThePushedCopy(t *testing.T) {
 	}
 	file := filepath.Join(dir, "stage.sh")
 	sh := func() (string, string, int) {
-		cmd := exec.Command("bash", "-c", toolCmd(run, "stage.sh", "prepare", "'"+filepath.Join(home, "data")+"'"))
+		cmd := exec.Command("bash", "-c", toolCmd(run, "n1", "stage.sh", "prepare", "'"+filepath.Join(home, "data")+"'"))
 		cmd.Env = append(os.Environ(), "HOME="+home)
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb

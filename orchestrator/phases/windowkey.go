@@ -43,7 +43,7 @@ var WindowKey = orchestrator.Phase{
 		key := v.(remote.WindowKey)
 		known, portLines := peerHosts(w)
 		dir := nodeDir(w)
-		cmd := toolCmd(w.RunID(), "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines))
+		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines))
 		if _, err := runIn(ctx, w, n, "windowkey", cmd, strings.NewReader(string(key.PrivatePEM))); err != nil {
 			return nil, err
 		}

@@ -4,8 +4,8 @@
 # $1: destination file, $2: expected sha256, $3: ssh_config (the window's
 # key), $4: this node's name, $5...: the rest of the chain as NAME=HOST.
 # Every node holds its own copy of this script (pushed at the start of the
-# window, at the same place under the login directory); the next hop runs
-# its copy only if its sha256 is this one's.
+# window under the login directory, beside this one's under the node's
+# name); the next hop runs its copy only if its sha256 is this one's.
 # Prints one line per node of the chain, this one first:
 #   relay NAME ok|bad|failed BYTES SECONDS SHA256 [why]
 set -u
@@ -19,7 +19,10 @@ if [ $# -gt 0 ]; then
   shift
   args=""
   for a in "$f" "$want" "$cfg" "$name" "$@"; do args="$args $(printf '%q' "$a")"; done
+  # This copy is .gpuaccept/RUN/bin/SELF/relay.sh; the next node's sits
+  # beside it under its own name.
   rel=${0#"$HOME"/}
+  rel="${rel%/*/relay.sh}/$name/relay.sh"
   sum=$(sha256sum <"$0" | cut -d' ' -f1)
   next="f=\"\$HOME\"/$(printf '%q' "$rel"); printf '%s  %s\\n' $sum \"\$f\" | sha256sum -c --status 2>/dev/null || { echo \"relay: \$f is missing or is not the window's copy\" >&2; exit 96; }"
   next="$next; export GPUACCEPT_RUN=$(printf '%q' "${GPUACCEPT_RUN:-}"); bash \"\$f\"$args"
