@@ -47,6 +47,8 @@ func Pushed() []File {
 		{"relay.sh", Relay},
 		{"stage.sh", Stage},
 		{"checkpoint.sh", Checkpoint},
+		{"failure.sh", Failure},
+		{"ddp_train.py", DDPTrain},
 	}
 }
 
@@ -55,3 +57,16 @@ func SHA256(body string) string {
 	s := sha256.Sum256([]byte(body))
 	return hex.EncodeToString(s[:])
 }
+
+// Failure is the failure test's actions on a node (kill, cut with the
+// restore scheduled first, reboot).
+//
+//go:embed node/failure.sh
+var Failure string
+
+// DDPTrain is the failure test's workload: a small DistributedDataParallel
+// job with a log line per step and atomic checkpoints (see its header for
+// the log contract).
+//
+//go:embed ddp_train.py
+var DDPTrain string

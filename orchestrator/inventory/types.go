@@ -126,6 +126,7 @@ type Phases struct {
 	ImagePh    Toggle     `mapstructure:"image" json:"image"`
 	Staging    Staging    `mapstructure:"staging" json:"staging"`
 	Checkpoint Checkpoint `mapstructure:"checkpoint" json:"checkpoint"`
+	Failure    Failure    `mapstructure:"failure" json:"failure"`
 	// Deadline bounds each phase on each node unless the phase sets its own.
 	Deadline time.Duration `mapstructure:"deadline" json:"deadline"`
 }
@@ -210,6 +211,58 @@ type Checkpoint struct {
 	// Shared says Dir is one filesystem for all nodes. Default true.
 	Shared  *bool         `mapstructure:"shared" json:"shared"`
 	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// Failure configures the node-kill failure test: a distributed training
+// job (torchrun) on every node, one node failed on purpose once it runs
+// steadily, and what recovering costs.
+type Failure struct {
+	Enabled bool `mapstructure:"enabled" json:"enabled"`
+	// Victim is the node failed on purpose. Default the last node in the
+	// window; never the first, which holds the rendezvous.
+	Victim string `mapstructure:"victim" json:"victim"`
+	// Inject: kill-worker (the victim's training process), kill-node
+	// (every process of the window on it), cut (its network, for CutFor,
+	// the restore scheduled on the node itself first), reboot (only with
+	// AllowReboot). Default kill-node.
+	Inject      string        `mapstructure:"inject" json:"inject"`
+	CutFor      time.Duration `mapstructure:"cut_for" json:"cut_for"`
+	AllowReboot bool          `mapstructure:"allow_reboot" json:"allow_reboot"`
+	// Recovery: elastic (torchrun goes on with the survivors, the victim
+	// rejoins when back) or relaunch (the job is stopped and started again
+	// on the nodes that answer). Default elastic.
+	Recovery string `mapstructure:"recovery" json:"recovery"`
+	// Python runs torch.distributed.run (torchrun). Default python3.
+	Python string `mapstructure:"python" json:"python"`
+	// Command replaces the embedded ddp_train.py: the user's own training
+	// command, with the same log contract, run by torchrun --no_python.
+	Command []string `mapstructure:"command" json:"command"`
+	// ProcsPerNode: workers per node. Default the quote's GPUs per node.
+	ProcsPerNode int `mapstructure:"procs_per_node" json:"procs_per_node"`
+	// Dir holds the job's checkpoints: a filesystem every node sees.
+	// Default phases.checkpoint.dir.
+	Dir             string `mapstructure:"dir" json:"dir"`
+	CheckpointEvery int    `mapstructure:"checkpoint_every" json:"checkpoint_every"` // steps; default 5
+	Hidden          int    `mapstructure:"hidden" json:"hidden"`                     // model width; default 1024
+	// StepTime: ddp_train.py's steps take at least this long (a small
+	// model alone steps in milliseconds). Default 500ms.
+	StepTime time.Duration `mapstructure:"step_time" json:"step_time"`
+	// SteadySteps every node logs before the failure; ResumeSteps the
+	// job logs after it for progress to count as resumed. Defaults 5, 3.
+	SteadySteps int `mapstructure:"steady_steps" json:"steady_steps"`
+	ResumeSteps int `mapstructure:"resume_steps" json:"resume_steps"`
+	// CollectiveTimeout bounds a collective (init_process_group's
+	// timeout): without it a cut link hangs the survivors for good.
+	// Default 30s.
+	CollectiveTimeout time.Duration `mapstructure:"collective_timeout" json:"collective_timeout"`
+	// Port of the rendezvous on the first node. Default one derived from
+	// the run ID (an old store on a reused port is joined silently).
+	Port int `mapstructure:"port" json:"port"`
+	// Thresholds: ResumeWithin (default 5m) from the failure to resumed
+	// progress; MaxStepsLost (default CheckpointEvery).
+	ResumeWithin time.Duration `mapstructure:"resume_within" json:"resume_within"`
+	MaxStepsLost *int          `mapstructure:"max_steps_lost" json:"max_steps_lost"`
+	Timeout      time.Duration `mapstructure:"timeout" json:"timeout"`
 }
 
 // Bisection finds the slow node or link: disjoint pairs of nodes tested at

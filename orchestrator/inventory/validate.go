@@ -441,6 +441,7 @@ func (v *validator) phases() {
 	v.nonNegativeDuration("phases.image.timeout", p.ImagePh.Timeout)
 	v.staging(&p.Staging)
 	v.checkpoint(&p.Checkpoint)
+	v.failure(&p.Failure, &p.Checkpoint)
 }
 
 var (
@@ -534,6 +535,98 @@ func (v *validator) checkpoint(c *Checkpoint) {
 		v.problem(k+"dir", "required: where the checkpoint is written (a shared filesystem, or a local disk with shared: false)")
 	} else if strings.ContainsAny(c.Dir, "'\"\n$`") {
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(c.Dir))
+	}
+}
+
+// failure fills the failure test's defaults and checks its choices.
+func (v *validator) failure(f *Failure, c *Checkpoint) {
+	const k = "phases.failure."
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"timeout", f.Timeout}, {"cut_for", f.CutFor}, {"collective_timeout", f.CollectiveTimeout}, {"resume_within", f.ResumeWithin}, {"step_time", f.StepTime}} {
+		v.nonNegativeDuration(k+d.key, d.d)
+	}
+	if f.Inject == "" {
+		f.Inject = "kill-node"
+	}
+	switch f.Inject {
+	case "kill-worker", "kill-node", "cut":
+	case "reboot":
+		if !f.AllowReboot {
+			v.problem(k+"inject", "reboot restarts a rented machine: set phases.failure.allow_reboot: true to mean it")
+		}
+	default:
+		v.problem(k+"inject", "must be kill-worker, kill-node, cut or reboot, got %q", short(f.Inject))
+	}
+	if f.Recovery == "" {
+		f.Recovery = "elastic"
+	} else if f.Recovery != "elastic" && f.Recovery != "relaunch" {
+		v.problem(k+"recovery", "must be elastic or relaunch, got %q", short(f.Recovery))
+	}
+	if f.CutFor == 0 {
+		f.CutFor = 30 * time.Second
+	}
+	if !v.given(k + "step_time") {
+		f.StepTime = 500 * time.Millisecond
+	}
+	if f.CollectiveTimeout == 0 {
+		f.CollectiveTimeout = 30 * time.Second
+	}
+	if f.ResumeWithin == 0 {
+		f.ResumeWithin = 5 * time.Minute
+	}
+	if f.Python == "" {
+		f.Python = "python3"
+	}
+	for _, d := range []struct {
+		key      string
+		n        *int
+		def, min int
+	}{{"checkpoint_every", &f.CheckpointEvery, 5, 1}, {"hidden", &f.Hidden, 1024, 1}, {"steady_steps", &f.SteadySteps, 5, 1},
+		{"resume_steps", &f.ResumeSteps, 3, 1}, {"procs_per_node", &f.ProcsPerNode, max(v.inv.Quote.GPUsPerNode, 1), 1}} {
+		if !v.given(k + d.key) {
+			*d.n = d.def
+		} else if *d.n < d.min {
+			v.problem(k+d.key, "must be at least %d, got %d", d.min, *d.n)
+		}
+	}
+	if f.MaxStepsLost == nil {
+		n := f.CheckpointEvery
+		f.MaxStepsLost = &n
+	} else if *f.MaxStepsLost < 0 {
+		v.problem(k+"max_steps_lost", "must not be negative, got %d", *f.MaxStepsLost)
+	}
+	if v.given(k+"port") && (f.Port < 1024 || f.Port > 65535) {
+		v.problem(k+"port", "must be between 1024 and 65535, got %d", f.Port)
+	}
+	if !f.Enabled {
+		return
+	}
+	if f.Dir == "" {
+		f.Dir = c.Dir
+	}
+	if strings.TrimSpace(f.Dir) == "" {
+		v.problem(k+"dir", "required: a directory every node sees, for the job's checkpoints (or set phases.checkpoint.dir)")
+	} else if strings.ContainsAny(f.Dir, "'\"\n$`") {
+		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(f.Dir))
+	}
+	if len(v.inv.Nodes) < 2 {
+		v.problem(k+"enabled", "the failure test needs at least 2 nodes (one to fail, one to go on), got %d", len(v.inv.Nodes))
+	}
+	if f.Victim != "" {
+		found := false
+		for i, n := range v.inv.Nodes {
+			if n.Name == f.Victim {
+				found = true
+				if i == 0 {
+					v.problem(k+"victim", "%s is the first node, which holds the job's rendezvous: failing it ends the job for good; choose another", f.Victim)
+				}
+			}
+		}
+		if !found {
+			v.problem(k+"victim", "no node named %q in nodes", short(f.Victim))
+		}
 	}
 }
 

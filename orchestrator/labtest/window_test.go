@@ -184,7 +184,8 @@ func ours(ps string) string {
 		args := strings.Join(f[3:], " ")
 		if strings.Contains(args, "gpuaccept-guard") || strings.Contains(args, " standin ") ||
 			strings.HasPrefix(args, "sleep ") || strings.Contains(args, "/usr/local/bin/") ||
-			strings.Contains(args, "_perf") || strings.Contains(args, "orted") || strings.Contains(args, "mpirun") {
+			strings.Contains(args, "_perf") || strings.Contains(args, "orted") || strings.Contains(args, "mpirun") ||
+			strings.Contains(args, "torch.distributed.run") || strings.Contains(args, "ddp_train.py") {
 			left = append(left, line)
 		}
 	}

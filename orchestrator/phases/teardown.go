@@ -79,6 +79,9 @@ func WindowDirs(w *orchestrator.Window) []string {
 	if st := w.Inv.Phases.Staging; st.Enabled && st.Dir != "" {
 		out = append(out, strings.TrimRight(st.Dir, "/")+"/gpuaccept-"+w.RunID())
 	}
+	if f := w.Inv.Phases.Failure; f.Enabled && f.Dir != "" {
+		out = append(out, strings.TrimRight(f.Dir, "/")+"/gpuaccept-"+w.RunID())
+	}
 	if c := w.Inv.Phases.Checkpoint; c.Enabled && c.Dir != "" {
 		out = append(out, strings.TrimRight(c.Dir, "/")+"/gpuaccept-"+w.RunID())
 	}

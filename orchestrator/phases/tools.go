@@ -61,6 +61,12 @@ func toolsDir(runID, node string) string { return ".gpuaccept/" + runID + "/bin/
 // already a shell word): it refuses, with exit 96 and a line naming the
 // file, a copy that is missing or not the one this binary pushed.
 func toolCmd(runID, node, name string, args ...string) string {
+	return toolCheck(runID, node, name) + ` bash "$f" ` + strings.Join(args, " ")
+}
+
+// toolCheck sets $f to the node's copy of a pushed file, after checking
+// it; ends with "&&" for the command that uses "$f".
+func toolCheck(runID, node, name string) string {
 	body := ""
 	for _, f := range scripts.Pushed() {
 		if f.Name == name {
@@ -68,10 +74,10 @@ func toolCmd(runID, node, name string, args ...string) string {
 		}
 	}
 	if body == "" {
-		panic("toolCmd: no pushed script " + name)
+		panic("toolCheck: no pushed file " + name)
 	}
 	sum := scripts.SHA256(body)
 	file := `"$HOME/` + toolsDir(runID, node) + "/" + name + `"`
-	return fmt.Sprintf(`f=%s; printf '%%s  %%s\n' %s "$f" | sha256sum -c --status 2>/dev/null || { echo "gpuaccept: $f is missing or is not the copy pushed at the start of the window (sha256 %s)" >&2; exit 96; }; bash "$f" %s`,
-		file, sum, sum, strings.Join(args, " "))
+	return fmt.Sprintf(`f=%s; { printf '%%s  %%s\n' %s "$f" | sha256sum -c --status 2>/dev/null || { echo "gpuaccept: $f is missing or is not the copy pushed at the start of the window (sha256 %s)" >&2; exit 96; }; } &&`,
+		file, sum, sum)
 }

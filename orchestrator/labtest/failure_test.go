@@ -1,0 +1,226 @@
+package labtest
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/scripts/lab"
+)
+
+var failureHosts = []string{"h1", "h2", "h3"}
+
+// failureInventory: h1..h3 run the DDP job (gloo on CPU, one worker each)
+// with checkpoints in the lab's shared filesystem; extra is more lines of
+// phases.failure.
+func failureInventory(t *testing.T, l *lab.Lab, extra string) string {
+	t.Helper()
+	labShared(t, l)
+	return writeInventory(t, l, failureHosts, "  price_per_gpu_hour: 2.00\n  currency: USD\n", `  failure:
+    enabled: true
+    python: /usr/bin/python3
+    dir: /shared
+    procs_per_node: 1
+    hidden: 256
+    checkpoint_every: 5
+    steady_steps: 8
+    timeout: 6m
+`+extra)
+}
+
+// runFailure runs a window with the failure test and returns its result.
+func runFailure(t *testing.T, l *lab.Lab, inv string) (*record.Run, phases.Failed, result) {
+	t.Helper()
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+	dir := runDir(t, runs)
+	r := readRun(t, dir)
+	var f phases.Failed
+	phaseData(t, r, "failure", -1, &f)
+	t.Logf("%s, %s recovery: detected %s, resumed %s after the failure, from step %s (step %d reached, checkpoint %d), %s; victim back at %s; billed %.0f node-s = %.4f GPU-h%s",
+		f.Inject, f.Recovery, secs(f.DetectionSecs), secs(f.ResumeSecs), intp(f.ResumedFrom), f.LastStep, f.LastCheckpoint,
+		lostText(f.StepsLost), secsAfter(f.VictimBackAt, f.InjectedAt), f.BilledNodeSecs, f.BilledGPUHours, costOf(f))
+	t.Logf("timeline:\n%s", f.Timeline)
+	for _, id := range []string{"RECOV-001", "RECOV-002", "RECOV-003", "RECOV-004"} {
+		node := ""
+		if id == "RECOV-003" {
+			node = f.Victim
+		}
+		v := verdict(r, id, node)
+		t.Logf("%s %s %s %s", id, v.Status, v.Measured, v.Detail)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("stderr:\n%s", res.stderr)
+		for _, h := range failureHosts {
+			b, _ := os.ReadFile(filepath.Join(dir, "raw", h, "failure.log"))
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("raw/%s/failure.log (end):\n%s", h, b)
+		}
+	})
+	return r, f, res
+}
+
+func secs(p *float64) string {
+	if p == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%.1f s", *p)
+}
+
+func secsAfter(p *float64, from float64) string {
+	if p == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%.1f s", *p-from)
+}
+
+func intp(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+func lostText(p *int) string {
+	if p == nil {
+		return "steps lost unknown"
+	}
+	return fmt.Sprintf("%d step(s) lost", *p)
+}
+
+func costOf(f phases.Failed) string {
+	if f.BilledCost == nil {
+		return ""
+	}
+	return fmt.Sprintf(" = %.4f %s", *f.BilledCost, f.Currency)
+}
+
+// wantRecovered: the job resumed in time from its last checkpoint, the
+// victim came back, and nothing is left.
+func wantRecovered(t *testing.T, l *lab.Lab, r *record.Run, f phases.Failed) {
+	t.Helper()
+	for _, id := range []string{"RECOV-001", "RECOV-002", "RECOV-004"} {
+		if v := verdict(r, id, ""); v.Status != record.Pass {
+			t.Errorf("%s %s: %s %s", id, v.Status, v.Measured, v.Detail)
+		}
+	}
+	if v := verdict(r, "RECOV-003", f.Victim); v.Status != record.Pass {
+		t.Errorf("RECOV-003 %s: %s", v.Status, v.Measured)
+	}
+	if f.ResumedFrom == nil || *f.ResumedFrom != f.LastCheckpoint {
+		t.Errorf("resumed from step %s, the last checkpoint was %d", intp(f.ResumedFrom), f.LastCheckpoint)
+	}
+	for n, c := range f.Left {
+		if c != 0 {
+			t.Errorf("%s: %d process(es) of the test left", n, c)
+		}
+	}
+	nothingLeft(t, l)
+}
+
+func TestFailureKillNodeElastic(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	r, f, _ := runFailure(t, l, failureInventory(t, l, "    inject: kill-node\n    recovery: elastic\n"))
+	wantRecovered(t, l, r, f)
+	if f.DetectionSecs == nil || *f.DetectionSecs > 10 {
+		t.Errorf("a killed node took %s to notice", secs(f.DetectionSecs))
+	}
+}
+
+func TestFailureKillWorkerElastic(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	r, f, _ := runFailure(t, l, failureInventory(t, l, "    inject: kill-worker\n"))
+	wantRecovered(t, l, r, f)
+}
+
+// The cut: the victim's link goes down from the node itself, with the
+// restore scheduled there first; the collective timeout ends the
+// survivors' wait, the job goes on, the victim rejoins once its link is
+// back.
+func TestFailureCutElastic(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	r, f, _ := runFailure(t, l, failureInventory(t, l, "    inject: cut\n    cut_for: 20s\n    collective_timeout: 15s\n"))
+	wantRecovered(t, l, r, f)
+	// The link is up again: the lab reaches h3.
+	if _, err := l.Exec(t.Context(), "h1", "ping", "-c", "1", "-W", "2", l.Host("h3").Addr); err != nil {
+		t.Errorf("h3 unreachable after the test: %v", err)
+	}
+}
+
+func TestFailureKillNodeRelaunch(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	r, f, _ := runFailure(t, l, failureInventory(t, l, "    inject: kill-node\n    recovery: relaunch\n"))
+	wantRecovered(t, l, r, f)
+	if !strings.Contains(fmt.Sprint(f.Actions), "stopped for the relaunch") {
+		t.Errorf("no relaunch in %+v", f.Actions)
+	}
+}
+
+// The coordinator dies while the victim is cut off: the restore scheduled
+// on the node brings it back by itself, the guards end the job on the
+// others, and a resumed window runs the test again and leaves nothing.
+func TestFailureCoordinatorKilledDuringCut(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	inv := failureInventory(t, l, "    inject: cut\n    cut_for: 20s\n    collective_timeout: 15s\n")
+	runs := t.TempDir()
+	progress := filepath.Join(t.TempDir(), "stderr")
+	f, err := os.Create(progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
+	cmd.Stdout, cmd.Stderr = io.Discard, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "the cut", func() bool {
+		b, _ := os.ReadFile(progress)
+		return strings.Contains(string(b), "failure: cut for")
+	})
+	cut := time.Now()
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	waitFor(t, 30*time.Second, "no process of ours left on h1 and h2", func() bool {
+		for _, h := range []string{"h1", "h2"} {
+			if ps, _ := l.Ps(t.Context(), h); ours(ps) != "" {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, 40*time.Second, "h3 reachable again", func() bool {
+		_, err := l.Exec(t.Context(), "h1", "ping", "-c", "1", "-W", "1", l.Host("h3").Addr)
+		return err == nil
+	})
+	t.Logf("h3 back %.1f s after the cut began, with no coordinator", time.Since(cut).Seconds())
+	dir := runDir(t, runs)
+	res := gpuaccept(t, "run", "--resume", dir)
+	r := readRun(t, dir)
+	var fr phases.Failed
+	phaseData(t, r, "failure", -1, &fr)
+	if v := verdict(r, "RECOV-001", ""); v.Status != record.Pass {
+		t.Errorf("after resume: RECOV-001 %s %s %s\n%s", v.Status, v.Measured, v.Detail, res.stderr)
+	}
+	if _, err := l.Exec(t.Context(), "h1", "ping", "-c", "1", "-W", "2", l.Host("h3").Addr); err != nil {
+		t.Errorf("h3 unreachable after the resumed window: %v", err)
+	}
+	nothingLeft(t, l)
+}

@@ -1,0 +1,579 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/remote"
+)
+
+// Failed is what the failure test did and measured.
+type Failed struct {
+	Inject     string   `json:"inject"`
+	Recovery   string   `json:"recovery"`
+	Victim     string   `json:"victim"`
+	Rendezvous string   `json:"rendezvous"`
+	Nodes      []string `json:"nodes"`
+	World      int      `json:"world"` // workers of the whole job
+	Dir        string   `json:"dir"`
+	Command    string   `json:"command"` // the first launch on the rendezvous node
+	// Actions: what the test did, in order, with their times.
+	Actions []FailureAction `json:"actions"`
+	FailureFigures
+	DetectionSecs *float64 `json:"detection_seconds,omitempty"`
+	ResumeSecs    *float64 `json:"resume_seconds,omitempty"`
+	// Billed: every node of the job is rented while it makes no progress,
+	// from the failure to resumed progress (to the end of the test when it
+	// never resumed): node-seconds, GPU-hours and their price.
+	BilledNodeSecs float64  `json:"billed_node_seconds"`
+	BilledGPUHours float64  `json:"billed_gpu_hours"`
+	BilledCost     *float64 `json:"billed_cost,omitempty"`
+	Currency       string   `json:"currency,omitempty"`
+	// Left: processes of the window still running on a node after the
+	// test stopped the job (must be 0); -1 when the node did not answer.
+	Left     map[string]int `json:"left"`
+	Events   []JobEvent     `json:"events"`
+	Timeline string         `json:"timeline"`
+}
+
+// FailureAction is one step of the lifecycle.
+type FailureAction struct {
+	At     float64 `json:"at"`
+	Node   string  `json:"node,omitempty"`
+	What   string  `json:"what"`
+	Output string  `json:"output,omitempty"`
+}
+
+// FailurePhase runs a training job on every node under torchrun and fails
+// one node once the job runs steadily, as roachtest does: setup, steady
+// progress, inject, wait for the failure to show, recover, wait for
+// progress to resume, clean up. Every process it starts carries the
+// window's mark; the cut's restore is scheduled on the node itself.
+var FailurePhase = orchestrator.Phase{
+	Name:    "failure",
+	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.Failure.Enabled },
+	Deadline: func(inv *inventory.Inventory) time.Duration {
+		return orDefault(inv.Phases.Failure.Timeout, 15*time.Minute)
+	},
+	Cluster: runFailure,
+	Judge:   judgeFailure,
+}
+
+// failureJob is one failure test in progress.
+type failureJob struct {
+	w       *orchestrator.Window
+	f       inventory.Failure
+	log     *jobLog
+	res     *Failed
+	perNode int
+
+	mu       sync.Mutex
+	launches map[string]*launch
+	gen      int
+	wg       sync.WaitGroup
+}
+
+// launch is one torchrun launcher on a node.
+type launch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
+	f := w.Inv.Phases.Failure
+	nodes := w.Active()
+	if len(nodes) < 2 {
+		return nil, fmt.Errorf("the failure test needs 2 nodes in the window, %d left", len(nodes))
+	}
+	victim := nodes[len(nodes)-1]
+	if f.Victim != "" {
+		victim = nil
+		for _, n := range nodes {
+			if n.Name == f.Victim {
+				victim = n
+			}
+		}
+		if victim == nil {
+			return nil, fmt.Errorf("the victim %s is not in the window any more (quarantined earlier)", f.Victim)
+		}
+	}
+	if victim == nodes[0] {
+		return nil, fmt.Errorf("the victim %s would be the rendezvous node (the first in the window): failing it ends the job for good", victim.Name)
+	}
+	res := &Failed{Inject: f.Inject, Recovery: f.Recovery, Victim: victim.Name, Rendezvous: nodes[0].Name,
+		World: len(nodes) * f.ProcsPerNode, Dir: failureDir(w), Left: map[string]int{}, Currency: w.Inv.Quote.Currency}
+	for _, n := range nodes {
+		res.Nodes = append(res.Nodes, n.Name)
+	}
+	job := &failureJob{w: w, f: f, log: newJobLog(time.Now()), res: res, perNode: f.ProcsPerNode, launches: map[string]*launch{}}
+	err := job.run(ctx, nodes, victim)
+	job.cleanup(nodes, victim)
+	events, _ := job.log.snapshot()
+	res.Events = events
+	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
+	res.DetectionSecs, res.ResumeSecs = res.FailureFigures.DetectionSecs(), res.FailureFigures.ResumeSecs()
+	job.bill(len(nodes))
+	res.Timeline = textTimeline(res.Nodes, events, res.FailureFigures, 64)
+	if res.Timeline != "" {
+		w.Progress.Line("failure: steps per node over time\n%s", strings.TrimRight(res.Timeline, "\n"))
+	}
+	return *res, err
+}
+
+// run is the lifecycle up to resumed progress (or the reason there was
+// none: an error means the test itself could not be carried out).
+func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim *orchestrator.Node) error {
+	f := j.f
+	// Setup.
+	j.startAll(ctx, nodes, len(nodes))
+	// Steady progress: every node logs steps in a job of the full size
+	// (a slow start can form a group one node short).
+	steadyBy := time.Now().Add(3 * time.Minute)
+	if err := j.waitFor(ctx, steadyBy, func(ev []JobEvent) (bool, error) {
+		if err := j.endedEarly(nodes); err != nil {
+			return false, err
+		}
+		return steady(ev, nodes, j.res.World, f.SteadySteps), nil
+	}); err != nil {
+		return fmt.Errorf("the job never ran steadily on every node: %w", err)
+	}
+	// Inject.
+	j.res.InjectedAt = j.now()
+	if err := j.inject(ctx, victim, nodes[0]); err != nil {
+		return err
+	}
+	// Detection, recovery, resumed progress.
+	resumeBy := time.Now().Add(f.ResumeWithin + time.Minute)
+	detected := false
+	recovered := false
+	err := j.waitFor(ctx, resumeBy, func(ev []JobEvent) (bool, error) {
+		fig := figures(ev, j.res.InjectedAt, victim.Name, f.ResumeSteps)
+		if !detected && fig.DetectedAt != nil {
+			detected = true
+			j.act("", "detected", fmt.Sprintf("%.1f s after the failure", *fig.DetectedAt-j.res.InjectedAt))
+		}
+		if detected && !recovered {
+			recovered = j.recover(ctx, nodes, victim)
+		}
+		if fig.Resumed {
+			return true, nil
+		}
+		if f.Recovery == "elastic" && j.allEnded(nodes, victim) {
+			return false, errors.New("every survivor's launcher ended: the job did not go on without the victim")
+		}
+		return false, nil
+	})
+	if err != nil {
+		j.act("", "not resumed", err.Error())
+		return nil // a job that does not resume is a FAIL verdict, not a broken test
+	}
+	j.act("", "resumed", "")
+	// The victim coming back: bounded, and only a figure.
+	back := time.Now().Add(2 * time.Minute)
+	_ = j.waitFor(ctx, back, func(ev []JobEvent) (bool, error) {
+		if !recovered {
+			recovered = j.recover(ctx, nodes, victim)
+		}
+		return figures(ev, j.res.InjectedAt, victim.Name, f.ResumeSteps).VictimBackAt != nil, nil
+	})
+	return nil
+}
+
+func steady(ev []JobEvent, nodes []*orchestrator.Node, world, want int) bool {
+	steps := map[string]int{}
+	for _, e := range ev {
+		if e.Kind == "step" && e.World == world {
+			steps[e.Node]++
+		}
+	}
+	for _, n := range nodes {
+		if steps[n.Name] < want {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *failureJob) now() float64 { return time.Since(j.log.start).Seconds() }
+
+func (j *failureJob) act(node, what, out string) {
+	a := FailureAction{At: j.now(), Node: node, What: what, Output: strings.TrimSpace(out)}
+	j.mu.Lock()
+	j.res.Actions = append(j.res.Actions, a)
+	j.mu.Unlock()
+	msg := "failure: " + what
+	if a.Output != "" {
+		msg += ": " + firstLine(a.Output)
+	}
+	if node != "" {
+		j.w.Progress.Node(node, "%s", msg)
+	} else {
+		j.w.Progress.Line("%s", msg)
+	}
+}
+
+// waitFor re-checks cond at every job event (and every second) until it
+// holds, fails, or by passes.
+func (j *failureJob) waitFor(ctx context.Context, by time.Time, cond func([]JobEvent) (bool, error)) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		ev, next := j.log.snapshot()
+		ok, err := cond(ev)
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(by) {
+			return fmt.Errorf("not within %s", time.Until(by).Round(time.Second).Abs())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-next:
+		case <-tick.C:
+		}
+	}
+}
+
+// port is the rendezvous port of a launch generation: an old store on a
+// reused port would be joined silently.
+func (j *failureJob) port(gen int) int {
+	base := j.f.Port
+	if base == 0 {
+		h := fnv.New32a()
+		h.Write([]byte(j.w.RunID()))
+		base = 29500 + int(h.Sum32()%2000)
+	}
+	return base + gen
+}
+
+// startAll launches torchrun on nodes for a job of size nodes (elastic:
+// it may shrink by the victim).
+func (j *failureJob) startAll(ctx context.Context, nodes []*orchestrator.Node, size int) {
+	j.mu.Lock()
+	j.gen++
+	gen := j.gen
+	j.mu.Unlock()
+	for _, n := range nodes {
+		j.start(ctx, n, size, gen)
+	}
+}
+
+// start launches one node's torchrun, its output streamed into the job log.
+func (j *failureJob) start(ctx context.Context, n *orchestrator.Node, size, gen int) {
+	cmd := j.command(n, size, gen)
+	if j.res.Command == "" {
+		j.res.Command = cmd
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	l := &launch{cancel: cancel, done: make(chan struct{})}
+	j.mu.Lock()
+	if old := j.launches[n.Name]; old != nil {
+		old.cancel()
+	}
+	j.launches[n.Name] = l
+	j.mu.Unlock()
+	j.act(n.Name, fmt.Sprintf("launched (generation %d, %d node(s))", gen, size), "")
+	client := n.Client
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		defer close(l.done)
+		defer j.log.poke()
+		log, _, err := j.w.LogFile(n, "failure")
+		if err != nil {
+			l.err = err
+			return
+		}
+		defer log.Close()
+		fmt.Fprintf(log, "$ %s\n", cmd)
+		lines := &lineWriter{fn: func(line string) {
+			j.log.add(n.Name, line, time.Now())
+		}}
+		err = client.Run(lctx, remote.Cmd{
+			Command: cmd,
+			Env:     map[string]string{"GPUACCEPT_RUN": j.w.RunID()},
+			Stdout:  io.MultiWriter(lines, log),
+			Stderr:  log,
+			Grace:   3 * time.Second,
+		})
+		lines.flush()
+		fmt.Fprintf(log, "# launcher ended: %v\n", err)
+		l.err = err
+	}()
+}
+
+// command is the torchrun line for n: elastic jobs may shrink by one node
+// and restart their workers; a relaunched job has a fixed size.
+func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
+	f := j.f
+	rdzv := j.w.FabricHost(j.w.Active()[0])
+	nnodes := strconv.Itoa(size)
+	restarts := 0
+	if f.Recovery == "elastic" {
+		nnodes = fmt.Sprintf("%d:%d", max(size-1, 1), size)
+		restarts = 3
+	}
+	dir := failureDir(j.w)
+	args := []string{remote.Quote(f.Python), "-m", "torch.distributed.run",
+		"--nnodes=" + nnodes, fmt.Sprintf("--nproc_per_node=%d", f.ProcsPerNode),
+		"--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=%s:%d", remote.Quote(rdzv), j.port(gen)),
+		fmt.Sprintf("--rdzv_id=%s-g%d", j.w.RunID(), gen), fmt.Sprintf("--max_restarts=%d", restarts),
+		// Found in the lab: a 1 s monitor and a 5 s last call re-form an
+		// elastic group in ~20 s instead of ~45 s; torch 1.13's torchrun
+		// needs --redirects/--tee to start at all on Python 3.11.
+		"--monitor_interval=1", "--rdzv_conf=last_call_timeout=5,join_timeout=60",
+		"--redirects=1", "--tee=1", "--log_dir=" + remote.Quote(fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))}
+	if len(f.Command) > 0 {
+		args = append(args, "--no_python")
+		for _, c := range f.Command {
+			args = append(args, remote.Quote(c))
+		}
+	} else {
+		// $f: the node's checked copy (toolCheck).
+		args = append(args, `"$f"`,
+			"--ckpt-dir", remote.Quote(dir+"/ckpt"), fmt.Sprintf("--ckpt-every=%d", f.CheckpointEvery),
+			fmt.Sprintf("--hidden=%d", f.Hidden), fmt.Sprintf("--timeout=%g", f.CollectiveTimeout.Seconds()),
+			fmt.Sprintf("--step-time=%g", f.StepTime.Seconds()))
+	}
+	// The node's copy of the script is checked as every pushed one is.
+	check := ""
+	if len(f.Command) == 0 {
+		check = toolCheck(j.w.RunID(), n.Name, "ddp_train.py") + " "
+	}
+	return fmt.Sprintf("cd && mkdir -p %s && %sexport GPUACCEPT_NODE=%s GPUACCEPT_CKPT_DIR=%s LOGLEVEL=INFO PYTHONUNBUFFERED=1; exec %s",
+		remote.Quote(dir+"/ckpt"), check, remote.Quote(n.Name), remote.Quote(dir+"/ckpt"), strings.Join(args, " "))
+}
+
+// failureDir holds the job's checkpoints and launcher logs.
+func failureDir(w *orchestrator.Window) string {
+	return strings.TrimRight(w.Inv.Phases.Failure.Dir, "/") + "/gpuaccept-" + w.RunID() + "/failure"
+}
+
+// endedEarly: a launcher that ended before the failure was injected.
+func (j *failureJob) endedEarly(nodes []*orchestrator.Node) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, n := range nodes {
+		l := j.launches[n.Name]
+		select {
+		case <-l.done:
+			return fmt.Errorf("%s: the launcher ended before the failure: %v (raw/%s/failure.log)", n.Name, l.err, n.Name)
+		default:
+		}
+	}
+	return nil
+}
+
+// allEnded: every survivor's launcher is gone.
+func (j *failureJob) allEnded(nodes []*orchestrator.Node, victim *orchestrator.Node) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, n := range nodes {
+		if n == victim {
+			continue
+		}
+		select {
+		case <-j.launches[n.Name].done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (j *failureJob) ended(n *orchestrator.Node) bool {
+	j.mu.Lock()
+	l := j.launches[n.Name]
+	j.mu.Unlock()
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// node runs failure.sh op on n, without the window's mark (kill-node must
+// not kill the command itself).
+func (j *failureJob) node(ctx context.Context, n *orchestrator.Node, timeout time.Duration, op string, args ...string) (string, error) {
+	if n.Client == nil || n.Client.Lost() {
+		c, err := remote.Dial(ctx, n.Config)
+		if err != nil {
+			return "", err
+		}
+		n.Client = c
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out bytes.Buffer
+	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID())}, args...)
+	err := n.Client.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: &out, Stderr: &out})
+	return out.String(), err
+}
+
+func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node) error {
+	f := j.f
+	switch f.Inject {
+	case "kill-worker", "kill-node", "reboot":
+		out, err := j.node(ctx, victim, 20*time.Second, f.Inject)
+		j.act(victim.Name, f.Inject, out)
+		if err != nil && f.Inject != "reboot" {
+			return fmt.Errorf("%s: %s: %w: %s", victim.Name, f.Inject, err, strings.TrimSpace(out))
+		}
+	case "cut":
+		secs := strconv.Itoa(int(f.CutFor.Seconds()))
+		// The session dies with the link: the line before the cut is the
+		// proof that it happened.
+		out, _ := j.node(ctx, victim, 5*time.Second, "cut", secs, remote.Quote(j.w.FabricHost(rdzv)))
+		j.act(victim.Name, "cut for "+f.CutFor.String(), out)
+		if !strings.Contains(out, "cut dev=") {
+			return fmt.Errorf("%s: the cut did not happen: %s", victim.Name, strings.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+// recover brings the victim back as the policy says; true once done.
+func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, victim *orchestrator.Node) bool {
+	f := j.f
+	// The victim answers again: at once after a kill, after the cut ends,
+	// after a reboot (bounded by the phase's deadline).
+	if f.Inject == "cut" && j.now() < j.res.InjectedAt+f.CutFor.Seconds() {
+		return false
+	}
+	if _, err := j.node(ctx, victim, 10*time.Second, "count"); err != nil {
+		// Gone for good, as far as this test can wait: a relaunch goes on
+		// without it.
+		if f.Recovery == "relaunch" && j.now() > j.res.InjectedAt+f.CutFor.Seconds()+60 {
+			var survivors []*orchestrator.Node
+			for _, n := range nodes {
+				if n != victim {
+					out, _ := j.node(ctx, n, 20*time.Second, "kill-node")
+					j.act(n.Name, "stopped for the relaunch", out)
+					survivors = append(survivors, n)
+				}
+			}
+			j.act(victim.Name, "relaunching without it", err.Error())
+			j.startAll(ctx, survivors, len(survivors))
+			return true
+		}
+		return false
+	}
+	switch f.Recovery {
+	case "elastic":
+		// The victim's launcher rejoins the same elastic job (kill-worker:
+		// torchrun restarted the worker itself).
+		if f.Inject != "kill-worker" && j.ended(victim) {
+			j.mu.Lock()
+			gen := j.gen
+			j.mu.Unlock()
+			j.start(ctx, victim, len(nodes), gen)
+		}
+	case "relaunch":
+		// Stop what is left of the job everywhere, then start it again on
+		// every node (the victim answers again).
+		for _, n := range nodes {
+			out, _ := j.node(ctx, n, 20*time.Second, "kill-node")
+			j.act(n.Name, "stopped for the relaunch", out)
+		}
+		j.startAll(ctx, nodes, len(nodes))
+	}
+	return true
+}
+
+// cleanup stops the job everywhere, restores a cut that is still pending
+// and counts what is left.
+func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if j.f.Inject == "cut" {
+		// Reachable again (the restore on the node fired): then nothing is
+		// pending; otherwise say so.
+		if _, err := j.node(ctx, victim, 10*time.Second, "restore"); err != nil {
+			j.act(victim.Name, "not reachable at cleanup; its restore is scheduled on the node", err.Error())
+		}
+	}
+	for _, n := range nodes {
+		out, err := j.node(ctx, n, 20*time.Second, "kill-node")
+		if err == nil && strings.TrimSpace(out) != "" {
+			j.act(n.Name, "job stopped", out)
+		}
+	}
+	j.mu.Lock()
+	for _, l := range j.launches {
+		l.cancel()
+	}
+	j.mu.Unlock()
+	done := make(chan struct{})
+	go func() { j.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	for _, n := range nodes {
+		out, err := j.node(ctx, n, 10*time.Second, "count")
+		c, perr := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil || perr != nil {
+			c = -1
+		}
+		j.res.Left[n.Name] = c
+	}
+}
+
+// bill prices the time the job made no progress.
+func (j *failureJob) bill(nodes int) {
+	end := j.now()
+	if j.res.ResumedAt != nil {
+		end = *j.res.ResumedAt
+	}
+	secs := max(end-j.res.InjectedAt, 0)
+	j.res.BilledNodeSecs = secs * float64(nodes)
+	j.res.BilledGPUHours = j.res.BilledNodeSecs * float64(max(j.w.Inv.Quote.GPUsPerNode, 1)) / 3600
+	if p := j.w.Inv.Quote.PricePerGPUHr; p > 0 {
+		c := j.res.BilledGPUHours * p
+		j.res.BilledCost = &c
+	}
+}
+
+// lineWriter calls fn with every complete line written to it.
+type lineWriter struct {
+	mu  sync.Mutex
+	buf []byte
+	fn  func(string)
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.fn(string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.fn(string(l.buf))
+		l.buf = nil
+	}
+}
