@@ -12,6 +12,7 @@ import (
 
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/scripts"
 	"gpuaccept/scripts/lab"
 )
 
@@ -70,6 +71,12 @@ func runFailure(t *testing.T, l *lab.Lab, inv string) (*record.Run, phases.Faile
 		}
 	})
 	return r, f, res
+}
+
+// reachable: h1 opens a TCP connection to host's sshd.
+func reachable(t *testing.T, l *lab.Lab, host string) bool {
+	_, err := l.Exec(t.Context(), "h1", "timeout", "2", "bash", "-c", "echo > /dev/tcp/"+l.Host(host).Addr+"/22")
+	return err == nil
 }
 
 func secs(p *float64) string {
@@ -154,11 +161,11 @@ func TestFailureKillWorkerElastic(t *testing.T) {
 func TestFailureCutElastic(t *testing.T) {
 	l := needLab(t)
 	prepare(t, l, nil)
-	r, f, _ := runFailure(t, l, failureInventory(t, l, "    inject: cut\n    cut_for: 20s\n    collective_timeout: 15s\n"))
+	r, f, _ := runFailure(t, l, failureInventory(t, l, "    inject: cut\n    cut_for: 12s\n    collective_timeout: 10s\n"))
 	wantRecovered(t, l, r, f)
 	// The link is up again: the lab reaches h3.
-	if _, err := l.Exec(t.Context(), "h1", "ping", "-c", "1", "-W", "2", l.Host("h3").Addr); err != nil {
-		t.Errorf("h3 unreachable after the test: %v", err)
+	if !reachable(t, l, "h3") {
+		t.Error("h3 unreachable from h1 after the test")
 	}
 }
 
@@ -178,7 +185,7 @@ func TestFailureKillNodeRelaunch(t *testing.T) {
 func TestFailureCoordinatorKilledDuringCut(t *testing.T) {
 	l := needLab(t)
 	prepare(t, l, nil)
-	inv := failureInventory(t, l, "    inject: cut\n    cut_for: 20s\n    collective_timeout: 15s\n")
+	inv := failureInventory(t, l, "    inject: cut\n    cut_for: 12s\n    collective_timeout: 10s\n")
 	runs := t.TempDir()
 	progress := filepath.Join(t.TempDir(), "stderr")
 	f, err := os.Create(progress)
@@ -207,10 +214,9 @@ func TestFailureCoordinatorKilledDuringCut(t *testing.T) {
 		return true
 	})
 	waitFor(t, 40*time.Second, "h3 reachable again", func() bool {
-		_, err := l.Exec(t.Context(), "h1", "ping", "-c", "1", "-W", "1", l.Host("h3").Addr)
-		return err == nil
+		return reachable(t, l, "h3")
 	})
-	t.Logf("h3 back %.1f s after the cut began, with no coordinator", time.Since(cut).Seconds())
+	t.Logf("h3 reachable again %.1f s after the coordinator reported the cut (and was killed); nothing of the job left on h1, h2", time.Since(cut).Seconds())
 	dir := runDir(t, runs)
 	res := gpuaccept(t, "run", "--resume", dir)
 	r := readRun(t, dir)
@@ -219,8 +225,39 @@ func TestFailureCoordinatorKilledDuringCut(t *testing.T) {
 	if v := verdict(r, "RECOV-001", ""); v.Status != record.Pass {
 		t.Errorf("after resume: RECOV-001 %s %s %s\n%s", v.Status, v.Measured, v.Detail, res.stderr)
 	}
-	if _, err := l.Exec(t.Context(), "h1", "ping", "-c", "1", "-W", "2", l.Host("h3").Addr); err != nil {
-		t.Errorf("h3 unreachable after the resumed window: %v", err)
+	if !reachable(t, l, "h3") {
+		t.Error("h3 unreachable from h1 after the resumed window")
+	}
+	nothingLeft(t, l)
+}
+
+// A job that cannot start again (the user's own command, here one that
+// refuses to run after a restart) never resumes: RECOV-001 fails, and
+// nothing is left behind.
+func TestFailureJobThatCannotResumeFails(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	shared := labShared(t, l)
+	if err := os.WriteFile(filepath.Join(shared, "ddp_train.py"), []byte(scripts.DDPTrain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join(shared, "ddp_train.py")) })
+	inv := failureInventory(t, l, `    inject: kill-worker
+    resume_within: 1m
+    command:
+      - bash
+      - -c
+      - 'if [ "${TORCHELASTIC_RESTART_COUNT:-0}" -gt 0 ]; then echo "cannot start again"; exit 3; fi; exec /usr/bin/python3 /shared/ddp_train.py --ckpt-dir "$GPUACCEPT_CKPT_DIR" --step-time 0.5'
+`)
+	r, f, res := runFailure(t, l, inv)
+	if v := verdict(r, "RECOV-001", ""); v.Status != record.Fail || res.code != 1 {
+		t.Errorf("exit %d, RECOV-001 %s %s", res.code, v.Status, v.Measured)
+	}
+	if v := verdict(r, "RECOV-004", ""); v.Status != record.Pass {
+		t.Errorf("RECOV-004 %s %s", v.Status, v.Measured)
+	}
+	if !strings.Contains(f.Command, "--no_python bash -c") {
+		t.Errorf("the user's command was not launched: %s", f.Command)
 	}
 	nothingLeft(t, l)
 }

@@ -41,9 +41,11 @@ type Failed struct {
 	Currency       string   `json:"currency,omitempty"`
 	// Left: processes of the window still running on a node after the
 	// test stopped the job (must be 0); -1 when the node did not answer.
-	Left     map[string]int `json:"left"`
-	Events   []JobEvent     `json:"events"`
-	Timeline string         `json:"timeline"`
+	Left map[string]int `json:"left"`
+	// EndedAt: when the test stopped the job (seconds since launch).
+	EndedAt  float64    `json:"ended_at"`
+	Events   []JobEvent `json:"events"`
+	Timeline string     `json:"timeline"`
 }
 
 // FailureAction is one step of the lifecycle.
@@ -118,13 +120,14 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	}
 	job := &failureJob{w: w, f: f, log: newJobLog(time.Now()), res: res, perNode: f.ProcsPerNode, launches: map[string]*launch{}}
 	err := job.run(ctx, nodes, victim)
+	res.EndedAt = job.now()
 	job.cleanup(nodes, victim)
 	events, _ := job.log.snapshot()
 	res.Events = events
 	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
 	res.DetectionSecs, res.ResumeSecs = res.FailureFigures.DetectionSecs(), res.FailureFigures.ResumeSecs()
 	job.bill(len(nodes))
-	res.Timeline = textTimeline(res.Nodes, events, res.FailureFigures, 64)
+	res.Timeline = textTimeline(res.Nodes, events, res.FailureFigures, res.EndedAt, 64)
 	if res.Timeline != "" {
 		w.Progress.Line("failure: steps per node over time\n%s", strings.TrimRight(res.Timeline, "\n"))
 	}
@@ -149,7 +152,6 @@ func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim
 		return fmt.Errorf("the job never ran steadily on every node: %w", err)
 	}
 	// Inject.
-	j.res.InjectedAt = j.now()
 	if err := j.inject(ctx, victim, nodes[0]); err != nil {
 		return err
 	}
@@ -356,6 +358,10 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 		remote.Quote(dir+"/ckpt"), check, remote.Quote(n.Name), remote.Quote(dir+"/ckpt"), strings.Join(args, " "))
 }
 
+// cutPause is how long failure.sh waits between saying it cuts and
+// cutting (so that its line leaves first).
+const cutPause = 500 * time.Millisecond
+
 // failureDir holds the job's checkpoints and launcher logs.
 func failureDir(w *orchestrator.Window) string {
 	return strings.TrimRight(w.Inv.Phases.Failure.Dir, "/") + "/gpuaccept-" + w.RunID() + "/failure"
@@ -408,6 +414,12 @@ func (j *failureJob) ended(n *orchestrator.Node) bool {
 // node runs failure.sh op on n, without the window's mark (kill-node must
 // not kill the command itself).
 func (j *failureJob) node(ctx context.Context, n *orchestrator.Node, timeout time.Duration, op string, args ...string) (string, error) {
+	return j.nodeLines(ctx, n, timeout, nil, op, args...)
+}
+
+// nodeLines is node with each output line also passed to onLine as it
+// arrives.
+func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeout time.Duration, onLine func(string), op string, args ...string) (string, error) {
 	if n.Client == nil || n.Client.Lost() {
 		c, err := remote.Dial(ctx, n.Config)
 		if err != nil {
@@ -418,16 +430,27 @@ func (j *failureJob) node(ctx context.Context, n *orchestrator.Node, timeout tim
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var out bytes.Buffer
+	var stdout io.Writer = &out
+	lines := &lineWriter{fn: func(string) {}}
+	if onLine != nil {
+		lines.fn = onLine
+		stdout = io.MultiWriter(&out, lines)
+	}
 	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID())}, args...)
-	err := n.Client.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: &out, Stderr: &out})
+	err := n.Client.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: &out})
+	lines.flush()
 	return out.String(), err
 }
 
+// inject fails the victim and sets InjectedAt to when it took effect, as
+// near as the coordinator can tell: a kill when its command returns, a cut
+// when the node says it is about to go (plus the pause it makes first).
 func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node) error {
 	f := j.f
 	switch f.Inject {
 	case "kill-worker", "kill-node", "reboot":
 		out, err := j.node(ctx, victim, 20*time.Second, f.Inject)
+		j.res.InjectedAt = j.now()
 		j.act(victim.Name, f.Inject, out)
 		if err != nil && f.Inject != "reboot" {
 			return fmt.Errorf("%s: %s: %w: %s", victim.Name, f.Inject, err, strings.TrimSpace(out))
@@ -436,7 +459,13 @@ func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node
 		secs := strconv.Itoa(int(f.CutFor.Seconds()))
 		// The session dies with the link: the line before the cut is the
 		// proof that it happened.
-		out, _ := j.node(ctx, victim, 5*time.Second, "cut", secs, remote.Quote(j.w.FabricHost(rdzv)))
+		var at float64
+		out, _ := j.nodeLines(ctx, victim, 5*time.Second, func(line string) {
+			if strings.HasPrefix(line, "cut dev=") {
+				at = j.now() + cutPause.Seconds()
+			}
+		}, "cut", secs, remote.Quote(j.w.FabricHost(rdzv)))
+		j.res.InjectedAt = at
 		j.act(victim.Name, "cut for "+f.CutFor.String(), out)
 		if !strings.Contains(out, "cut dev=") {
 			return fmt.Errorf("%s: the cut did not happen: %s", victim.Name, strings.TrimSpace(out))
@@ -534,7 +563,7 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 
 // bill prices the time the job made no progress.
 func (j *failureJob) bill(nodes int) {
-	end := j.now()
+	end := j.res.EndedAt
 	if j.res.ResumedAt != nil {
 		end = *j.res.ResumedAt
 	}

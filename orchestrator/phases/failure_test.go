@@ -71,6 +71,12 @@ func TestFailureFigures(t *testing.T) {
 	if d, r := *f.DetectionSecs(), *f.ResumeSecs(); d < 0.19 || d > 0.21 || r != 16 {
 		t.Errorf("detection %v, resume %v", d, r)
 	}
+	// A step and its checkpoint that complete after the coordinator acted
+	// but before the job noticed (a cut takes a moment) count as done.
+	late := append(killScenario(), JobEvent{At: 10.05, Node: "h1", Kind: "step", Step: 13, World: 3}, JobEvent{At: 10.1, Node: "h1", Kind: "checkpoint", Step: 13})
+	if g := figures(late, 10, "h3", 3); g.LastStep != 13 || g.LastCheckpoint != 13 {
+		t.Errorf("late step and checkpoint not counted: %+v", g)
+	}
 	// Too few steps after the restart: not resumed yet.
 	if g := figures(killScenario()[:len(killScenario())-12], 10, "h3", 3); g.Resumed || g.VictimBackAt != nil {
 		t.Errorf("resumed on too few steps: %+v", g)
@@ -91,7 +97,7 @@ func TestFailureFigures(t *testing.T) {
 func TestTextTimelineMarksTheFailureWindow(t *testing.T) {
 	ev := killScenario()
 	f := figures(ev, 10, "h3", 3)
-	got := textTimeline([]string{"h1", "h2", "h3"}, ev, f, 41)
+	got := textTimeline([]string{"h1", "h2", "h3"}, ev, f, 0, 41)
 	lines := strings.Split(got, "\n")
 	if len(lines) < 5 || !strings.Contains(lines[0], "!") || !strings.Contains(got, "x") {
 		t.Fatalf("timeline:\n%s", got)

@@ -128,7 +128,8 @@ type FailureFigures struct {
 	ResumedAt   *float64 `json:"resumed_at,omitempty"`
 	Resumed     bool     `json:"resumed"`
 	ResumedFrom *int     `json:"resumed_from_step,omitempty"`
-	// LastStep reached before the failure, and the last checkpoint then.
+	// LastStep reached before the job noticed the failure, and the last
+	// checkpoint then.
 	LastStep       int  `json:"last_step_before"`
 	LastCheckpoint int  `json:"last_checkpoint_step"`
 	StepsLost      *int `json:"steps_lost,omitempty"`
@@ -151,8 +152,18 @@ func since(t *float64, from float64) *float64 {
 // figures reads the events against the moment of injection.
 func figures(events []JobEvent, injectedAt float64, victim string, resumeSteps int) FailureFigures {
 	f := FailureFigures{InjectedAt: injectedAt}
+	// What the job had done before it noticed the failure: a step or a
+	// checkpoint can still complete between the coordinator's act and its
+	// effect (a cut takes a moment), and the job could resume from it.
+	until := injectedAt
 	for _, e := range events {
-		if e.At > injectedAt {
+		if e.At > injectedAt && e.Node != victim && (e.Kind == "error" || e.Kind == "start") {
+			until = e.At
+			break
+		}
+	}
+	for _, e := range events {
+		if e.At > until || e.Kind == "start" {
 			continue
 		}
 		switch e.Kind {
@@ -203,11 +214,12 @@ func figures(events []JobEvent, injectedAt float64, victim string, resumeSteps i
 	return f
 }
 
-// textTimeline draws each node's steps over time, a column per bucket:
+// textTimeline draws each node's steps over time, up to ended (at least),
+// a column per bucket:
 // '#' steps logged, '.' none, 'x' an error; a ruler marks the failure
 // window (from injection to resumed progress, or to the end) with '!'.
-func textTimeline(nodes []string, events []JobEvent, f FailureFigures, width int) string {
-	end := 0.0
+func textTimeline(nodes []string, events []JobEvent, f FailureFigures, ended float64, width int) string {
+	end := ended
 	for _, e := range events {
 		end = math.Max(end, e.At)
 	}
