@@ -24,6 +24,11 @@ func phase(name, node string, index int, out record.Outcome, start, secs int, er
 	}
 }
 
+func withData(p record.PhaseResult, data string) record.PhaseResult {
+	p.Data = []byte(data)
+	return p
+}
+
 // failedRun is a completed window that was not accepted: one node
 // quarantined, every status, ratios and tolerances both set and absent,
 // verdicts recorded out of order on purpose.
@@ -121,6 +126,8 @@ func simulatedRun() *record.Run {
 			phase("connect", "sim-a", 0, record.OK, 0, 1, ""),
 			phase("connect", "sim-b", 1, record.OK, 0, 1, ""),
 			phase("allreduce", "", -1, record.OK, 2, 30, ""),
+			withData(phase("failure", "", -1, record.OK, 32, 9, ""),
+				`{"inject":"kill-node","timeline":"       !!!!!    failure window\nsim-a  ##x....##\nsim-b  ##.....##\n"}`),
 		},
 		Verdicts: []record.Verdict{
 			{ID: "NCCL-001", Title: "all-reduce busbw", Status: record.Pass,

@@ -79,6 +79,18 @@ func Markdown(w io.Writer, run *record.Run) error {
 		}
 	}
 
+	// A phase that drew a text timeline (the failure test) shows it here;
+	// the data stays in run.json for the HTML report.
+	for _, p := range run.Phases {
+		var d struct {
+			Timeline string `json:"timeline"`
+		}
+		if len(p.Data) == 0 || json.Unmarshal(p.Data, &d) != nil || strings.TrimSpace(d.Timeline) == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## Timeline: %s\n\n```\n%s\n```\n", md(p.Phase), strings.TrimRight(d.Timeline, "\n"))
+	}
+
 	b.WriteString("\n## Quote\n\n")
 	if len(run.Quote) == 0 {
 		b.WriteString("No quote recorded.\n")
