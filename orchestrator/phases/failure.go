@@ -354,8 +354,60 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	if len(f.Command) == 0 {
 		check = toolCheck(j.w.RunID(), n.Name, "ddp_train.py") + " "
 	}
-	return fmt.Sprintf("cd && mkdir -p %s && %sexport GPUACCEPT_NODE=%s GPUACCEPT_CKPT_DIR=%s LOGLEVEL=INFO PYTHONUNBUFFERED=1; exec %s",
-		remote.Quote(dir+"/ckpt"), check, remote.Quote(n.Name), remote.Quote(dir+"/ckpt"), strings.Join(args, " "))
+	env := []string{"GPUACCEPT_NODE=" + remote.Quote(n.Name), "GPUACCEPT_CKPT_DIR=" + remote.Quote(dir+"/ckpt"), "LOGLEVEL=INFO", "PYTHONUNBUFFERED=1"}
+	if id := j.imageID(n); id != "" {
+		args = j.inImage(n, gen, id, dir, env, args)
+	}
+	return fmt.Sprintf("cd && mkdir -p %s && %sexport %s; exec %s",
+		remote.Quote(dir+"/ckpt"), check, strings.Join(env, " "), strings.Join(args, " "))
+}
+
+// imageID is the pinned image as loaded on n, when the job runs in it.
+func (j *failureJob) imageID(n *orchestrator.Node) string {
+	if !inventory.On(j.f.InImage) || j.w.Inv.Image.Reference == "" {
+		return ""
+	}
+	var im Imaged
+	if _, ok := j.w.Result("image", -1, &im); ok {
+		if ni := im.Nodes[n.Name]; ni != nil && ni.Match && ni.ID != "" {
+			return ni.ID
+		}
+	}
+	return pinOf(j.w.Inv.Image.Reference)
+}
+
+// inImage wraps the torchrun words in a container run of the pinned image:
+// host network and IPC (NCCL and the rendezvous see the node's own), the
+// GPUs, the job's directory and script mounted, the window's mark and a
+// label on it (failure.sh and teardown find it by them). The runtime's
+// signal proxy passes a TERM from the guard on to torchrun.
+func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env, torchrun []string) []string {
+	im := j.w.Inv.Image
+	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host",
+		"--name", remote.Quote(fmt.Sprintf("gpuaccept-%s-%s-g%d", j.w.RunID(), n.Name, gen)),
+		"--label", remote.Quote("gpuaccept.run=" + j.w.RunID()), "-e", "GPUACCEPT_RUN=" + remote.Quote(j.w.RunID()),
+		"-v", remote.Quote(dir + ":" + dir)}
+	for _, e := range env {
+		run = append(run, "-e", e)
+	}
+	if im.GPUs == "all" {
+		if im.Runtime == "podman" {
+			run = append(run, "--device", "nvidia.com/gpu=all")
+		} else {
+			run = append(run, "--gpus", "all")
+		}
+	}
+	for i, a := range torchrun {
+		if a == `"$f"` {
+			// The checked script, mounted where the container sees it.
+			run = append(run, "-v", `"$f":/gpuaccept/ddp_train.py:ro`)
+			torchrun[i] = "/gpuaccept/ddp_train.py"
+		}
+	}
+	for _, a := range j.f.ContainerArgs {
+		run = append(run, remote.Quote(a))
+	}
+	return append(append(run, "sha256:"+id), torchrun...)
 }
 
 // cutPause is how long failure.sh waits between saying it cuts and
@@ -449,8 +501,19 @@ func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node
 	f := j.f
 	switch f.Inject {
 	case "kill-worker", "kill-node", "reboot":
-		out, err := j.node(ctx, victim, 20*time.Second, f.Inject)
-		j.res.InjectedAt = j.now()
+		// The kill happens as the node says it: its first line's arrival,
+		// not the command's return (a loaded node takes seconds to end
+		// the session).
+		var at float64
+		out, err := j.nodeLines(ctx, victim, 20*time.Second, func(line string) {
+			if at == 0 && (strings.HasPrefix(line, "killed ") || strings.HasPrefix(line, "rebooting ")) {
+				at = j.now()
+			}
+		}, f.Inject)
+		if at == 0 {
+			at = j.now()
+		}
+		j.res.InjectedAt = at
 		j.act(victim.Name, f.Inject, out)
 		if err != nil && f.Inject != "reboot" {
 			return fmt.Errorf("%s: %s: %w: %s", victim.Name, f.Inject, err, strings.TrimSpace(out))

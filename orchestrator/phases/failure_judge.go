@@ -18,7 +18,7 @@ var failureTitles = map[string]string{
 func judgeFailure(w *orchestrator.Window) []record.Verdict {
 	var res Failed
 	pr, ok := w.Result("failure", -1, &res)
-	if !ok {
+	if !ok || !w.Inv.Phases.Failure.Enabled {
 		return nil
 	}
 	f := w.Inv.Phases.Failure
@@ -39,6 +39,7 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 		resumed.Detail = how + "; " + firstNonEmpty(pr.Error, lastAction(res))
 	default:
 		resumed.Measured = fmt.Sprintf("resumed %.1f s after the failure (detected in %s)", *res.ResumeSecs, secsText(res.DetectionSecs))
+		resumed.Measure(*res.ResumeSecs, record.UnitSeconds)
 		resumed.Status = record.Pass
 		if *res.ResumeSecs > f.ResumeWithin.Seconds() {
 			resumed.Status = record.Fail
@@ -53,6 +54,7 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 	default:
 		lost.Measured = fmt.Sprintf("%d step(s): resumed from step %d, step %d reached before the failure (last checkpoint %d)",
 			*res.StepsLost, *res.ResumedFrom, res.LastStep, res.LastCheckpoint)
+		lost.Measure(float64(*res.StepsLost), record.UnitSteps)
 		lost.Status = record.Pass
 		if *res.StepsLost > *f.MaxStepsLost {
 			lost.Status = record.Fail
@@ -65,6 +67,7 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 	back := v("RECOV-003")
 	if res.VictimBackAt != nil {
 		back.Status, back.Measured = record.Pass, fmt.Sprintf("%s logged steps again %.1f s after the failure", res.Victim, *res.VictimBackAt-res.InjectedAt)
+		back.Measure(*res.VictimBackAt-res.InjectedAt, record.UnitSeconds)
 	} else {
 		// The job may well go on without it (elastic): a warning, not a
 		// rejection.

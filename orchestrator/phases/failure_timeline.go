@@ -128,7 +128,7 @@ type FailureFigures struct {
 	ResumedAt   *float64 `json:"resumed_at,omitempty"`
 	Resumed     bool     `json:"resumed"`
 	ResumedFrom *int     `json:"resumed_from_step,omitempty"`
-	// LastStep reached before the job noticed the failure, and the last
+	// LastStep reached before the job started again, and the last
 	// checkpoint then.
 	LastStep       int  `json:"last_step_before"`
 	LastCheckpoint int  `json:"last_checkpoint_step"`
@@ -152,12 +152,13 @@ func since(t *float64, from float64) *float64 {
 // figures reads the events against the moment of injection.
 func figures(events []JobEvent, injectedAt float64, victim string, resumeSteps int) FailureFigures {
 	f := FailureFigures{InjectedAt: injectedAt}
-	// What the job had done before it noticed the failure: a step or a
+	// What the job had done before it started again: a step or a
 	// checkpoint can still complete between the coordinator's act and its
-	// effect (a cut takes a moment), and the job could resume from it.
-	until := injectedAt
+	// effect (a cut takes a moment), or reach the coordinator after a
+	// survivor's error line, and the job could resume from it.
+	until := math.Inf(1)
 	for _, e := range events {
-		if e.At > injectedAt && e.Node != victim && (e.Kind == "error" || e.Kind == "start") {
+		if e.At > injectedAt && e.Node != victim && e.Kind == "start" {
 			until = e.At
 			break
 		}

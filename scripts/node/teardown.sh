@@ -16,6 +16,14 @@ for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
   kill -KILL "$pid" 2>/dev/null
   found=$((found + 1))
 done
+# The window's containers (the failure test's job in the pinned image),
+# when the window ran any.
+for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
+  command -v "$rt" >/dev/null 2>&1 || continue
+  for c in $("$rt" ps -q --filter "label=gpuaccept.run=$run" 2>/dev/null); do
+    "$rt" kill "$c" >/dev/null 2>&1 && echo "ended container $c ($rt)" && found=$((found + 1))
+  done
+done
 # The window's key pair (see windowkey.sh): its line carries the run id.
 keys="$HOME/.ssh/authorized_keys"
 mark="gpuaccept-window-$run"
