@@ -149,6 +149,7 @@ func header(inv *inventory.Inventory, id string, now time.Time, tool string) *re
 	if q, err := json.Marshal(inv.Quote); err == nil {
 		rec.Quote = q
 	}
+	rec.Regression = &record.Regression{Threshold: inv.Acceptance.Regression, ByID: inv.Acceptance.RegressionByID}
 	for i, n := range inv.Nodes {
 		rec.Nodes = append(rec.Nodes, record.Node{Index: i, Name: n.Name, Address: n.Address, Labels: n.Labels})
 	}

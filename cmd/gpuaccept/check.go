@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -15,19 +16,74 @@ import (
 )
 
 func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	var strictQuote bool
+	cmd := &cobra.Command{
 		Use:   "check INVENTORY",
-		Short: "Validate an inventory and print the plan of the window",
-		Args:  cobra.ExactArgs(1),
+		Short: "Validate an inventory, print the plan of the window and lint the quote",
+		Long: `Validate an inventory and print the plan of the window, then the quote lint: a warning,
+with a stable ID (QUOTE-001..QUOTE-012), for each red flag in the provider's offer (the
+quote section): what the offer leaves out that a buyer should have in writing.
+
+A warning does not change the exit status (0 for a valid inventory, 2 for an invalid one)
+unless --strict-quote is given: then any warning exits 1. -o json prints the warnings as
+JSON instead of the plan.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text or json", output))
+			}
 			inv, err := inventory.Load(args[0])
 			if err != nil {
 				return err
 			}
-			printPlan(cmd.OutOrStdout(), inv, phases.All())
+			ws := inventory.LintQuote(inv)
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				if err := printLintJSON(out, inv, ws); err != nil {
+					return exitWith(exitCouldNotRun, err)
+				}
+			} else {
+				printPlan(out, inv, phases.All())
+				fmt.Fprintln(out)
+				printLint(out, ws)
+			}
+			if strictQuote && len(ws) > 0 {
+				return exitWith(exitNotAccepted, fmt.Errorf("--strict-quote: the quote has %d warning(s)", len(ws)))
+			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "what to print on stdout: text (the plan and the quote lint) or json (the quote lint)")
+	cmd.Flags().BoolVar(&strictQuote, "strict-quote", false, "exit 1 when the quote lint has any warning")
+	return cmd
+}
+
+// printLint prints the quote lint's warnings, one a line, ID first.
+func printLint(w io.Writer, ws []inventory.Warning) {
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "quote lint: no warnings")
+		return
+	}
+	fmt.Fprintf(w, "quote lint: %d warning(s)\n", len(ws))
+	for _, x := range ws {
+		fmt.Fprintf(w, "  %s  %s\n", x.ID, x.Message)
+	}
+}
+
+// printLintJSON prints which inventory was linted and its warnings ([]
+// when there are none).
+func printLintJSON(w io.Writer, inv *inventory.Inventory, ws []inventory.Warning) error {
+	if ws == nil {
+		ws = []inventory.Warning{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Inventory string              `json:"inventory"`
+		Digest    string              `json:"sha256"`
+		Warnings  []inventory.Warning `json:"warnings"`
+	}{inv.Path, inv.Digest, ws})
 }
 
 func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {

@@ -69,6 +69,7 @@ func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
 	}
 	j.BusBW = SpreadOf(bw)
 	j.WireRate = WireRate(j.BusBW.Median, j.Hosts, j.Ranks)
+	v.Measure(j.BusBW.Median, record.UnitGBs)
 	v.Measured = fmt.Sprintf("%.2f GB/s median (%.2f..%.2f) over %d size(s) ≥ %s", j.BusBW.Median, j.BusBW.Min, j.BusBW.Max, len(bw), size(j.GateBytes))
 	if note != "" {
 		v.Detail = note

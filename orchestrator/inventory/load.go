@@ -91,6 +91,9 @@ func restoreMaps(inv *Inventory, idx *docIndex) {
 	if m, ok := decodeMap[float64](idx.values["acceptance.thresholds"]); ok {
 		inv.Acceptance.Thresholds = m
 	}
+	if m, ok := decodeMap[float64](idx.values["acceptance.regression_by_id"]); ok {
+		inv.Acceptance.RegressionByID = m
+	}
 }
 
 // decodeMap decodes a mapping entry by entry (merges applied), skipping

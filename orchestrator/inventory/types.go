@@ -90,8 +90,10 @@ type Quote struct {
 	GPUModel      string  `mapstructure:"gpu_model" json:"gpu_model"` // as nvidia-smi names it, e.g. "NVIDIA H100 80GB HBM3"
 	GPUsPerNode   int     `mapstructure:"gpus_per_node" json:"gpus_per_node"`
 	GPUMemoryGiB  float64 `mapstructure:"gpu_memory_gib" json:"gpu_memory_gib"`
-	FormFactor    string  `mapstructure:"form_factor" json:"form_factor"` // SXM | PCIe
-	Fabric        string  `mapstructure:"fabric" json:"fabric"`           // infiniband | roce | ethernet | efa ...
+	CPUsPerNode   int     `mapstructure:"cpus_per_node" json:"cpus_per_node,omitempty"`     // host CPU cores (or vCPUs, as sold)
+	HostMemoryGiB float64 `mapstructure:"host_memory_gib" json:"host_memory_gib,omitempty"` // host RAM per node
+	FormFactor    string  `mapstructure:"form_factor" json:"form_factor"`                   // SXM | PCIe
+	Fabric        string  `mapstructure:"fabric" json:"fabric"`                             // infiniband | roce | ethernet | efa ...
 	NICsPerNode   int     `mapstructure:"nics_per_node" json:"nics_per_node"`
 	NICGbps       float64 `mapstructure:"nic_gbps" json:"nic_gbps"`
 	IntraBusBWGBs float64 `mapstructure:"intra_busbw_gbs" json:"intra_busbw_gbs"` // all-reduce busbw inside a node, GB/s
@@ -100,10 +102,50 @@ type Quote struct {
 	StagingGBs    float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
 	CheckpointGBs float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
 	PricePerGPUHr float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
-	Currency      string  `mapstructure:"currency" json:"currency"`
-	Billing       string  `mapstructure:"billing_granularity" json:"billing_granularity"` // e.g. "1m", "1h"
-	Driver        string  `mapstructure:"driver" json:"driver"`                           // driver version promised, if any
-	CUDA          string  `mapstructure:"cuda" json:"cuda"`
+	// Storage and egress prices: nil is "not stated", 0 is "free".
+	PriceStoragePerTiBMonth *float64 `mapstructure:"price_storage_per_tib_month" json:"price_storage_per_tib_month,omitempty"`
+	PriceEgressPerGiB       *float64 `mapstructure:"price_egress_per_gib" json:"price_egress_per_gib,omitempty"`
+	Currency                string   `mapstructure:"currency" json:"currency"`
+	Billing                 string   `mapstructure:"billing_granularity" json:"billing_granularity"` // e.g. "1m", "1h"
+	Driver                  string   `mapstructure:"driver" json:"driver"`                           // driver version promised, if any
+	CUDA                    string   `mapstructure:"cuda" json:"cuda"`
+	// Terms are the contract's words on what goes wrong: failed nodes,
+	// support, tenancy, commitment, billing, versions, data. gpuaccept
+	// does not test them; quote lint (LintQuote) warns where they are
+	// missing.
+	Terms Terms `mapstructure:"terms" json:"terms"`
+}
+
+// Terms are the parts of an offer that are promises, not figures. Free
+// text is the provider's own words, kept for the record; empty means "not
+// stated".
+type Terms struct {
+	// FailedNode: what happens when a node of a distributed job fails
+	// (replacement time, credit, who detects it).
+	FailedNode string `mapstructure:"failed_node" json:"failed_node,omitempty"`
+	// SupportResponse is the promised time to a first response during the
+	// window; 0 is "not stated".
+	SupportResponse time.Duration `mapstructure:"support_response" json:"support_response,omitempty"`
+	// Dedicated: the nodes are sold as dedicated; then Isolation (what
+	// keeps other tenants out) and Placement (where the nodes are, e.g.
+	// one InfiniBand leaf or rail group) say what that means.
+	Dedicated bool   `mapstructure:"dedicated" json:"dedicated,omitempty"`
+	Isolation string `mapstructure:"isolation" json:"isolation,omitempty"`
+	Placement string `mapstructure:"placement" json:"placement,omitempty"`
+	// MinimumUtilization and Cancellation: what a low rate commits to.
+	MinimumUtilization string `mapstructure:"minimum_utilization" json:"minimum_utilization,omitempty"`
+	Cancellation       string `mapstructure:"cancellation" json:"cancellation,omitempty"`
+	// BenchmarkWindow: time on the nodes before the commitment starts.
+	BenchmarkWindow time.Duration `mapstructure:"benchmark_window" json:"benchmark_window,omitempty"`
+	// BillingExport: how usage can be exported, e.g. "CSV per hour".
+	BillingExport string `mapstructure:"billing_export" json:"billing_export,omitempty"`
+	// VersionsCheckable: the driver, CUDA and framework versions can be
+	// checked on the nodes before the first workload.
+	VersionsCheckable bool `mapstructure:"versions_checkable" json:"versions_checkable,omitempty"`
+	// Compliance: the certifications claimed, e.g. [SOC2, ISO27001];
+	// DataDeletion: how data is handled and deleted at the end.
+	Compliance   []string `mapstructure:"compliance" json:"compliance,omitempty"`
+	DataDeletion string   `mapstructure:"data_deletion" json:"data_deletion,omitempty"`
 }
 
 // Acceptance says how close to the quote is close enough.
@@ -116,6 +158,12 @@ type Acceptance struct {
 	// Strict aborts the window when a node fails a gating phase instead of
 	// quarantining it.
 	Strict bool `mapstructure:"strict" json:"strict"`
+	// Regression is how much worse than a baseline run's a measured figure
+	// may be before `gpuaccept diff` calls it a regression (0.05: 5%).
+	// Default 0.05. RegressionByID overrides it per requirement ID. Both
+	// are recorded in run.json, so the candidate run carries them.
+	Regression     float64            `mapstructure:"regression" json:"regression"`
+	RegressionByID map[string]float64 `mapstructure:"regression_by_id" json:"regression_by_id"`
 }
 
 // Phases says which phases run and with what parameters.
@@ -237,6 +285,11 @@ type Failure struct {
 	// Command replaces the embedded ddp_train.py: the user's own training
 	// command, with the same log contract, run by torchrun --no_python.
 	Command []string `mapstructure:"command" json:"command"`
+	// InImage runs torchrun inside the pinned image (image.runtime, the
+	// node's GPUs, host network) when an image is configured. Default on
+	// then. ContainerArgs are more runtime arguments (volumes, say).
+	InImage       *bool    `mapstructure:"in_image" json:"in_image"`
+	ContainerArgs []string `mapstructure:"container_args" json:"container_args"`
 	// ProcsPerNode: workers per node. Default the quote's GPUs per node.
 	ProcsPerNode int `mapstructure:"procs_per_node" json:"procs_per_node"`
 	// Dir holds the job's checkpoints: a filesystem every node sees.

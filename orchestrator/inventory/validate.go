@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpuaccept/orchestrator/record"
 )
 
 // Defaults filled in when the inventory leaves a key out. A key written
@@ -375,6 +377,14 @@ func (v *validator) quote() {
 	v.nonNegativeNumber("quote.staging_gbs", q.StagingGBs)
 	v.nonNegativeNumber("quote.checkpoint_gbs", q.CheckpointGBs)
 	v.nonNegativeNumber("quote.price_per_gpu_hour", q.PricePerGPUHr)
+	v.nonNegativeInt("quote.cpus_per_node", q.CPUsPerNode)
+	v.nonNegativeNumber("quote.host_memory_gib", q.HostMemoryGiB)
+	if q.PriceStoragePerTiBMonth != nil {
+		v.nonNegativeNumber("quote.price_storage_per_tib_month", *q.PriceStoragePerTiBMonth)
+	}
+	if q.PriceEgressPerGiB != nil {
+		v.nonNegativeNumber("quote.price_egress_per_gib", *q.PriceEgressPerGiB)
+	}
 	if q.BusBWSize < 0 {
 		v.problem("quote.busbw_size", "must not be negative, got %d", q.BusBWSize)
 	}
@@ -399,6 +409,31 @@ func (v *validator) quote() {
 			v.problem("quote.billing_granularity", "expected the billing step as a duration such as \"1s\", \"1m\" or \"1h\", got %q", short(q.Billing))
 		}
 	}
+	v.terms(&q.Terms)
+}
+
+// terms checks what can be checked of the contract's terms: the durations
+// and the list of compliance claims. The free text is the provider's.
+func (v *validator) terms(t *Terms) {
+	const k = "quote.terms."
+	if v.given(k+"support_response") && t.SupportResponse <= 0 {
+		v.problem(k+"support_response", "must be more than 0 (the promised time to a first response, e.g. 1h), got %v", t.SupportResponse)
+	}
+	v.nonNegativeDuration(k+"benchmark_window", t.BenchmarkWindow)
+	seen := map[string]int{}
+	for i, c := range t.Compliance {
+		key := fmt.Sprintf("%scompliance[%d]", k, i)
+		name := strings.TrimSpace(c)
+		if name == "" {
+			v.problem(key, "empty: name the certification or standard claimed, e.g. %q", "SOC2")
+			continue
+		}
+		if j, dup := seen[strings.ToLower(name)]; dup {
+			v.problem(key, "%q is listed twice (also compliance[%d])", short(name), j)
+			continue
+		}
+		seen[strings.ToLower(name)] = i
+	}
 }
 
 var requirementID = regexp.MustCompile(`^[A-Z]+-[0-9]+$`)
@@ -417,6 +452,28 @@ func (v *validator) acceptance() {
 			continue
 		}
 		v.fraction(key, f)
+	}
+	if !v.given("acceptance.regression") {
+		a.Regression = record.DefaultRegression
+	} else {
+		v.regressionFraction("acceptance.regression", a.Regression)
+	}
+	for id, f := range a.RegressionByID {
+		key := "acceptance.regression_by_id." + id
+		if !requirementID.MatchString(id) {
+			v.problem(key, "not a requirement ID: expected LETTERS-DIGITS such as NCCL-002")
+			continue
+		}
+		v.regressionFraction(key, f)
+	}
+}
+
+// regressionFraction checks how much worse than the baseline a figure may
+// be, as a fraction of it: 0 makes any worsening a regression; 1 lets a
+// throughput fall to nothing or a time double.
+func (v *validator) regressionFraction(key string, f float64) {
+	if !(f >= 0 && f <= 1) {
+		v.problem(key, "must be at least 0 and at most 1 (how much worse than the baseline a figure may be: 0.05 allows 5%%), got %v", f)
 	}
 }
 
@@ -590,6 +647,15 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 		} else if *d.n < d.min {
 			v.problem(k+d.key, "must be at least %d, got %d", d.min, *d.n)
 		}
+	}
+	if f.InImage == nil {
+		on := v.inv.Image.Reference != ""
+		f.InImage = &on
+	} else if *f.InImage && v.inv.Image.Reference == "" {
+		v.problem(k+"in_image", "there is no image to run in: set image.reference (and image.mode)")
+	}
+	if *f.InImage && v.inv.Image.Runtime == "enroot" {
+		v.problem(k+"in_image", "the job runs in the image with docker or podman, not enroot")
 	}
 	if f.MaxStepsLost == nil {
 		n := f.CheckpointEvery

@@ -133,6 +133,7 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	sp := fabric.SpreadOf(medians)
 	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp.Median, len(medians), sp.Min, sp.Max,
 		fabric.WireRate(sp.Median, last.Hosts, last.Ranks))
+	bw.Measure(sp.Median, record.UnitGBs)
 	againstQuote(&bw, sp.Median, w.Inv.Quote.InterBusBWGBs, w.Inv.Acceptance.ToleranceFor("NCCL-002"))
 	if alg := algorithmsOf(s.Repeats); alg != "" {
 		bw.Detail = join(bw.Detail, alg)

@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +128,15 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 		v.Status = record.Pass
 	}
 	v.Measured = b.Summary()
+	if len(b.Scores) > 0 {
+		// The slowest node's score (the named one's, when one is named):
+		// what a later run is compared by.
+		lowest := math.Inf(1)
+		for _, s := range b.Scores {
+			lowest = min(lowest, s)
+		}
+		v.Measure(lowest, record.UnitScore)
+	}
 	var secs float64
 	for _, s := range b.RoundSecs {
 		secs += s

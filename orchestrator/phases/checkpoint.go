@@ -473,6 +473,7 @@ func checkpointVerdicts(nodes []ckptNode, q ckptQuote) []record.Verdict {
 		default:
 			wr := n.Write
 			wv.Measured = fmt.Sprintf("%.3g GB/s (%s in %.3g s, %d shards, fsync)", wr.GBs, inventory.Bytes(wr.Bytes), wr.Seconds, len(wr.Shards))
+			wv.Measure(wr.GBs, record.UnitGBs)
 			ckptRateVerdict(&wv, wr.GBs, wr.CeilingGBs, q.GBs, q.TolWrite, "generating and hashing the data")
 			if n.WriteErr != "" {
 				wv.Status, wv.Detail = record.Fail, n.WriteErr
@@ -513,6 +514,7 @@ func checkpointVerdicts(nodes []ckptNode, q ckptQuote) []record.Verdict {
 				break
 			}
 			rv.Measured = fmt.Sprintf("%.3g GB/s (%s of %s's in %.3g s)", r.GBs, inventory.Bytes(r.Bytes), r.Writer, r.Seconds)
+			rv.Measure(r.GBs, record.UnitGBs)
 			ckptRateVerdict(&rv, r.GBs, r.CeilingGBs, q.GBs, q.TolRead, "hashing")
 			dropped, how := r.CacheDropped()
 			rv.Detail = ckptJoin("; ", rv.Detail, how)
@@ -600,6 +602,7 @@ func ckptCluster(nodes []ckptNode, q ckptQuote) (record.Verdict, bool) {
 	idle := save + restore
 	v.Measured = fmt.Sprintf("%.3g s idle: save %.3g s (slowest %s) + restore %.3g s (slowest %s); aggregate write %.3g GB/s, read %.3g GB/s",
 		idle, save, saveOn, restore, restoreOn, float64(wrote)/1e9/save, float64(read)/1e9/restore)
+	v.Measure(idle, record.UnitSeconds)
 	if len(without) > 0 {
 		v.Detail = "without " + strings.Join(without, ", ") + " (save or restore failed)"
 	}

@@ -55,6 +55,7 @@ type NICFact struct {
 	State     string  `json:"state"`
 	RateGbps  float64 `json:"rate_gbps,omitempty"`
 	LinkLayer string  `json:"link_layer,omitempty"`
+	Firmware  string  `json:"firmware,omitempty"` // the adapter's, as ibstat or ibv_devinfo reports it
 }
 
 // section is one command's output from preflight.sh.
@@ -236,7 +237,7 @@ func (f *Facts) nics(text func(string) (string, bool)) {
 	add := func(devs []parse.IBDevice) {
 		for _, d := range devs {
 			for _, p := range d.Ports {
-				f.NICs = append(f.NICs, NICFact{Device: d.CA, Port: p.Port, State: p.State, RateGbps: p.RateGbps, LinkLayer: p.LinkLayer})
+				f.NICs = append(f.NICs, NICFact{Device: d.CA, Port: p.Port, State: p.State, RateGbps: p.RateGbps, LinkLayer: p.LinkLayer, Firmware: d.Firmware})
 			}
 		}
 	}

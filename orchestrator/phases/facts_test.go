@@ -69,6 +69,14 @@ func TestFactsFromAHealthyH100Node(t *testing.T) {
 	if len(f.NICs) != 12 || f.DCGMDevices != 8 {
 		t.Errorf("%d NIC ports, %d DCGM devices", len(f.NICs), f.DCGMDevices)
 	}
+	// Each port carries its adapter's firmware (for gpuaccept diff).
+	for _, p := range f.NICs {
+		if want := map[string]string{"mlx5_0": "28.39.1002", "mlx5_1": "22.39.1002"}[p.Device]; want != "" && p.Firmware != want {
+			t.Errorf("%s firmware %q, want %q", p.Device, p.Firmware, want)
+		} else if p.Firmware == "" {
+			t.Errorf("%s: no firmware", p.Device)
+		}
+	}
 	if len(f.Problems) != 0 {
 		t.Errorf("problems: %v", f.Problems)
 	}

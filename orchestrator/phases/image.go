@@ -403,6 +403,9 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 			}
 		}
 		v.Measured = fmt.Sprintf("%s to %d of %d node(s) in %.1f s (%s)", humanSize(res.Archive.Bytes), got, len(res.Nodes), res.DistributionSecs, res.Relay)
+		if res.DistributionSecs > 0 {
+			v.Measure(res.DistributionSecs, record.UnitSeconds)
+		}
 		if got < len(res.Nodes) {
 			v.Status = record.Fail
 		}
@@ -417,6 +420,9 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 		switch {
 		case ni.Match:
 			match.Status, match.Measured = record.Pass, fmt.Sprintf("image ID sha256:%s (%s %.1f s)", shortHex(ni.ID), loadVerb(res.Mode), ni.LoadSecs)
+			if ni.LoadSecs > 0 {
+				match.Measure(ni.LoadSecs, record.UnitSeconds)
+			}
 		default:
 			match.Status, match.Measured, match.Detail = record.Fail, "sha256:"+shortHex(ni.ID), firstNonEmpty(ni.Error, pr.Error)
 		}
@@ -427,6 +433,8 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 			sv.Status = record.Pass
 			if ni.Smoke.Error != "" {
 				sv.Status, sv.Detail = record.Fail, ni.Smoke.Error
+			} else if ni.Smoke.Secs > 0 {
+				sv.Measure(ni.Smoke.Secs, record.UnitSeconds)
 			}
 			out = append(out, sv)
 		}

@@ -76,6 +76,7 @@ func judgeIntra(w *orchestrator.Window) []record.Verdict {
 		}
 		sp := fabric.SpreadOf(medians)
 		bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g)", sp.Median, len(medians), sp.Min, sp.Max)
+		bw.Measure(sp.Median, record.UnitGBs)
 		againstQuote(&bw, sp.Median, w.Inv.Quote.IntraBusBWGBs, w.Inv.Acceptance.ToleranceFor("NCCL-003"))
 		out = append(out, correct, bw)
 	}

@@ -149,6 +149,9 @@ type Sweep struct {
 	Source string         `json:"source,omitempty"`
 	Ended  map[string]int `json:"ended,omitempty"`
 	Secs   float64        `json:"seconds"`
+	// NCCLVersion is the NCCL library version the run printed
+	// ("NCCL version 2.21.5+cuda12.4", with NCCL_DEBUG=INFO), when it did.
+	NCCLVersion string `json:"nccl_version,omitempty"`
 }
 
 // run launches the job and checks that it ran as planned: a binary built
@@ -225,7 +228,7 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		source = "json"
 	}
 	judge := fabric.Judge(r, w.Inv, "")
-	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices(), Source: source}
+	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices(), Source: source, NCCLVersion: r.NCCLVersion}
 	ranks := hosts * j.ranksPerNode * j.bench.gpus
 	switch {
 	case judge.Ranks != ranks || judge.Hosts != hosts:

@@ -191,6 +191,9 @@ func throughputVerdict(w *orchestrator.Window, r stageRun) record.Verdict {
 	}
 	res := r.res
 	v.Measured = fmt.Sprintf("%s (%s in %.2f s)", gbsText(res.GBs), sizeText(res.Bytes), res.Seconds)
+	if res.Complete {
+		v.Measure(res.GBs, record.UnitGBs)
+	}
 	var detail []string
 	for _, s := range res.Sources {
 		if s.Error == "" {
@@ -267,6 +270,7 @@ func aggregateVerdict(w *orchestrator.Window, runs []stageRun) record.Verdict {
 	secs := last.Sub(first).Seconds()
 	gbs := rate(bytes, secs)
 	v.Measured = fmt.Sprintf("%s over %d node(s) (%s in %.2f s)", gbsText(gbs), len(done), sizeText(bytes), secs)
+	v.Measure(gbs, record.UnitGBs)
 	var detail []string
 	if len(incomplete) > 0 {
 		detail = append(detail, "did not complete (not counted): "+strings.Join(incomplete, ", "))
@@ -313,6 +317,7 @@ func windowVerdict(window time.Duration, runs []stageRun) record.Verdict {
 	}
 	if slowest != "" {
 		v.Measured = fmt.Sprintf("slowest node %s: %.2f s", slowest, slowSecs)
+		v.Measure(slowSecs, record.UnitSeconds)
 	}
 	var detail []string
 	if len(failed) > 0 {

@@ -5,6 +5,7 @@ package record
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -47,6 +48,34 @@ type Run struct {
 	Verdicts []Verdict     `json:"verdicts"`
 	// Quote is the provider's quote as given in the inventory.
 	Quote json.RawMessage `json:"quote,omitempty"`
+	// Regression is how much worse than in an earlier run of the same
+	// cluster a measured figure may be before `gpuaccept diff` calls it a
+	// regression (the inventory's acceptance.regression and
+	// acceptance.regression_by_id). Absent in runs made before it existed.
+	Regression *Regression `json:"regression,omitempty"`
+}
+
+// DefaultRegression is the fraction by which a figure may be worse than
+// the baseline's before it is a regression, when a run says nothing.
+const DefaultRegression = 0.05
+
+// Regression holds the regression thresholds of a run: fractions of the
+// baseline's figure (0.05: a figure 5% worse is still no regression).
+type Regression struct {
+	Threshold float64            `json:"threshold"`
+	ByID      map[string]float64 `json:"by_id,omitempty"`
+}
+
+// For is the threshold for requirement id: its own when set, else the
+// run's; DefaultRegression when r is nil.
+func (r *Regression) For(id string) float64 {
+	if r == nil {
+		return DefaultRegression
+	}
+	if t, ok := r.ByID[id]; ok {
+		return t
+	}
+	return r.Threshold
 }
 
 // Inventory identifies the input exactly.
@@ -103,6 +132,39 @@ type Verdict struct {
 	Ratio     *float64 `json:"ratio,omitempty"`
 	Tolerance *float64 `json:"tolerance,omitempty"`
 	Detail    string   `json:"detail,omitempty"`
+	// Value is the figure the verdict measured, as a number in Unit, for
+	// comparing runs (`gpuaccept diff`); absent when it measured none.
+	// Which way is better depends on the unit: see LowerIsBetter.
+	Value *float64 `json:"value,omitempty"`
+	Unit  string   `json:"unit,omitempty"`
+}
+
+// Units of Verdict.Value.
+const (
+	UnitGBs     = "GB/s"  // throughput: higher is better
+	UnitSeconds = "s"     // a duration: lower is better
+	UnitSteps   = "steps" // training steps lost: lower is better
+	UnitScore   = ""      // a unitless ratio (NCCL-004's node score): higher is better
+)
+
+// LowerIsBetter says which way a Value in unit improves: durations and
+// steps lost are better smaller; throughputs and scores better larger.
+func LowerIsBetter(unit string) bool {
+	switch unit {
+	case UnitSeconds, UnitSteps:
+		return true
+	}
+	return false
+}
+
+// Measure sets the verdict's Value and Unit; a NaN or infinite x (a rate
+// over no time) is no measurement and leaves them unset, since run.json
+// cannot hold it.
+func (v *Verdict) Measure(x float64, unit string) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return
+	}
+	v.Value, v.Unit = &x, unit
 }
 
 // Accepted reports whether no verdict failed and at least one passed: a

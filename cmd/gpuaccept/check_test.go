@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	cleanOffer = "inventories/example-8xh100-infiniband.yaml"
+	priceList  = "inventories/example-4xl40s-pcie-ethernet.yaml"
+)
+
+func TestCheckLintsTheQuote(t *testing.T) {
+	res := gpuaccept(t, "../..", "check", cleanOffer)
+	if res.code != 0 || !strings.HasSuffix(res.stdout, "\nquote lint: no warnings\n") {
+		t.Fatalf("clean offer: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	res = gpuaccept(t, "../..", "check", priceList)
+	if res.code != 0 {
+		t.Fatalf("warnings changed the exit status: %d\n%s", res.code, res.stderr)
+	}
+	plan, lint, ok := strings.Cut(res.stdout, "\nquote lint: 8 warning(s)\n")
+	if !ok || !strings.Contains(plan, "phases:") {
+		t.Fatalf("no lint section after the plan:\n%s", res.stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(lint, "\n"), "\n")
+	var got []string
+	for _, l := range lines {
+		id, _, _ := strings.Cut(strings.TrimPrefix(l, "  "), "  ")
+		got = append(got, id)
+	}
+	want := []string{"QUOTE-004", "QUOTE-005", "QUOTE-006", "QUOTE-008", "QUOTE-009", "QUOTE-010", "QUOTE-011", "QUOTE-012"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings %v, want %v\n%s", got, want, lint)
+	}
+	for _, line := range []string{
+		"  QUOTE-004  no statement of how a failed node in a distributed job is handled (quote.terms.failed_node)",
+		"  QUOTE-006  vague support terms: a first response within 24h is longer than 4h for the training window (quote.terms.support_response)",
+		"  QUOTE-008  a rate of 0.99 USD per GPU-hour with no minimum utilisation or cancellation terms (quote.terms.minimum_utilization, quote.terms.cancellation)",
+	} {
+		if !slices.Contains(lines, line) {
+			t.Errorf("lint lacks the line\n%s\nin\n%s", line, lint)
+		}
+	}
+}
+
+func TestCheckStrictQuote(t *testing.T) {
+	res := gpuaccept(t, "../..", "check", "--strict-quote", priceList)
+	if res.code != 1 || !strings.Contains(res.stderr, "--strict-quote: the quote has 8 warning(s)") ||
+		!strings.Contains(res.stdout, "QUOTE-012") {
+		t.Fatalf("warnings with --strict-quote: exit %d, want 1\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := gpuaccept(t, "../..", "check", "--strict-quote", cleanOffer); res.code != 0 {
+		t.Fatalf("a clean offer with --strict-quote: exit %d\n%s", res.code, res.stderr)
+	}
+	// An invalid inventory is still bad input, not a lint failure.
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("provider: x\nssh: {user: u}\nnodes: [{name: a, address: 10.0.0.1}]\nquote: {terms: {benchmark_window: -1h}}\n"), 0o644)
+	res = gpuaccept(t, dir, "check", "--strict-quote", bad)
+	if res.code != 2 || !strings.Contains(res.stderr, bad+":4: quote.terms.benchmark_window: must not be negative") {
+		t.Fatalf("invalid inventory: exit %d\n%s", res.code, res.stderr)
+	}
+	if res := gpuaccept(t, "../..", "check", "-o", "xml", cleanOffer); res.code != 2 || !strings.Contains(res.stderr, "--output") {
+		t.Fatalf("-o xml: exit %d %s", res.code, res.stderr)
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	type report struct {
+		Inventory string `json:"inventory"`
+		Digest    string `json:"sha256"`
+		Warnings  []struct {
+			ID      string   `json:"id"`
+			Message string   `json:"message"`
+			Keys    []string `json:"keys"`
+		} `json:"warnings"`
+	}
+	res := gpuaccept(t, "../..", "check", "-o", "json", priceList)
+	var r report
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &r) != nil {
+		t.Fatalf("exit %d, stdout is not the lint as JSON:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if r.Inventory != priceList || len(r.Digest) != 64 || len(r.Warnings) != 8 || strings.Contains(res.stdout, "phases:") {
+		t.Fatalf("unexpected report %+v", r)
+	}
+	w := r.Warnings[1]
+	if w.ID != "QUOTE-005" || !reflect.DeepEqual(w.Keys, []string{"quote.price_storage_per_tib_month"}) || !strings.Contains(w.Message, "storage missing from the price") {
+		t.Errorf("warnings[1] = %+v", w)
+	}
+
+	res = gpuaccept(t, "../..", "check", "--output=json", "--strict-quote", cleanOffer)
+	if res.code != 0 || !strings.Contains(res.stdout, `"warnings": []`) {
+		t.Fatalf("clean offer: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = gpuaccept(t, "../..", "check", "-o", "json", "--strict-quote", priceList)
+	if res.code != 1 || json.Unmarshal([]byte(res.stdout), &r) != nil {
+		t.Fatalf("--strict-quote with -o json: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
