@@ -42,7 +42,10 @@ func (p Problem) String() string {
 	return s
 }
 
-// WriteBundle writes run.json, report.md and junit.xml into dir, next to the
+// HTMLName is the bundle's HTML report.
+const HTMLName = "report.html"
+
+// WriteBundle writes run.json, report.md, junit.xml and report.html into dir, next to the
 // raw logs the runner left there, then MANIFEST.sha256 over every file in
 // dir, so that `sha256sum -c MANIFEST.sha256` run in dir checks the lot.
 // Each file is replaced atomically: a crash leaves the old file or the new
@@ -78,8 +81,35 @@ func WriteBundle(dir string, run *record.Run) error {
 		}
 	}
 
-	// The manifest comes last so that it covers everything above.
+	// The HTML report lists the evidence written so far with checksums;
+	// the manifest comes last so that it covers everything, the page too.
 	files, err := listFiles(dir)
+	if err != nil {
+		return err
+	}
+	var evidence []EvidenceFile
+	for _, f := range files {
+		if f == HTMLName || f == ManifestName {
+			continue
+		}
+		sum, err := hashFile(dir, f)
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		evidence = append(evidence, EvidenceFile{Path: f, SHA256: sum, Bytes: fi.Size()})
+	}
+	var page bytes.Buffer
+	if err := HTML(&page, run, evidence); err != nil {
+		return fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	if err := writeAtomic(filepath.Join(dir, HTMLName), page.Bytes()); err != nil {
+		return err
+	}
+	files, err = listFiles(dir)
 	if err != nil {
 		return err
 	}

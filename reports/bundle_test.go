@@ -61,7 +61,7 @@ func TestBundleClean(t *testing.T) {
 		}
 		return err
 	})
-	want := []string{ManifestName, "junit.xml", "report.md", "run.json"}
+	want := []string{ManifestName, "junit.xml", "report.md", HTMLName, "run.json"}
 	for _, p := range run.Phases {
 		if p.Log != "" {
 			want = append(want, p.Log)

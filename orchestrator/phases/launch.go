@@ -152,6 +152,15 @@ type Sweep struct {
 	// NCCLVersion is the NCCL library version the run printed
 	// ("NCCL version 2.21.5+cuda12.4", with NCCL_DEBUG=INFO), when it did.
 	NCCLVersion string `json:"nccl_version,omitempty"`
+	// Points: the sweep's out-of-place bus bandwidth per message size, for
+	// the report's chart.
+	Points []SweepPoint `json:"points,omitempty"`
+}
+
+// SweepPoint is one row of a sweep.
+type SweepPoint struct {
+	Bytes int64   `json:"bytes"`
+	BusBW float64 `json:"busbw_gbs"`
 }
 
 // run launches the job and checks that it ran as planned: a binary built
@@ -229,6 +238,9 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	}
 	judge := fabric.Judge(r, w.Inv, "")
 	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices(), Source: source, NCCLVersion: r.NCCLVersion}
+	for _, row := range r.Rows {
+		s.Points = append(s.Points, SweepPoint{Bytes: row.Size, BusBW: row.OOP.BusBW})
+	}
 	ranks := hosts * j.ranksPerNode * j.bench.gpus
 	switch {
 	case judge.Ranks != ranks || judge.Hosts != hosts:

@@ -1,0 +1,411 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"image/color"
+	"math"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// The charts read phase data from run.json by its field names (the
+// documented schema), not through the phases package: a report renders
+// what a bundle holds, whichever gpuaccept wrote it.
+
+// chart is one figure of the HTML report.
+type chart struct {
+	ID, Title, Caption string
+	SVG                []byte
+}
+
+var (
+	quoteColor = color.RGBA{R: 200, G: 30, B: 30, A: 255}
+	shade      = color.NRGBA{R: 255, G: 190, B: 0, A: 90}
+)
+
+func phaseData(run *record.Run, phase string, index int, v any) bool {
+	for i := len(run.Phases) - 1; i >= 0; i-- {
+		p := run.Phases[i]
+		if p.Phase == phase && p.Index == index && len(p.Data) > 0 {
+			return json.Unmarshal(p.Data, v) == nil
+		}
+	}
+	return false
+}
+
+func svgOf(p *plot.Plot, w, h vg.Length) ([]byte, error) {
+	wt, err := p.WriterTo(w, h, "svg")
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	// Inline in HTML: no XML declaration or doctype.
+	out := b.Bytes()
+	if i := bytes.Index(out, []byte("<svg")); i > 0 {
+		out = out[i:]
+	}
+	return out, nil
+}
+
+type sweepData struct {
+	Repeats []struct {
+		Judgement *struct {
+			GateBytes int64   `json:"gate_bytes"`
+			QuotedGBs float64 `json:"quoted_gbs"`
+		} `json:"judgement"`
+		Points []struct {
+			Bytes int64   `json:"bytes"`
+			BusBW float64 `json:"busbw_gbs"`
+		} `json:"points"`
+	} `json:"repeats"`
+}
+
+// busbwChart: the cluster-wide all-reduce's bus bandwidth against message
+// size, one line per repeat, the quote as a line and the gating window
+// shaded.
+func busbwChart(run *record.Run) (*chart, error) {
+	var d sweepData
+	if !phaseData(run, "allreduce", -1, &d) {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Cluster all-reduce: bus bandwidth by message size"
+	p.X.Label.Text = "message size (bytes, log scale)"
+	p.Y.Label.Text = "busbw (GB/s)"
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	var quote float64
+	gate := int64(0)
+	minX, maxX, maxY := math.Inf(1), 0.0, 0.0
+	lines := 0
+	for i, r := range d.Repeats {
+		if r.Judgement != nil {
+			quote, gate = r.Judgement.QuotedGBs, r.Judgement.GateBytes
+		}
+		var xys plotter.XYs
+		for _, pt := range r.Points {
+			if pt.Bytes <= 0 {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: float64(pt.Bytes), Y: pt.BusBW})
+			minX, maxX, maxY = math.Min(minX, float64(pt.Bytes)), math.Max(maxX, float64(pt.Bytes)), math.Max(maxY, pt.BusBW)
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, s, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, s.Color = plotutil.Color(i), plotutil.Color(i)
+		p.Add(l, s)
+		p.Legend.Add(fmt.Sprintf("repeat %d", i+1), l)
+		lines++
+	}
+	if lines == 0 {
+		return nil, nil
+	}
+	if gate > 0 && float64(gate) <= maxX {
+		top := math.Max(maxY, quote) * 1.05
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: math.Max(float64(gate), minX), Y: 0}, {X: maxX, Y: 0}, {X: maxX, Y: top}, {X: math.Max(float64(gate), minX), Y: top}})
+		if err != nil {
+			return nil, err
+		}
+		poly.Color, poly.LineStyle.Width = shade, 0
+		p.Add(poly)
+		p.Legend.Add("gating window", poly)
+	}
+	if quote > 0 {
+		q, err := plotter.NewLine(plotter.XYs{{X: minX, Y: quote}, {X: maxX, Y: quote}})
+		if err != nil {
+			return nil, err
+		}
+		q.Color, q.Dashes = quoteColor, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(q)
+		p.Legend.Add(fmt.Sprintf("quote %.4g GB/s", quote), q)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Min = 0
+	p.Y.Max = math.Max(maxY, quote) * 1.4
+	svg, err := svgOf(p, 18*vg.Centimeter, 10*vg.Centimeter)
+	if err != nil {
+		return nil, err
+	}
+	return &chart{ID: "chart-busbw", Title: p.Title.Text, SVG: svg,
+		Caption: "nccl-tests out-of-place busbw of every repeat; the verdict gates on the median over the shaded sizes."}, nil
+}
+
+// perNodeBars draws one or more series of a value per node as grouped bars.
+func perNodeBars(id, title, ylabel, caption string, nodes []string, series []string, values [][]float64, quote float64) (*chart, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	w := vg.Points(40 / float64(max(len(series), 1)))
+	any := false
+	for i, s := range series {
+		b, err := plotter.NewBarChart(plotter.Values(values[i]), w)
+		if err != nil {
+			return nil, err
+		}
+		b.Color = plotutil.Color(i)
+		b.LineStyle.Width = 0
+		b.Offset = w * vg.Length(float64(i)-float64(len(series)-1)/2)
+		p.Add(b)
+		if len(series) > 1 {
+			p.Legend.Add(s, b)
+		}
+		for _, v := range values[i] {
+			any = any || v > 0
+		}
+	}
+	if !any {
+		return nil, nil
+	}
+	if quote > 0 {
+		q, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: quote}, {X: float64(len(nodes)) - 0.5, Y: quote}})
+		if err != nil {
+			return nil, err
+		}
+		q.Color, q.Dashes = quoteColor, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(q)
+		p.Legend.Add(fmt.Sprintf("quote %.4g", quote), q)
+	}
+	p.NominalX(nodes...)
+	p.Legend.Top = true
+	p.Y.Min = 0
+	// Room above the bars for the legend.
+	top := quote
+	for _, vs := range values {
+		for _, v := range vs {
+			top = math.Max(top, v)
+		}
+	}
+	p.Y.Max = top * 1.35
+	svg, err := svgOf(p, 18*vg.Centimeter, 9*vg.Centimeter)
+	if err != nil {
+		return nil, err
+	}
+	return &chart{ID: id, Title: title, Caption: caption, SVG: svg}, nil
+}
+
+func intraChart(run *record.Run) (*chart, error) {
+	var names []string
+	var vals []float64
+	quote := 0.0
+	for _, n := range run.Nodes {
+		var d struct {
+			Repeats []struct {
+				Judgement *struct {
+					QuotedGBs float64 `json:"quoted_gbs"`
+					BusBW     struct {
+						Median float64 `json:"median"`
+					} `json:"busbw_gbs"`
+				} `json:"judgement"`
+			} `json:"repeats"`
+		}
+		if !phaseData(run, "intranode", n.Index, &d) {
+			continue
+		}
+		var ms []float64
+		for _, r := range d.Repeats {
+			if r.Judgement != nil {
+				ms = append(ms, r.Judgement.BusBW.Median)
+				quote = r.Judgement.QuotedGBs
+			}
+		}
+		names = append(names, n.Name)
+		vals = append(vals, median(ms))
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return perNodeBars("chart-intranode", "Intra-node all-reduce busbw per node", "busbw (GB/s)",
+		"The median of each node's repeats; the line is the quote.", names, []string{"busbw"}, [][]float64{vals}, quote)
+}
+
+func ioChart(run *record.Run) (*chart, error) {
+	var names []string
+	vals := make([][]float64, 3)
+	for _, n := range run.Nodes {
+		var st, cw, cr struct {
+			GBs float64 `json:"gbs"`
+		}
+		a, b, c := phaseData(run, "staging", n.Index, &st), phaseData(run, "checkpoint-write", n.Index, &cw), phaseData(run, "checkpoint-restore", n.Index, &cr)
+		if !a && !b && !c {
+			continue
+		}
+		names = append(names, n.Name)
+		vals[0], vals[1], vals[2] = append(vals[0], st.GBs), append(vals[1], cw.GBs), append(vals[2], cr.GBs)
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return perNodeBars("chart-io", "Staging and checkpoint throughput per node", "GB/s",
+		"Staging (all sources), checkpoint write (with fsync) and restore of a neighbour's checkpoint.",
+		names, []string{"staging", "checkpoint write", "checkpoint restore"}, vals, 0)
+}
+
+// failureChart: each node's steps over time, the failure window shaded.
+func failureChart(run *record.Run) (*chart, error) {
+	var d struct {
+		InjectedAt float64  `json:"injected_at"`
+		ResumedAt  *float64 `json:"resumed_at"`
+		EndedAt    float64  `json:"ended_at"`
+		Victim     string   `json:"victim"`
+		Nodes      []string `json:"nodes"`
+		Events     []struct {
+			At   float64 `json:"at"`
+			Node string  `json:"node"`
+			Kind string  `json:"kind"`
+			Rank int     `json:"rank"`
+			Step int     `json:"step"`
+		} `json:"events"`
+	}
+	if !phaseData(run, "failure", -1, &d) || len(d.Events) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Failure test: training steps per node over time"
+	p.X.Label.Text = "seconds since the job was launched"
+	p.Y.Label.Text = "step"
+	maxStep := 0
+	end := d.EndedAt
+	for _, e := range d.Events {
+		maxStep, end = max(maxStep, e.Step), math.Max(end, e.At)
+	}
+	stop := end
+	if d.ResumedAt != nil {
+		stop = *d.ResumedAt
+	}
+	if d.InjectedAt > 0 {
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: d.InjectedAt, Y: 0}, {X: stop, Y: 0}, {X: stop, Y: float64(maxStep) + 1}, {X: d.InjectedAt, Y: float64(maxStep) + 1}})
+		if err != nil {
+			return nil, err
+		}
+		poly.Color, poly.LineStyle.Width = shade, 0
+		p.Add(poly)
+		p.Legend.Add("failure window", poly)
+	}
+	nodes := append([]string(nil), d.Nodes...)
+	sort.Strings(nodes)
+	for i, n := range nodes {
+		var xys plotter.XYs
+		for _, e := range d.Events {
+			if e.Node == n && e.Kind == "step" {
+				xys = append(xys, plotter.XY{X: e.At, Y: float64(e.Step)})
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, err
+		}
+		s.Color = plotutil.Color(i)
+		s.GlyphStyle.Shape = plotutil.Shape(i)
+		s.GlyphStyle.Radius = vg.Points(2)
+		p.Add(s)
+		label := n
+		if n == d.Victim {
+			label += " (victim)"
+		}
+		p.Legend.Add(label, s)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Min, p.X.Min = 0, 0
+	p.Y.Max = float64(maxStep) * 1.4
+	svg, err := svgOf(p, 18*vg.Centimeter, 9*vg.Centimeter)
+	if err != nil {
+		return nil, err
+	}
+	return &chart{ID: "chart-failure", Title: p.Title.Text, SVG: svg,
+		Caption: "Every worker's steps as the coordinator received them; shaded from the failure to resumed progress."}, nil
+}
+
+// bisectMatrix is the pairwise bisection as a table: each pair's busbw
+// over the typical pair's, coloured from red (slow) to green.
+type bisectMatrix struct {
+	Nodes     []string
+	Rows      [][]matrixCell
+	Reference float64
+	Rounds    int
+}
+
+type matrixCell struct {
+	Text  string
+	Style template.CSS
+}
+
+func bisection(run *record.Run) *bisectMatrix {
+	var d struct {
+		Rounds int `json:"rounds"`
+		Pairs  []struct {
+			A     string  `json:"a"`
+			B     string  `json:"b"`
+			BusBW float64 `json:"busbw_gbs"`
+			Err   string  `json:"error"`
+		} `json:"pairs"`
+		Reference float64 `json:"reference_gbs"`
+	}
+	if !phaseData(run, "bisect", -1, &d) || len(d.Pairs) == 0 || d.Reference <= 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var nodes []string
+	best := map[[2]string][]float64{}
+	for _, p := range d.Pairs {
+		for _, n := range []string{p.A, p.B} {
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, n)
+			}
+		}
+		bw := p.BusBW
+		if p.Err != "" {
+			bw = 0
+		}
+		best[[2]string{p.A, p.B}] = append(best[[2]string{p.A, p.B}], bw)
+		best[[2]string{p.B, p.A}] = append(best[[2]string{p.B, p.A}], bw)
+	}
+	sort.Strings(nodes)
+	m := &bisectMatrix{Nodes: nodes, Reference: d.Reference, Rounds: d.Rounds}
+	for _, a := range nodes {
+		var row []matrixCell
+		for _, b := range nodes {
+			runs, ok := best[[2]string{a, b}]
+			if a == b || !ok {
+				row = append(row, matrixCell{Style: "background:#eee"})
+				continue
+			}
+			r := median(runs) / d.Reference
+			hue := math.Max(0, math.Min(120, 120*(r-0.4)/0.6)) // 0.4 or less red, 1 green
+			row = append(row, matrixCell{Text: fmt.Sprintf("%.2f", r), Style: template.CSS(fmt.Sprintf("background:hsl(%.0f,70%%,75%%)", hue))})
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	return m
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

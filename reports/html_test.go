@@ -1,0 +1,173 @@
+package reports
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// fullRun is a window with every phase that draws a chart: the all-reduce
+// sweeps, the intra-node runs, the bisection, staging, the checkpoint and
+// the failure test, on three nodes.
+func fullRun() *record.Run {
+	r := simulatedRun()
+	r.Nodes = []record.Node{{Index: 0, Name: "gpu-01", Address: "10.0.0.11:22"}, {Index: 1, Name: "gpu-02", Address: "10.0.0.12:22"},
+		{Index: 2, Name: "gpu-03", Address: "10.0.0.13:22"}}
+	r.Phases = nil
+	var points []string
+	for i, size := 0, int64(64<<20); size <= 8<<30; i, size = i+1, size*2 {
+		points = append(points, fmt.Sprintf(`{"bytes":%d,"busbw_gbs":%g}`, size, 150+float64(i)*5))
+	}
+	sweep := `{"judgement":{"gate_bytes":1073741824,"quoted_gbs":370,"busbw_gbs":{"min":180,"median":184,"max":186}},"points":[` + strings.Join(points, ",") + `]}`
+	r.Phases = append(r.Phases, withData(phase("allreduce", "", -1, record.OK, 10, 20, ""), `{"repeats":[`+sweep+`,`+sweep+`]}`))
+	r.Phases = append(r.Phases, withData(phase("bisect", "", -1, record.OK, 30, 5, ""),
+		`{"rounds":2,"reference_gbs":370,"pairs":[{"round":1,"a":"gpu-01","b":"gpu-02","busbw_gbs":371},{"round":1,"a":"gpu-03","b":"gpu-01","busbw_gbs":185},{"round":2,"a":"gpu-02","b":"gpu-03","busbw_gbs":184}]}`))
+	for i, n := range r.Nodes {
+		r.Phases = append(r.Phases,
+			withData(phase("preflight", n.Name, i, record.OK, 1, 2, ""), `{"gpu_model":"NVIDIA H100 80GB HBM3","gpu_count":8,"driver":"535.183.01","cuda":"12.2","kernel":"6.1.0-28-amd64","os":"Debian GNU/Linux 12 <bookworm>"}`),
+			withData(phase("intranode", n.Name, i, record.OK, 5, 3, ""), fmt.Sprintf(`{"repeats":[{"judgement":{"quoted_gbs":450,"busbw_gbs":{"median":%d}}}]}`, 440+i*5)),
+			withData(phase("staging", n.Name, i, record.OK, 40, 3, ""), fmt.Sprintf(`{"gbs":%g}`, 1.5+float64(i)/10)),
+			withData(phase("checkpoint-write", n.Name, i, record.OK, 50, 3, ""), `{"gbs":2.1}`),
+			withData(phase("checkpoint-restore", n.Name, i, record.OK, 53, 3, ""), `{"gbs":3.4}`))
+	}
+	var ev []string
+	for s := 1; s <= 10; s++ {
+		for _, n := range []string{"gpu-01", "gpu-02", "gpu-03"} {
+			ev = append(ev, fmt.Sprintf(`{"at":%g,"node":%q,"kind":"step","step":%d}`, float64(s)*0.5, n, s))
+		}
+	}
+	for s := 6; s <= 12; s++ {
+		ev = append(ev, fmt.Sprintf(`{"at":%g,"node":"gpu-01","kind":"step","step":%d}`, 20+float64(s)*0.5, s))
+	}
+	r.Phases = append(r.Phases, withData(phase("failure", "", -1, record.OK, 60, 40, ""),
+		`{"victim":"gpu-03","nodes":["gpu-01","gpu-02","gpu-03"],"injected_at":5.2,"resumed_at":23,"ended_at":27,"timeline":"x <tag> & y\n","events":[`+strings.Join(ev, ",")+`]}`))
+	return r
+}
+
+var wantCharts = []string{"chart-busbw", "chart-intranode", "chart-io", "chart-failure", "chart-bisection"}
+
+func TestHTMLHasEveryPart(t *testing.T) {
+	var b bytes.Buffer
+	if err := HTML(&b, fullRun(), []EvidenceFile{{Path: "raw/gpu-01/diag.log", SHA256: "ab12", Bytes: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range append(wantCharts, `id="simulated"`, "FAIL-001", "HEALTH-001", "raw/gpu-01/diag.log", "ab12", "535.183.01",
+		"8 × NVIDIA H100 80GB HBM3", "x &lt;tag&gt; &amp; y", "<svg", "gating window", "quote 370 GB/s", "failure window", "gpu-03 (victim)") {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page has no %q", want)
+		}
+	}
+	if strings.Contains(page, "<script") || strings.Contains(page, "<?xml") || strings.Contains(page, "http://") && !strings.Contains(page, "xmlns") {
+		t.Error("the page is not self-contained")
+	}
+	// A run without those phases has no charts, and says so nowhere wrong.
+	b.Reset()
+	if err := HTML(&b, failedRun(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "figure class=\"chart\"") || strings.Contains(b.String(), `id="simulated"`) {
+		t.Error("charts or a SIMULATED banner in a run that has neither")
+	}
+}
+
+// The page in a real headless Chromium: it loads without a console error
+// or exception, shows every chart, and a screenshot is kept as an artifact
+// ($GPUACCEPT_ARTIFACTS, else the system's temporary directory).
+func TestHTMLInChromium(t *testing.T) {
+	browser := ""
+	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(b); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		if os.Geteuid() == 0 && os.Getenv("GPUACCEPT_NO_LAB") == "" {
+			t.Fatal("chromium missing: bash scripts/deps.sh installs it")
+		}
+		t.Skip("no chromium on this machine (bash scripts/deps.sh installs it, as root)")
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, HTMLName)
+	var b bytes.Buffer
+	if err := HTML(&b, fullRun(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1280, 900))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	var mu sync.Mutex
+	var problems []string
+	if err := chromedp.Listen(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
+				problems = append(problems, fmt.Sprintf("console %s: %v", e.Type, e.Args))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
+		}
+	}); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+page), chromedp.WaitReady("body")); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	charts, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('figure.chart')).filter(f => f.getBoundingClientRect().height > 50 && (f.querySelector('svg') || f.querySelector('table'))).map(f => f.id)`))
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	for _, want := range wantCharts {
+		found := false
+		for _, c := range charts {
+			found = found || c == want
+		}
+		if !found {
+			t.Errorf("chart %s not shown (shown: %v)", want, charts)
+		}
+	}
+	mu.Lock()
+	if len(problems) > 0 {
+		t.Errorf("console: %v", problems)
+	}
+	mu.Unlock()
+	art := os.Getenv("GPUACCEPT_ARTIFACTS")
+	if art == "" {
+		art = filepath.Join(os.TempDir(), "gpuaccept-artifacts")
+	}
+	if err := os.MkdirAll(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(art, "report-html-chromium.png")
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d charts shown; screenshot (%d bytes) kept at %s", len(charts), len(shot), out)
+}
