@@ -53,6 +53,57 @@ type Run struct {
 	// regression (the inventory's acceptance.regression and
 	// acceptance.regression_by_id). Absent in runs made before it existed.
 	Regression *Regression `json:"regression,omitempty"`
+	// Ledger is what the window cost and what that bought (absent when the
+	// quote has no price).
+	Ledger *Ledger `json:"ledger,omitempty"`
+}
+
+// Ledger is the window's cost: billed time per node rounded to the
+// quote's billing granularity (each node's time counted once), the other
+// billed components, and the cost per accepted unit.
+type Ledger struct {
+	Currency        string       `json:"currency"`
+	Granularity     string       `json:"granularity"` // the quote's billing_granularity, e.g. "1m"
+	PricePerGPUHour float64      `json:"price_per_gpu_hour"`
+	Nodes           []LedgerNode `json:"nodes"`
+	// BilledGPUHours and ComputeCost: the nodes' billed time, summed.
+	BilledGPUHours float64 `json:"billed_gpu_hours"`
+	ComputeCost    float64 `json:"compute_cost"`
+	// Extras are the other components of the window's cost (storage,
+	// egress, support, licences), each once.
+	Extras    map[string]float64 `json:"extras,omitempty"`
+	TotalCost float64            `json:"total_cost"`
+	// Unit is what the buyer counts as accepted work ("accepted node",
+	// "1k training steps"); AcceptedUnits how many the window produced;
+	// CostPerUnit = TotalCost / AcceptedUnits (nil when none was accepted).
+	Unit          string   `json:"unit"`
+	AcceptedUnits float64  `json:"accepted_units"`
+	CostPerUnit   *float64 `json:"cost_per_unit,omitempty"`
+	// TCO is the monthly total cost of ownership, when the inventory gives
+	// its inputs.
+	TCO *TCO `json:"tco,omitempty"`
+}
+
+// LedgerNode is one node's billed time. IdleSecs (billed, no phase running
+// on it) and FailedSecs (billed while its work failed or was quarantined)
+// are diagnostics inside BilledSecs, never added to it.
+type LedgerNode struct {
+	Name       string  `json:"name"`
+	GPUs       int     `json:"gpus"`
+	Secs       float64 `json:"seconds"`        // from its first to its last moment in the window
+	BilledSecs float64 `json:"billed_seconds"` // Secs rounded up to the granularity
+	Cost       float64 `json:"cost"`
+	IdleSecs   float64 `json:"idle_seconds"`
+	FailedSecs float64 `json:"failed_seconds"`
+	Accepted   bool    `json:"accepted"`
+}
+
+// TCO is the monthly formula: committed compute + burst + persistent
+// storage + snapshots + egress + support + idle waste + retry waste +
+// engineering overhead.
+type TCO struct {
+	Components map[string]float64 `json:"components"`
+	Monthly    float64            `json:"monthly"`
 }
 
 // DefaultRegression is the fraction by which a figure may be worse than
