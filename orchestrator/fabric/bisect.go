@@ -88,7 +88,12 @@ func (b *Bisector) Next() [][2]string {
 	} else {
 		st := b.state()
 		open := append(slices.Clone(st.suspects), st.untested...)
-		if len(open) == 0 && len(st.linkSuspects) == 0 {
+		anySlow := false
+		for _, r := range b.results {
+			anySlow = anySlow || st.slow(r)
+		}
+		fewPairs := !anySlow && len(b.results) < 3 && len(b.freshPairs()) > 0
+		if len(open) == 0 && len(st.linkSuspects) == 0 && !fewPairs {
 			return nil
 		}
 		good := slices.Clone(st.good)
@@ -126,6 +131,17 @@ func (b *Bisector) Next() [][2]string {
 				if !used[s] && !used[u] && !b.tested(s, u) {
 					pairs = append(pairs, [2]string{s, u})
 					used[s], used[u] = true, true
+				}
+			}
+		}
+		// Too few pairs, all alike, to trust the typical one (three
+		// nodes run one pair a round, and it may hold the slow node):
+		// pairs not run yet join the round while nodes are free.
+		if fewPairs {
+			for _, p := range b.freshPairs() {
+				if !used[p[0]] && !used[p[1]] {
+					pairs = append(pairs, p)
+					used[p[0]], used[p[1]] = true, true
 				}
 			}
 		}
@@ -200,9 +216,15 @@ func (b *Bisector) state() bisectState {
 	st.ref = typical(bws)
 	st.slow = func(r PairResult) bool { return r.Err != "" || r.BusBW < b.SlowRatio*st.ref }
 	isGood := map[string]bool{}
+	provenAt := map[string]int{} // the round of a node's first fast pair
 	for _, r := range b.results {
 		if !st.slow(r) {
 			isGood[r.A], isGood[r.B] = true, true
+			for _, x := range []string{r.A, r.B} {
+				if provenAt[x] == 0 || r.Round < provenAt[x] {
+					provenAt[x] = r.Round
+				}
+			}
 		}
 	}
 	for _, n := range b.Nodes {
@@ -214,14 +236,37 @@ func (b *Bisector) state() bisectState {
 		default:
 			// Slow in every pair so far: named once it was slow with a
 			// partner that was already proven good when they were paired.
+			// Or slow with two different good partners: two measurements
+			// that agree, known once both partners were proven good.
 			named := false
-			for _, r := range st.pairsOf[n] {
-				if b.retests[[2]string{r.A, r.B}] && isGood[other(r, n)] {
-					if !named || r.Round < st.namedIn[n] {
-						st.namedIn[n] = r.Round
-					}
-					named = true
+			name := func(round int) {
+				if !named || round < st.namedIn[n] {
+					st.namedIn[n] = round
 				}
+				named = true
+			}
+			partnerRound := map[string]int{}
+			for _, r := range st.pairsOf[n] {
+				p := other(r, n)
+				if !isGood[p] {
+					continue
+				}
+				// A retest names its suspect (planned {good, suspect}), not
+				// the node that was proven good then.
+				if b.retests[[2]string{r.A, r.B}] && r.B == n {
+					name(r.Round)
+				}
+				if c := max(r.Round, provenAt[p]); partnerRound[p] == 0 || c < partnerRound[p] {
+					partnerRound[p] = c
+				}
+			}
+			if len(partnerRound) >= 2 {
+				var rs []int
+				for _, c := range partnerRound {
+					rs = append(rs, c)
+				}
+				sort.Ints(rs)
+				name(rs[1])
 			}
 			if named {
 				st.slowNodes = append(st.slowNodes, n)
