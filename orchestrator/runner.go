@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/ledger"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
 )
@@ -198,6 +199,13 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	}
 	w.judge(phases)
 	w.rec.Ended = time.Now().UTC()
+	// What the window cost: every node is billed to its end, whatever
+	// befell it. A ledger that cannot be made costs the window nothing.
+	if l, err := ledger.Compute(w.rec, w.Inv); err != nil {
+		w.Progress.Line("cost ledger: %v", err)
+	} else {
+		w.rec.Ledger = l
+	}
 	reason := "completed"
 	switch {
 	case w.rec.Interrupted:

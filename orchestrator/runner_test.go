@@ -214,3 +214,42 @@ func TestResultDecodesTheRecord(t *testing.T) {
 		t.Fatalf("Result = %+v %v %v", r, v, ok)
 	}
 }
+
+// The finished window carries its ledger: every node billed for the whole
+// window, the quarantined one not accepted; none without a price.
+func TestWindowLedger(t *testing.T) {
+	inv := testInventory(t, "a", "b", "c")
+	inv.Quote = inventory.Quote{PricePerGPUHr: 2.49, GPUsPerNode: 8, Currency: "USD", Billing: "1m"}
+	failB := func(n *Node) error {
+		if n.Name == "b" {
+			return errors.New("no GPU found")
+		}
+		return nil
+	}
+	var c calls
+	rec, _, err := Start(t.Context(), inv, []Phase{phase("one", &c, true, failB), phase("two", &c, false, nil)}, Options{RunsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rec.Ledger
+	if l == nil || len(l.Nodes) != 3 || l.Granularity != "1m" || l.Currency != "USD" {
+		t.Fatalf("ledger %+v", l)
+	}
+	// A window of well under a minute is billed one minute a node.
+	if want := 3 * 8 * 2.49 / 60; l.AcceptedUnits != 2 || l.Unit != "accepted node" || l.TotalCost < want-1e-6 || l.TotalCost > want+1e-6 {
+		t.Errorf("total %v for %v %s, want %v for 2", l.TotalCost, l.AcceptedUnits, l.Unit, want)
+	}
+	for _, n := range l.Nodes {
+		if n.BilledSecs != 60 || n.Accepted == (n.Name == "b") {
+			t.Errorf("%s: billed %v accepted %v", n.Name, n.BilledSecs, n.Accepted)
+		}
+	}
+	if b := l.Nodes[1]; b.FailedSecs <= 0 {
+		t.Errorf("the quarantined node has no failed time: %+v", b)
+	}
+
+	inv.Quote = inventory.Quote{}
+	if rec, _, err = Start(t.Context(), inv, []Phase{phase("one", &c, false, nil)}, Options{RunsDir: t.TempDir()}); err != nil || rec.Ledger != nil {
+		t.Errorf("no price: ledger %+v, %v", rec.Ledger, err)
+	}
+}

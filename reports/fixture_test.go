@@ -139,6 +139,28 @@ func simulatedRun() *record.Run {
 	}
 }
 
+// costedRun is failedRun with its cost ledger (as ledger.Compute makes it
+// for that window at 2.49 USD per GPU-hour, 1m billing, every extra, and
+// 12000 training steps stated as its accepted work): the quarantined node
+// billed but not accepted, a cost per unit below a cent, a monthly TCO.
+func costedRun() *record.Run {
+	r := failedRun()
+	per := 0.004420313
+	r.Ledger = &record.Ledger{
+		Currency: "USD", Granularity: "1m", PricePerGPUHour: 2.49,
+		Nodes: []record.LedgerNode{
+			{Name: "gpu-01", GPUs: 8, Secs: 2823, BilledSecs: 2880, Cost: 15.936, IdleSecs: 737, FailedSecs: 0, Accepted: true},
+			{Name: "gpu-02", GPUs: 8, Secs: 2823, BilledSecs: 2880, Cost: 15.936, IdleSecs: 2839, FailedSecs: 2877, Accepted: false},
+			{Name: "gpu-03", GPUs: 8, Secs: 2823, BilledSecs: 2880, Cost: 15.936, IdleSecs: 726, FailedSecs: 0, Accepted: true},
+		},
+		BilledGPUHours: 19.2, ComputeCost: 47.808,
+		Extras:    map[string]float64{"licences": 3, "storage": 0.065753, "host": 1.92, "egress": 0.25},
+		TotalCost: 53.043753, Unit: "training step", AcceptedUnits: 12000, CostPerUnit: &per,
+		TCO: &record.TCO{Components: map[string]float64{"retry_waste": 800, "committed_compute": 143000, "idle_waste": 9000}, Monthly: 152800},
+	}
+	return r
+}
+
 var cases = []struct {
 	name string
 	run  func() *record.Run
@@ -147,4 +169,5 @@ var cases = []struct {
 	{"interrupted", interruptedRun},
 	{"aborted", abortedRun},
 	{"simulated", simulatedRun},
+	{"costed", costedRun},
 }

@@ -58,6 +58,7 @@ func HTML(w io.Writer, run *record.Run, evidence []EvidenceFile) error {
 			page.Charts = append(page.Charts, htmlChart{chart: *c, SVG: template.HTML(c.SVG)})
 		}
 	}
+	page.Cost = newHTMLCost(run.Ledger)
 	var fd struct {
 		Timeline string `json:"timeline"`
 	}
@@ -76,6 +77,35 @@ type htmlPage struct {
 	Bisect   *bisectMatrix
 	Timeline string
 	Evidence []EvidenceFile
+	Cost     *htmlCost
+}
+
+// htmlCost is the ledger's tables, as report.md has them.
+type htmlCost struct {
+	Intro, PerUnit                         string
+	NodeHeader, ComponentHeader, TCOHeader []string
+	Nodes                                  []htmlCostNode
+	Components, TCO                        [][]string
+}
+
+type htmlCostNode struct {
+	Cells    []string
+	Accepted bool
+}
+
+func newHTMLCost(l *record.Ledger) *htmlCost {
+	if l == nil {
+		return nil
+	}
+	c := &htmlCost{Intro: costIntro(l), PerUnit: costPerUnit(l), NodeHeader: costNodeHeader(l),
+		ComponentHeader: costComponentHeader(l), Components: costCells(costComponentRows(l))}
+	for i, row := range costCells(costNodeRows(l)) {
+		c.Nodes = append(c.Nodes, htmlCostNode{Cells: row, Accepted: l.Nodes[i].Accepted})
+	}
+	if l.TCO != nil {
+		c.TCOHeader, c.TCO = costTCOHeader(l), costCells(costTCORows(l.TCO))
+	}
+	return c
 }
 
 type htmlVerdict struct {
@@ -138,6 +168,23 @@ code { font-size: 0.85em; }
 {{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td>{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td><td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
 {{end}}</table>
 
+{{with .Cost}}<h2>Cost</h2>
+<p>{{.Intro}}</p>
+<table id="cost-nodes">
+<tr>{{range .NodeHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .Nodes}}<tr{{if not .Accepted}} class="fail"{{end}}>{{range $i, $c := .Cells}}<td{{if and (ge $i 1) (le $i 6)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>
+<table id="cost-components">
+<tr>{{range .ComponentHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .Components}}<tr><td>{{index . 0}}</td><td class="num">{{index . 1}}</td></tr>
+{{end}}</table>
+<p id="cost-per-unit">{{.PerUnit}}</p>
+{{if .TCO}}<h3>Monthly TCO</h3>
+<table id="cost-tco">
+<tr>{{range .TCOHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .TCO}}<tr><td>{{index . 0}}</td><td class="num">{{index . 1}}</td></tr>
+{{end}}</table>
+{{end}}{{end}}
 {{if .Charts}}<h2>Charts</h2>{{end}}
 {{range .Charts}}<figure class="chart" id="{{.ID}}">
 {{.SVG}}

@@ -81,6 +81,22 @@ func TestHTMLHasEveryPart(t *testing.T) {
 	if strings.Contains(b.String(), "figure class=\"chart\"") || strings.Contains(b.String(), `id="simulated"`) {
 		t.Error("charts or a SIMULATED banner in a run that has neither")
 	}
+	if strings.Contains(b.String(), "<h2>Cost</h2>") {
+		t.Error("a Cost section in a run without a ledger")
+	}
+	// The ledger: its nodes (the one not accepted marked), components,
+	// cost per unit and monthly TCO.
+	b.Reset()
+	if err := HTML(&b, costedRun(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<h2>Cost</h2>", `<table id="cost-nodes">`, `<tr class="fail"><td>gpu-02</td>`, "compute (19.200 GPU-hours)",
+		`<td>licences</td><td class="num">3.00</td>`, "Cost per training step: 0.00442 USD (53.04 USD ÷ 12000 training step(s)).",
+		`<table id="cost-tco">`, `<td>committed compute</td><td class="num">143000.00</td>`, `<td>total</td><td class="num">152800.00</td>`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the costed page has no %q", want)
+		}
+	}
 }
 
 // The page in a real headless Chromium: it loads without a console error

@@ -63,6 +63,10 @@ func Markdown(w io.Writer, run *record.Run) error {
 		return err
 	}
 
+	if err := mdCost(&b, run.Ledger); err != nil {
+		return err
+	}
+
 	b.WriteString("\n## Phases\n")
 	groups := phaseGroups(run)
 	if len(groups) == 0 {
@@ -104,6 +108,30 @@ func Markdown(w io.Writer, run *record.Run) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// mdCost writes the Cost section: the nodes' billed time, the components,
+// the cost per unit and the monthly TCO; nothing without a ledger.
+func mdCost(b *bytes.Buffer, l *record.Ledger) error {
+	if l == nil {
+		return nil
+	}
+	fmt.Fprintf(b, "\n## Cost\n\n%s\n\n", md(costIntro(l)))
+	if err := mdTable(b, costNodeHeader(l), escapeAll(costCells(costNodeRows(l))), "No nodes billed."); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	if err := mdTable(b, costComponentHeader(l), escapeAll(costCells(costComponentRows(l))), ""); err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "\n%s\n", md(costPerUnit(l)))
+	if l.TCO != nil {
+		b.WriteString("\n### Monthly TCO\n\n")
+		if err := mdTable(b, costTCOHeader(l), escapeAll(costCells(costTCORows(l.TCO))), ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type phaseGroup struct {

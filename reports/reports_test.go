@@ -100,6 +100,7 @@ func TestSummaryLastLine(t *testing.T) {
 		"interrupted": "INTERRUPTED",
 		"aborted":     "ABORTED: --strict: gpu-02 failed preflight",
 		"simulated":   "ACCEPTED (SIMULATED)",
+		"costed":      "NOT ACCEPTED (2 FAIL, 1 WARN, 1 SKIP)",
 	}
 	for _, c := range cases {
 		var b bytes.Buffer

@@ -77,6 +77,9 @@ func Summary(w io.Writer, run *record.Run, color bool) error {
 		return err
 	}
 	b.WriteString("\n")
+	if line := costLine(run.Ledger); line != "" {
+		fmt.Fprintln(&b, line)
+	}
 
 	verdict := result(run)
 	if strings.HasPrefix(verdict, "ACCEPTED") {

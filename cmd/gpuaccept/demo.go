@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	yaml "go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/ssh"
 
 	"gpuaccept/inventories"
@@ -25,23 +31,48 @@ import (
 var demoProfiles = []string{"h100", "h100", "h100", "h100-diag-fail"}
 
 // demoInterScale scales each node's inter-node link in the demo's fabric
-// model (standins.FabricEnv) from the quote's inter-node bus bandwidth: the
-// third node's links run at half rate, so every collective it takes part in
+// model (standins.FabricEnv) from the simulated hardware's inter-node bus
+// bandwidth (the embedded quote's) with --seed 0, the default: the third
+// node's links run at half rate, so every collective it takes part in
 // comes out at half the quote, while its NVLink (intra-node) is sound.
 var demoInterScale = []float64{1, 1, 0.5, 1}
 
+// demoDegradations are the fractions of the healthy rate a seed other than
+// 0 may give the degraded node's inter-node links: each clear of the
+// demo's thresholds (NCCL-002 passes at 0.9 of the quote, the bisection
+// calls a pair slow below 0.8 of the typical pair), whatever the other
+// nodes' ±3%. 1: no node degraded.
+var demoDegradations = []float64{0.4, 0.5, 0.6, 0.7, 0.85, 0.95, 1}
+
+// demoEmbedded names the embedded inventory in errors and run.json.
+const demoEmbedded = "demo.yaml (embedded)"
+
 func newDemoCmd() *cobra.Command {
 	var f windowFlags
+	var seed int64
+	var quoteFile string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole window on simulated nodes (no root, no network)",
 		Long: `Run the acceptance window against four simulated nodes: in-process SSH servers on
 loopback whose nvidia-smi, dcgmi and ibstat answer with genuine outputs of real machines.
 One node's GPU diagnostic fails, so the window is NOT accepted and gpuaccept exits 1, as it
-would on real nodes. Every report it writes is marked SIMULATED.`,
+would on real nodes. Every report it writes is marked SIMULATED.
+
+--seed N varies the simulated fabric, the same way for the same N: which node's inter-node
+links are degraded and to what fraction (none, with some seeds), and every other node's link
+rates within ±3%. 0, the default, is the demo as described: gpu-03's links at half rate.
+--quote FILE replaces the embedded quote with FILE's quote: mapping (checked as an inventory's
+quote is); the simulated hardware stays the same, so the verdicts show what that quote promised.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
+				return err
+			}
+			// Before anything starts: a bad quote file is bad input
+			// (exit 2), named with its line and key.
+			inv, hw, err := demoInventory(quoteFile)
+			if err != nil {
 				return err
 			}
 			work, err := os.MkdirTemp("", "gpuaccept-demo-")
@@ -53,7 +84,8 @@ would on real nodes. Every report it writes is marked SIMULATED.`,
 			if err != nil {
 				return exitWith(exitCouldNotRun, err)
 			}
-			inv, servers, err := demoNodes(work, exe)
+			fabric := demoFabric(inv.Nodes, hw, seed)
+			servers, err := demoNodes(work, exe, inv, fabric)
 			defer func() {
 				for _, s := range servers {
 					s.Close()
@@ -64,31 +96,158 @@ would on real nodes. Every report it writes is marked SIMULATED.`,
 			}
 			o := f.options(cmd)
 			o.Progress.Line("demo: %d simulated nodes on loopback; %s has a failing GPU diagnostic", len(servers), inv.Nodes[len(inv.Nodes)-1].Name)
+			o.Progress.Line("demo: seed %d: %s", seed, demoFabricText(fabric, hw))
+			if quoteFile != "" {
+				o.Progress.Line("demo: the quote of %s", quoteFile)
+			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
 			return finish(cmd, rec, dir, err, f.output)
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().Int64Var(&seed, "seed", 0, "vary the simulated fabric: which node is degraded and how much (0: gpu-03 at half rate)")
+	cmd.Flags().StringVar(&quoteFile, "quote", "", "a YAML file whose quote: mapping replaces the demo's quote")
 	return cmd
 }
 
-// demoNodes starts one SSH server per node of the embedded demo inventory,
-// each with its own home and its own stand-in GPU tools on PATH (wrappers
-// that run exe's hidden `standin` command): nvidia-smi, dcgmi and ibstat of
-// the node's profile, and the fabric model's mpirun and nccl-tests binaries
-// (a simulation: standins.FabricMain). It points the inventory at them.
-func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error) {
-	inv, err := inventory.Parse("demo.yaml (embedded)", inventories.Demo)
+// demoInventory is the embedded demo inventory, its quote replaced by
+// quoteFile's when one is given, and the simulated hardware: the embedded
+// quote, whose GPUs and link rates the demo's nodes have whatever another
+// quote promises.
+func demoInventory(quoteFile string) (*inventory.Inventory, inventory.Quote, error) {
+	inv, err := inventory.Parse(demoEmbedded, inventories.Demo)
 	if err != nil {
-		return nil, nil, err
+		return nil, inventory.Quote{}, err
 	}
+	hw := inv.Quote
+	if quoteFile == "" {
+		return inv, hw, nil
+	}
+	merged, err := demoWithQuote(quoteFile, inventories.Demo)
+	if err != nil {
+		return nil, hw, err
+	}
+	// Named after the quote file, whose lines come first and unchanged:
+	// a problem with the quote is reported at its line and key there.
+	inv, err = inventory.Parse(quoteFile, merged)
+	if err != nil {
+		return nil, hw, err
+	}
+	inv.Path = demoEmbedded + " with the quote of " + quoteFile
+	return inv, hw, nil
+}
+
+// demoWithQuote reads quoteFile, which must hold one mapping, quote:, and
+// no other key, and returns it followed by the demo inventory without its
+// own quote: one inventory in which the quote's lines are the file's.
+func demoWithQuote(quoteFile string, demo []byte) ([]byte, error) {
+	bad := func(line int, key, format string, args ...any) error {
+		return &inventory.Error{File: quoteFile, Problems: []inventory.Problem{{Line: line, Key: key, Message: fmt.Sprintf(format, args...)}}}
+	}
+	data, err := os.ReadFile(quoteFile)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, bad(0, "", "cannot read: %v", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, bad(0, "", "not YAML: %v", err)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, bad(more.Line, "", "one YAML document only: a quote: mapping")
+	}
+	var root *yaml.Node
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		root = doc.Content[0]
+	}
+	if root == nil || root.Kind != yaml.MappingNode {
+		line := 0
+		if root != nil {
+			line = root.Line
+		}
+		return nil, bad(line, "", "expected a mapping with one key, quote: (as in an inventory)")
+	}
+	var problems []inventory.Problem
+	found := false
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch {
+		case k.Value != "quote":
+			problems = append(problems, inventory.Problem{Line: k.Line, Key: k.Value,
+				Message: "not read: a --quote file holds only quote: (the demo's nodes, phases and the rest are its own)"})
+		case v.Kind != yaml.MappingNode:
+			found = true
+			problems = append(problems, inventory.Problem{Line: v.Line, Key: "quote",
+				Message: "expected a mapping (gpu_model, gpus_per_node, price_per_gpu_hour, ...: see inventories/README.md)"})
+		default:
+			found = true
+		}
+	}
+	if !found {
+		problems = append(problems, inventory.Problem{Line: root.Line, Key: "quote", Message: "missing: a --quote file is a quote: mapping"})
+	}
+	if len(problems) > 0 {
+		return nil, &inventory.Error{File: quoteFile, Problems: problems}
+	}
+	if root.Style&yaml.FlowStyle != 0 {
+		// {quote: {...}}: written again as a block, which the demo's own
+		// keys can follow.
+		root.Style = 0
+		if data, err = yaml.Marshal(root); err != nil {
+			return nil, bad(0, "", "%v", err)
+		}
+	}
+	// A document end marker would end the inventory with the quote.
+	body := bytes.TrimRight(data, " \t\r\n")
+	if end := []byte("\n..."); bytes.HasSuffix(body, end) {
+		body = body[:len(body)-len(end)]
+	}
+	rest, err := demoWithoutQuote(demo)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(body, '\n'), rest...), nil
+}
+
+// demoWithoutQuote is the demo inventory's text without its quote: block.
+func demoWithoutQuote(demo []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(demo, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: not a mapping: %v", demoEmbedded, err)
+	}
+	lines := bytes.SplitAfter(demo, []byte("\n"))
+	keys := doc.Content[0].Content
+	for i := 0; i+1 < len(keys); i += 2 {
+		if keys[i].Value != "quote" {
+			continue
+		}
+		from, to := keys[i].Line-1, len(lines)
+		if i+2 < len(keys) {
+			to = keys[i+2].Line - 1
+		}
+		return bytes.Join(append(lines[:from:from], lines[to:]...), nil), nil
+	}
+	return nil, fmt.Errorf("%s: no quote", demoEmbedded)
+}
+
+// demoNodes starts one SSH server per node of the demo inventory, each
+// with its own home and its own stand-in GPU tools on PATH (wrappers that
+// run exe's hidden `standin` command): nvidia-smi, dcgmi and ibstat of the
+// node's profile, and the fabric model's mpirun and nccl-tests binaries (a
+// simulation of fabric: standins.FabricMain). It points inv at them.
+func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.FabricHost) ([]*sshtest.Server, error) {
 	pub, keyFile, err := demoKey(work)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	fabric := standins.FormatFabric(demoFabric(inv))
+	fabric := standins.FormatFabric(hosts)
 	if err := demoImage(work, inv); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var servers []*sshtest.Server
 	for i := range inv.Nodes {
@@ -97,13 +256,13 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 		bin := filepath.Join(home, "bin")
 		argv0 := []string{exe, "standin"}
 		if err := standins.Install(bin, demoProfiles[i%len(demoProfiles)], argv0); err != nil {
-			return nil, servers, err
+			return servers, err
 		}
 		if err := standins.InstallFabric(bin, argv0); err != nil {
-			return nil, servers, err
+			return servers, err
 		}
 		if err := standins.InstallPodman(bin, argv0); err != nil {
-			return nil, servers, err
+			return servers, err
 		}
 		s, err := sshtest.Start(sshtest.Options{
 			AuthorizedKeys: []ssh.PublicKey{pub},
@@ -116,14 +275,14 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 			Name: n.Name,
 		})
 		if err != nil {
-			return nil, servers, err
+			return servers, err
 		}
 		servers = append(servers, s)
 		n.Address, n.Port = s.Host(), s.Port()
 	}
 	knownHosts := filepath.Join(work, "known_hosts")
 	if err := sshtest.WriteKnownHosts(knownHosts, servers...); err != nil {
-		return nil, servers, err
+		return servers, err
 	}
 	inv.SSH.IdentityFiles = []string{keyFile}
 	inv.SSH.KnownHosts = []string{knownHosts}
@@ -135,9 +294,9 @@ func demoNodes(work, exe string) (*inventory.Inventory, []*sshtest.Server, error
 	// every demo node sees (they all run on this machine).
 	inv.Phases.Checkpoint.Dir = filepath.Join(work, "checkpoints")
 	if err := os.MkdirAll(inv.Phases.Checkpoint.Dir, 0o755); err != nil {
-		return nil, servers, err
+		return servers, err
 	}
-	return inv, servers, nil
+	return servers, nil
 }
 
 // demoImage writes the demo's image archive and pins it: the coordinator
@@ -158,18 +317,77 @@ func demoImage(work string, inv *inventory.Inventory) error {
 	return nil
 }
 
-// demoFabric is the demo's fabric model: every node at the quote's inter-
-// and intra-node bus bandwidth and GPU count, scaled by demoInterScale.
-func demoFabric(inv *inventory.Inventory) []standins.FabricHost {
-	q := inv.Quote
+// demoFabric is the demo's fabric model: every node at the simulated
+// hardware's inter- and intra-node bus bandwidth and GPU count (hw, the
+// embedded quote), scaled by demoScales for seed.
+func demoFabric(nodes []inventory.Node, hw inventory.Quote, seed int64) []standins.FabricHost {
+	inter, intra := demoScales(seed, len(nodes))
 	var hosts []standins.FabricHost
-	for i, n := range inv.Nodes {
+	for i, n := range nodes {
 		hosts = append(hosts, standins.FabricHost{
-			Name: n.Name, InterGBs: q.InterBusBWGBs * demoInterScale[i%len(demoInterScale)], IntraGBs: q.IntraBusBWGBs, GPUs: q.GPUsPerNode,
+			Name: n.Name, InterGBs: tenth(hw.InterBusBWGBs * inter[i]), IntraGBs: tenth(hw.IntraBusBWGBs * intra[i]), GPUs: hw.GPUsPerNode,
 		})
 	}
 	return hosts
 }
+
+func tenth(x float64) float64 { return math.Round(x*10) / 10 }
+
+// demoScales are the nodes' inter- and intra-node link rates as fractions
+// of the hardware's. Seed 0 is demoInterScale. Any other seed draws, from
+// a splitmix64 sequence seeded with it (a fixed algorithm: a seed means the
+// same fabric in every build), the degraded node (any of them: the one
+// whose diagnostic fails is quarantined, and its links then do not show),
+// its fraction (demoDegradations), and the other rates within ±3%.
+func demoScales(seed int64, nodes int) (inter, intra []float64) {
+	inter, intra = make([]float64, nodes), make([]float64, nodes)
+	if seed == 0 {
+		for i := range nodes {
+			inter[i], intra[i] = demoInterScale[i%len(demoInterScale)], 1
+		}
+		return inter, intra
+	}
+	r := splitmix(seed)
+	slow := r.intn(nodes)
+	frac := demoDegradations[r.intn(len(demoDegradations))]
+	for i := range nodes {
+		inter[i], intra[i] = 0.97+0.06*r.unit(), 0.97+0.06*r.unit()
+		if i == slow && frac < 1 {
+			inter[i] = frac
+		}
+	}
+	return inter, intra
+}
+
+// demoFabricText says what the seed made of the fabric, for the progress.
+func demoFabricText(hosts []standins.FabricHost, hw inventory.Quote) string {
+	var slow []string
+	for _, h := range hosts {
+		if h.InterGBs < 0.96*hw.InterBusBWGBs {
+			slow = append(slow, fmt.Sprintf("%s's inter-node links at %.0f%% (%g GB/s)", h.Name, 100*h.InterGBs/hw.InterBusBWGBs, h.InterGBs))
+		}
+	}
+	if len(slow) == 0 {
+		return "no node's links degraded"
+	}
+	return strings.Join(slow, ", ")
+}
+
+// splitmix is splitmix64: small, and fully specified.
+type splitmix uint64
+
+func (s *splitmix) next() uint64 {
+	*s += 0x9e3779b97f4a7c15
+	z := uint64(*s)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (s *splitmix) intn(n int) int { return int(s.next() % uint64(n)) }
+
+// unit is uniform in [0, 1).
+func (s *splitmix) unit() float64 { return float64(s.next()>>11) / (1 << 53) }
 
 func demoKey(work string) (ssh.PublicKey, string, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)

@@ -15,7 +15,11 @@ import (
 // The demo's nodes answer the NCCL phases' command lines, over SSH and through their own PATH, from the fabric
 // model: gpu-03's inter-node links at half the quote, everything else at the quote.
 func TestDemoNodesRunTheFabricModel(t *testing.T) {
-	inv, servers, err := demoNodes(t.TempDir(), binary)
+	inv, hw, err := demoInventory("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0))
 	defer func() {
 		for _, s := range servers {
 			s.Close()
@@ -41,7 +45,7 @@ func TestDemoNodesRunTheFabricModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := standins.FormatFabric(demoFabric(inv)); got != standins.FormatFabric(fabric) {
+	if got := standins.FormatFabric(demoFabric(inv.Nodes, hw, 0)); got != standins.FormatFabric(fabric) {
 		t.Fatalf("demo fabric %q", got)
 	}
 

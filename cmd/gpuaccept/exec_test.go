@@ -8,7 +8,11 @@ import (
 )
 
 func TestExecGroupsIdenticalOutputs(t *testing.T) {
-	inv, servers, err := demoNodes(t.TempDir(), binary)
+	inv, hw, err := demoInventory("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0))
 	defer func() {
 		for _, s := range servers {
 			s.Close()

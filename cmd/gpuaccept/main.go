@@ -92,7 +92,7 @@ run, 130 interrupted.`,
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newRunCmd(), newCheckCmd(), newExecCmd(), newVerifyCmd(), newDiffCmd(), newParseCmd(),
+	root.AddCommand(newRunCmd(), newCheckCmd(), newExecCmd(), newVerifyCmd(), newDiffCmd(), newCompareCmd(), newParseCmd(),
 		newDemoCmd(), newVersionCmd(), newStandinCmd())
 	return root
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"gpuaccept/orchestrator/record"
 )
 
 // The binary under test: the demo's stand-ins call it back, so tests run
@@ -106,6 +109,25 @@ func TestDemoWritesAVerifiableBundle(t *testing.T) {
 		if !strings.HasPrefix(got[key], want) {
 			t.Errorf("%s = %q, want %q...", key, got[key], want)
 		}
+	}
+	// The cost ledger: every node billed whole minutes at 2.49 USD per
+	// GPU-hour (8 GPUs), quarantined gpu-04 and slow gpu-03 not accepted.
+	var costed struct{ Ledger *record.Ledger }
+	if err := json.Unmarshal(data, &costed); err != nil || costed.Ledger == nil {
+		t.Fatalf("run.json has no ledger (%v)", err)
+	}
+	l := costed.Ledger
+	if l.Granularity != "1m" || l.PricePerGPUHour != 2.49 || l.Currency != "USD" || len(l.Nodes) != 4 || l.AcceptedUnits != 2 || l.CostPerUnit == nil {
+		t.Errorf("ledger %+v", l)
+	}
+	for _, n := range l.Nodes {
+		wantAccepted := n.Name == "gpu-01" || n.Name == "gpu-02"
+		if n.BilledSecs <= 0 || math.Mod(n.BilledSecs, 60) != 0 || n.BilledSecs < n.Secs || n.GPUs != 8 || n.Accepted != wantAccepted {
+			t.Errorf("ledger node %+v", n)
+		}
+	}
+	if !strings.Contains(res.stdout, "USD for 2 accepted node(s) = ") || !strings.Contains(string(md), "## Cost") {
+		t.Errorf("no cost line in the summary or no Cost section in report.md:\n%s", res.stdout)
 	}
 	// Tampering with any evidence is caught and named.
 	log := filepath.Join(dir, "raw", "gpu-04", "diag.log")

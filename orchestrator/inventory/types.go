@@ -27,6 +27,7 @@ type Inventory struct {
 	Quote      Quote      `mapstructure:"quote" json:"quote"`
 	Acceptance Acceptance `mapstructure:"acceptance" json:"acceptance"`
 	Phases     Phases     `mapstructure:"phases" json:"phases"`
+	Cost       Cost       `mapstructure:"cost" json:"cost"`
 }
 
 // SSH holds the defaults for every node.
@@ -102,9 +103,12 @@ type Quote struct {
 	StagingGBs    float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
 	CheckpointGBs float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
 	PricePerGPUHr float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
-	// Storage and egress prices: nil is "not stated", 0 is "free".
+	// Storage and egress prices: nil is "not stated", 0 is "free". The host
+	// (CPUs, memory, local disk) when billed apart from the GPUs, per
+	// node-hour: nil when it is not.
 	PriceStoragePerTiBMonth *float64 `mapstructure:"price_storage_per_tib_month" json:"price_storage_per_tib_month,omitempty"`
 	PriceEgressPerGiB       *float64 `mapstructure:"price_egress_per_gib" json:"price_egress_per_gib,omitempty"`
+	PriceHostPerNodeHour    *float64 `mapstructure:"price_host_per_node_hour" json:"price_host_per_node_hour,omitempty"`
 	Currency                string   `mapstructure:"currency" json:"currency"`
 	Billing                 string   `mapstructure:"billing_granularity" json:"billing_granularity"` // e.g. "1m", "1h"
 	Driver                  string   `mapstructure:"driver" json:"driver"`                           // driver version promised, if any
@@ -146,6 +150,64 @@ type Terms struct {
 	// DataDeletion: how data is handled and deleted at the end.
 	Compliance   []string `mapstructure:"compliance" json:"compliance,omitempty"`
 	DataDeletion string   `mapstructure:"data_deletion" json:"data_deletion,omitempty"`
+}
+
+// Cost is what the window used besides the nodes' time, and what counts
+// as its accepted work: the inputs of the cost ledger. Nil is "not given".
+type Cost struct {
+	// StorageTiB is the storage kept during the window (priced at
+	// quote.price_storage_per_tib_month for the window's billed time);
+	// EgressGiB the data that left the provider (quote.price_egress_per_gib).
+	StorageTiB *float64 `mapstructure:"storage_tib" json:"storage_tib,omitempty"`
+	EgressGiB  *float64 `mapstructure:"egress_gib" json:"egress_gib,omitempty"`
+	// Support and Licences are amounts billed for the window, in the
+	// quote's currency.
+	Support  *float64 `mapstructure:"support" json:"support,omitempty"`
+	Licences *float64 `mapstructure:"licences" json:"licences,omitempty"`
+	// Unit is one unit of accepted work, singular ("accepted node",
+	// "training step"); AcceptedUnits how many the window produced.
+	// Default: accepted nodes, counted from the verdicts.
+	Unit          string   `mapstructure:"unit" json:"unit,omitempty"`
+	AcceptedUnits *float64 `mapstructure:"accepted_units" json:"accepted_units,omitempty"`
+	// Monthly are the inputs of the monthly total cost of ownership.
+	Monthly Monthly `mapstructure:"monthly" json:"monthly"`
+}
+
+// Monthly is the monthly TCO formula's components, in the quote's currency
+// per month; nil is "not given". The names are record.TCOComponents.
+type Monthly struct {
+	CommittedCompute    *float64 `mapstructure:"committed_compute" json:"committed_compute,omitempty"`
+	Burst               *float64 `mapstructure:"burst" json:"burst,omitempty"`
+	PersistentStorage   *float64 `mapstructure:"persistent_storage" json:"persistent_storage,omitempty"`
+	Snapshots           *float64 `mapstructure:"snapshots" json:"snapshots,omitempty"`
+	Egress              *float64 `mapstructure:"egress" json:"egress,omitempty"`
+	Support             *float64 `mapstructure:"support" json:"support,omitempty"`
+	IdleWaste           *float64 `mapstructure:"idle_waste" json:"idle_waste,omitempty"`
+	RetryWaste          *float64 `mapstructure:"retry_waste" json:"retry_waste,omitempty"`
+	EngineeringOverhead *float64 `mapstructure:"engineering_overhead" json:"engineering_overhead,omitempty"`
+}
+
+// Components lists the given components by name (record.TCOComponents'
+// order), with their keys' pointers for validation.
+func (m *Monthly) Components() []MonthlyComponent {
+	all := []MonthlyComponent{
+		{"committed_compute", m.CommittedCompute}, {"burst", m.Burst}, {"persistent_storage", m.PersistentStorage},
+		{"snapshots", m.Snapshots}, {"egress", m.Egress}, {"support", m.Support},
+		{"idle_waste", m.IdleWaste}, {"retry_waste", m.RetryWaste}, {"engineering_overhead", m.EngineeringOverhead},
+	}
+	var out []MonthlyComponent
+	for _, c := range all {
+		if c.Value != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// MonthlyComponent is one given component of the monthly TCO.
+type MonthlyComponent struct {
+	Name  string
+	Value *float64
 }
 
 // Acceptance says how close to the quote is close enough.

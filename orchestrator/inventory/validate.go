@@ -46,6 +46,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	v.acceptance()
 	v.slurm()
 	v.phases()
+	v.cost()
 }
 
 // given reports whether the file or the environment sets key.
@@ -385,6 +386,9 @@ func (v *validator) quote() {
 	if q.PriceEgressPerGiB != nil {
 		v.nonNegativeNumber("quote.price_egress_per_gib", *q.PriceEgressPerGiB)
 	}
+	if q.PriceHostPerNodeHour != nil {
+		v.nonNegativeNumber("quote.price_host_per_node_hour", *q.PriceHostPerNodeHour)
+	}
 	if q.BusBWSize < 0 {
 		v.problem("quote.busbw_size", "must not be negative, got %d", q.BusBWSize)
 	}
@@ -433,6 +437,46 @@ func (v *validator) terms(t *Terms) {
 			continue
 		}
 		seen[strings.ToLower(name)] = i
+	}
+}
+
+// DefaultCostUnit is the cost ledger's unit of accepted work when
+// cost.unit is not given.
+const DefaultCostUnit = "accepted node"
+
+// cost checks the cost ledger's inputs: amounts are not negative, a usage
+// has the price that makes it a cost, a unit of its own comes with its
+// count. Unknown monthly components are unknown keys already.
+func (v *validator) cost() {
+	c := &v.inv.Cost
+	q := &v.inv.Quote
+	const k = "cost."
+	for _, a := range []struct {
+		key string
+		val *float64
+	}{{"storage_tib", c.StorageTiB}, {"egress_gib", c.EgressGiB}, {"support", c.Support},
+		{"licences", c.Licences}, {"accepted_units", c.AcceptedUnits}} {
+		if a.val != nil {
+			v.nonNegativeNumber(k+a.key, *a.val)
+		}
+	}
+	if c.StorageTiB != nil && q.PriceStoragePerTiBMonth == nil {
+		v.problem(k+"storage_tib", "needs quote.price_storage_per_tib_month to be priced")
+	}
+	if c.EgressGiB != nil && q.PriceEgressPerGiB == nil {
+		v.problem(k+"egress_gib", "needs quote.price_egress_per_gib to be priced")
+	}
+	if v.given(k + "unit") {
+		c.Unit = strings.TrimSpace(c.Unit)
+		switch {
+		case c.Unit == "":
+			v.problem(k+"unit", "empty: name one unit of accepted work, e.g. %q, or leave the key out (%q)", "training step", DefaultCostUnit)
+		case c.Unit != DefaultCostUnit && c.AcceptedUnits == nil:
+			v.problem(k+"unit", "%q needs cost.accepted_units: how many the window produced (only accepted nodes are counted by gpuaccept)", short(c.Unit))
+		}
+	}
+	for _, m := range c.Monthly.Components() {
+		v.nonNegativeNumber(k+"monthly."+m.Name, *m.Value)
 	}
 }
 

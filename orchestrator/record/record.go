@@ -106,6 +106,15 @@ type TCO struct {
 	Monthly    float64            `json:"monthly"`
 }
 
+// TCOComponents are the names of TCO.Components, in the formula's order.
+var TCOComponents = []string{"committed_compute", "burst", "persistent_storage", "snapshots", "egress",
+	"support", "idle_waste", "retry_waste", "engineering_overhead"}
+
+// LedgerExtras are the names of Ledger.Extras, in the order reports list
+// them: host resources billed apart from the GPUs, storage, egress, support,
+// licences.
+var LedgerExtras = []string{"host", "storage", "egress", "support", "licences"}
+
 // DefaultRegression is the fraction by which a figure may be worse than
 // the baseline's before it is a regression, when a run says nothing.
 const DefaultRegression = 0.05
