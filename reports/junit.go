@@ -43,8 +43,10 @@ type junitMessage struct {
 }
 
 // JUnit writes junit.xml so CI can show the verdicts: one testcase per
-// verdict, FAIL as a failure, SKIP as skipped, WARN as a pass whose
-// system-out carries the warning. A CI gate on this file alone would pass an
+// requirement ID (its verdicts on every node and the cluster together),
+// failed when any of them is FAIL (the message names the nodes), skipped
+// when all are SKIP, else passed, with each verdict's line in system-out
+// (WARN ones marked). A CI gate on this file alone would pass an
 // interrupted window with no failures, so the "result" property carries
 // the run's outcome too.
 func JUnit(w io.Writer, run *record.Run) error {
@@ -69,19 +71,46 @@ func JUnit(w io.Writer, run *record.Run) error {
 	if !run.Started.IsZero() && !run.Ended.IsZero() {
 		s.Time = fmt.Sprintf("%.3f", run.Ended.Sub(run.Started).Seconds())
 	}
+	var ids []string
+	byID := map[string][]record.Verdict{}
 	for _, v := range verdicts(run) {
-		name := strings.Join(strings.Fields(fmt.Sprintf("%s %s [%s]", v.ID, oneLine(v.Title), nodeLabel(v.Node))), " ")
-		c := junitCase{Classname: v.ID, Name: name}
-		switch v.Status {
-		case record.Fail:
-			c.Failure = &junitMessage{Message: outcome(v), Text: outcome(v)}
-			s.Failures++
-		case record.Skip:
-			c.Skipped = &junitMessage{Message: oneLine(v.Detail)}
-			s.Skipped++
-		case record.Warn:
-			c.SystemOut = "WARN: " + outcome(v)
+		if _, ok := byID[v.ID]; !ok {
+			ids = append(ids, v.ID)
 		}
+		byID[v.ID] = append(byID[v.ID], v)
+	}
+	for _, id := range ids {
+		vs := byID[id]
+		family, _, _ := strings.Cut(id, "-")
+		c := junitCase{Classname: "gpuaccept." + family, Name: strings.Join(strings.Fields(id+" "+oneLine(vs[0].Title)), " ")}
+		var failed, lines []string
+		skipped := 0
+		for _, v := range vs {
+			line := fmt.Sprintf("[%s] %s: %s", nodeLabel(v.Node), v.Status, outcome(v))
+			lines = append(lines, line)
+			switch v.Status {
+			case record.Fail:
+				failed = append(failed, line)
+			case record.Skip:
+				skipped++
+			}
+		}
+		switch {
+		case len(failed) > 0:
+			var nodes []string
+			for _, v := range vs {
+				if v.Status == record.Fail {
+					nodes = append(nodes, nodeLabel(v.Node))
+				}
+			}
+			msg := fmt.Sprintf("FAIL on %s: %s", strings.Join(nodes, ", "), strings.TrimPrefix(failed[0], "["+nodes[0]+"] FAIL: "))
+			c.Failure = &junitMessage{Message: msg, Text: strings.Join(failed, "\n")}
+			s.Failures++
+		case skipped == len(vs):
+			c.Skipped = &junitMessage{Message: oneLine(vs[0].Detail)}
+			s.Skipped++
+		}
+		c.SystemOut = strings.Join(lines, "\n")
 		s.Cases = append(s.Cases, c)
 	}
 	s.Tests = len(s.Cases)
