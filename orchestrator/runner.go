@@ -92,7 +92,7 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	for _, q := range r.quarantine {
 		for _, n := range w.Nodes {
 			if n.Name == q.Node {
-				n.quarantined, n.reason = true, q.Reason
+				n.quarantined, n.reason, n.quarantinedAt = true, q.Reason, q.At
 			}
 		}
 	}
@@ -287,7 +287,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 			if o.Strict || w.Inv.Acceptance.Strict {
 				w.rec.Aborted = fmt.Sprintf("%s: %s (--strict)", n.Name, reason)
 			} else {
-				n.quarantined, n.reason = true, reason
+				n.quarantined, n.reason, n.quarantinedAt = true, reason, pr.Ended
 				quarantine = &entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason}
 				w.Progress.Node(n.Name, "quarantined: %s", reason)
 			}
@@ -348,7 +348,7 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 				continue
 			}
 			reason = fmt.Sprintf("%s: %s", p.Name, reason)
-			n.quarantined, n.reason = true, reason
+			n.quarantined, n.reason, n.quarantinedAt = true, reason, pr.Ended
 			w.Progress.Node(n.Name, "quarantined: %s", reason)
 			if err := j.write(entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason}); err != nil {
 				return err
@@ -395,7 +395,7 @@ func (w *Window) judge(phases []Phase) {
 	}
 	for _, n := range w.Nodes {
 		rn := &w.rec.Nodes[n.Index]
-		rn.Quarantined, rn.Reason = n.quarantined, n.reason
+		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt
 		// A node that dropped out is not a node the provider delivered.
 		v := record.Verdict{ID: "WIN-001", Title: "node took part in the whole window", Node: n.Name, Status: record.Pass}
 		if n.quarantined {

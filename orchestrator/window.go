@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
@@ -37,8 +38,9 @@ type Node struct {
 	// Client is set by the connect phase; nil when the node is unreachable.
 	Client *remote.Client
 
-	quarantined bool
-	reason      string
+	quarantined   bool
+	reason        string
+	quarantinedAt time.Time
 	// reached: some phase ran on the node; teardown visits every such node.
 	reached bool
 }

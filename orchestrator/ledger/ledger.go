@@ -216,13 +216,17 @@ func gpusOf(q *inventory.Quote, n record.Node) int {
 	return 1
 }
 
-// quarantinedAt is when node n was quarantined (zero when it was not): the
-// end of the phase its reason names ("<phase> failed: ..." for a node's
+// quarantinedAt is when node n was quarantined (zero when it was not): as
+// recorded, or for runs recorded before that, the end of the phase its
+// reason names ("<phase> failed: ..." for a node's
 // gating phase, "<phase>: ..." for a cluster-wide one), else the end of its
 // first failed result, else the window's start.
 func quarantinedAt(run *record.Run, n record.Node) time.Time {
 	if !n.Quarantined {
 		return time.Time{}
+	}
+	if !n.QuarantinedAt.IsZero() {
+		return n.QuarantinedAt
 	}
 	for _, p := range run.Phases {
 		if p.Index >= 0 && p.Index == n.Index && p.Outcome == record.Failed && strings.HasPrefix(n.Reason, p.Phase+" failed: ") {

@@ -163,20 +163,27 @@ func TestQuarantinedNode(t *testing.T) {
 		phases       []record.PhaseResult
 		wantFailed   float64
 		wantIdle     float64
+		at           float64 // the recorded quarantine time (0: an older run without it)
 	}{
+		{"the recorded time wins", "lost",
+			[]record.PhaseResult{result("diag", 1, record.OK, 10, 20)},
+			60 - 40, 60 - 10, 40},
 		{"a failed gating phase", "diag failed: dcgmi: 1 test failed",
 			[]record.PhaseResult{result("diag", 1, record.Failed, 10, 20), result("allreduce", -1, record.OK, 30, 50), result("teardown", 1, record.OK, 55, 58)},
-			60 - 10, 60 - 10 - 3},
+			60 - 10, 60 - 10 - 3, 0},
 		{"a cluster phase", "allreduce: no answer within 1m",
 			[]record.PhaseResult{result("diag", 1, record.OK, 10, 20), result("allreduce", -1, record.OK, 30, 50), result("checkpoint", -1, record.OK, 50, 55)},
-			60 - 50, 60 - 10 - 20},
+			60 - 50, 60 - 10 - 20, 0},
 		{"a reason naming no result", "lost",
 			[]record.PhaseResult{result("diag", 1, record.OK, 10, 20)},
-			60, 60 - 10},
+			60, 60 - 10, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := run(60, 2, c.phases...)
 			r.Nodes[1].Quarantined, r.Nodes[1].Reason = true, c.reason
+			if c.at > 0 {
+				r.Nodes[1].QuarantinedAt = at(c.at)
+			}
 			l, err := Compute(r, inv(6, 1, "1s"))
 			if err != nil {
 				t.Fatal(err)

@@ -154,6 +154,9 @@ type Node struct {
 	// later multi-node phases; Reason says which and why.
 	Quarantined bool   `json:"quarantined,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// QuarantinedAt is when it happened (the end of the phase that found it
+	// unfit); zero in runs recorded before it existed.
+	QuarantinedAt time.Time `json:"quarantined_at,omitzero"`
 	// Facts are what preflight found (GPU models, versions, NICs...).
 	Facts json.RawMessage `json:"facts,omitempty"`
 }
