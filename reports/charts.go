@@ -2,7 +2,6 @@ package reports
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"image/color"
@@ -31,16 +30,6 @@ var (
 	quoteColor = color.RGBA{R: 200, G: 30, B: 30, A: 255}
 	shade      = color.NRGBA{R: 255, G: 190, B: 0, A: 90}
 )
-
-func phaseData(run *record.Run, phase string, index int, v any) bool {
-	for i := len(run.Phases) - 1; i >= 0; i-- {
-		p := run.Phases[i]
-		if p.Phase == phase && p.Index == index && len(p.Data) > 0 {
-			return json.Unmarshal(p.Data, v) == nil
-		}
-	}
-	return false
-}
 
 func svgOf(p *plot.Plot, w, h vg.Length) ([]byte, error) {
 	wt, err := p.WriterTo(w, h, "svg")
@@ -77,7 +66,7 @@ type sweepData struct {
 // shaded.
 func busbwChart(run *record.Run) (*chart, error) {
 	var d sweepData
-	if !phaseData(run, "allreduce", -1, &d) {
+	if !hasData(run, "allreduce", "", &d) {
 		return nil, nil
 	}
 	p := plot.New()
@@ -214,7 +203,7 @@ func intraChart(run *record.Run) (*chart, error) {
 				} `json:"judgement"`
 			} `json:"repeats"`
 		}
-		if !phaseData(run, "intranode", n.Index, &d) {
+		if !hasData(run, "intranode", n.Name, &d) {
 			continue
 		}
 		var ms []float64
@@ -241,7 +230,7 @@ func ioChart(run *record.Run) (*chart, error) {
 		var st, cw, cr struct {
 			GBs float64 `json:"gbs"`
 		}
-		a, b, c := phaseData(run, "staging", n.Index, &st), phaseData(run, "checkpoint-write", n.Index, &cw), phaseData(run, "checkpoint-restore", n.Index, &cr)
+		a, b, c := hasData(run, "staging", n.Name, &st), hasData(run, "checkpoint-write", n.Name, &cw), hasData(run, "checkpoint-restore", n.Name, &cr)
 		if !a && !b && !c {
 			continue
 		}
@@ -272,7 +261,7 @@ func failureChart(run *record.Run) (*chart, error) {
 			Step int     `json:"step"`
 		} `json:"events"`
 	}
-	if !phaseData(run, "failure", -1, &d) || len(d.Events) == 0 {
+	if !hasData(run, "failure", "", &d) || len(d.Events) == 0 {
 		return nil, nil
 	}
 	p := plot.New()
@@ -359,7 +348,7 @@ func bisection(run *record.Run) *bisectMatrix {
 		} `json:"pairs"`
 		Reference float64 `json:"reference_gbs"`
 	}
-	if !phaseData(run, "bisect", -1, &d) || len(d.Pairs) == 0 || d.Reference <= 0 {
+	if !hasData(run, "bisect", "", &d) || len(d.Pairs) == 0 || d.Reference <= 0 {
 		return nil
 	}
 	seen := map[string]bool{}

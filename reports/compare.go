@@ -252,22 +252,13 @@ func comparedRun(r *record.Run, label string) ComparedRun {
 // when the run has no failure phase with data (the test was off, or did
 // not get to run).
 func failureOf(r *record.Run) *ComparedFailure {
-	for i := len(r.Phases) - 1; i >= 0; i-- {
-		p := r.Phases[i]
-		if p.Phase != "failure" || p.Index != -1 {
-			continue
-		}
-		if len(p.Data) == 0 || string(p.Data) == "null" {
-			return nil
-		}
-		var f ComparedFailure
-		if json.Unmarshal(p.Data, &f) != nil {
-			return nil
-		}
-		f.Outcome = string(p.Outcome)
-		return &f
+	var f ComparedFailure
+	p, ok := phaseData(r, "failure", "", &f)
+	if !ok {
+		return nil
 	}
-	return nil
+	f.Outcome = string(p.Outcome)
+	return &f
 }
 
 // severity orders statuses from the best to the worst for a criterion:

@@ -330,23 +330,11 @@ func (it items) set(item, key, value string) {
 	it[item][key] = value
 }
 
-// lastData decodes the data of the last result of phase on node that has
-// some ("" is the cluster).
-func lastData(r *record.Run, phase, node string, into any) bool {
-	for i := len(r.Phases) - 1; i >= 0; i-- {
-		p := r.Phases[i]
-		if p.Phase == phase && p.Node == node && len(p.Data) > 0 && string(p.Data) != "null" {
-			return json.Unmarshal(p.Data, into) == nil
-		}
-	}
-	return false
-}
-
 // nodeItems reads what r recorded of node.
 func nodeItems(r *record.Run, node string) items {
 	it := items{}
 	var f diffFacts
-	ok := lastData(r, "preflight", node, &f)
+	ok := hasData(r, "preflight", node, &f)
 	if !ok {
 		// Runs keep the facts on the node too.
 		for _, n := range r.Nodes {
@@ -368,11 +356,11 @@ func nodeItems(r *record.Run, node string) items {
 		}
 	}
 	var s diffSweeps
-	if lastData(r, "intranode", node, &s) {
+	if hasData(r, "intranode", node, &s) {
 		it.set("NCCL (intra-node)", "", ncclVersion(s))
 	}
 	var im diffImage
-	if lastData(r, "image", "", &im) {
+	if hasData(r, "image", "", &im) {
 		if ni, ok := im.Nodes[node]; ok {
 			it.set("image ID", "", ni.ID)
 			for _, dg := range ni.RepoDigests {
@@ -386,11 +374,11 @@ func nodeItems(r *record.Run, node string) items {
 func clusterItems(r *record.Run) items {
 	it := items{}
 	var s diffSweeps
-	if lastData(r, "allreduce", "", &s) {
+	if hasData(r, "allreduce", "", &s) {
 		it.set("NCCL (all-reduce)", "", ncclVersion(s))
 	}
 	var im diffImage
-	if lastData(r, "image", "", &im) {
+	if hasData(r, "image", "", &im) {
 		it.set("image reference", "", im.Reference)
 		it.set("image pin", "", im.Pin)
 	}

@@ -41,7 +41,7 @@ func HTML(w io.Writer, run *record.Run, evidence []EvidenceFile) error {
 			Kernel   string `json:"kernel"`
 			OS       string `json:"os"`
 		}
-		if phaseData(run, "preflight", n.Index, &f) {
+		if hasData(run, "preflight", n.Name, &f) {
 			if f.GPUCount > 0 {
 				row.GPUs = fmt.Sprintf("%d × %s", f.GPUCount, f.GPUModel)
 			}
@@ -62,7 +62,7 @@ func HTML(w io.Writer, run *record.Run, evidence []EvidenceFile) error {
 	var fd struct {
 		Timeline string `json:"timeline"`
 	}
-	if phaseData(run, "failure", -1, &fd) {
+	if hasData(run, "failure", "", &fd) {
 		page.Timeline = strings.TrimRight(fd.Timeline, "\n")
 	}
 	return htmlTemplate.Execute(w, page)

@@ -5,6 +5,7 @@ package reports
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -170,4 +171,24 @@ func cells(rows [][]string, f func(col int, s string) string) [][]string {
 		}
 	}
 	return out
+}
+
+// phaseData decodes into v the data of the last result of phase on node
+// ("" for the cluster) that has some, and returns that result: reports
+// read phase data by its documented JSON field names (SCHEMA.md), never
+// through the phases package.
+func phaseData(run *record.Run, phase, node string, v any) (record.PhaseResult, bool) {
+	for i := len(run.Phases) - 1; i >= 0; i-- {
+		p := run.Phases[i]
+		if p.Phase == phase && p.Node == node && len(p.Data) > 0 && string(p.Data) != "null" {
+			return p, json.Unmarshal(p.Data, v) == nil
+		}
+	}
+	return record.PhaseResult{}, false
+}
+
+// hasData is phaseData when the result itself is not needed.
+func hasData(run *record.Run, phase, node string, v any) bool {
+	_, ok := phaseData(run, phase, node, v)
+	return ok
 }
