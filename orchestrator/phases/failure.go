@@ -142,8 +142,7 @@ func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim
 	j.startAll(ctx, nodes, len(nodes))
 	// Steady progress: every node logs steps in a job of the full size
 	// (a slow start can form a group one node short).
-	steadyBy := time.Now().Add(3 * time.Minute)
-	if err := j.waitFor(ctx, steadyBy, func(ev []JobEvent) (bool, error) {
+	if err := j.waitFor(ctx, 3*time.Minute, func(ev []JobEvent) (bool, error) {
 		if err := j.endedEarly(nodes); err != nil {
 			return false, err
 		}
@@ -156,10 +155,9 @@ func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim
 		return err
 	}
 	// Detection, recovery, resumed progress.
-	resumeBy := time.Now().Add(f.ResumeWithin + time.Minute)
 	detected := false
 	recovered := false
-	err := j.waitFor(ctx, resumeBy, func(ev []JobEvent) (bool, error) {
+	err := j.waitFor(ctx, f.ResumeWithin+time.Minute, func(ev []JobEvent) (bool, error) {
 		fig := figures(ev, j.res.InjectedAt, victim.Name, f.ResumeSteps)
 		if !detected && fig.DetectedAt != nil {
 			detected = true
@@ -182,8 +180,7 @@ func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim
 	}
 	j.act("", "resumed", "")
 	// The victim coming back: bounded, and only a figure.
-	back := time.Now().Add(2 * time.Minute)
-	_ = j.waitFor(ctx, back, func(ev []JobEvent) (bool, error) {
+	_ = j.waitFor(ctx, 2*time.Minute, func(ev []JobEvent) (bool, error) {
 		if !recovered {
 			recovered = j.recover(ctx, nodes, victim)
 		}
@@ -226,8 +223,9 @@ func (j *failureJob) act(node, what, out string) {
 }
 
 // waitFor re-checks cond at every job event (and every second) until it
-// holds, fails, or by passes.
-func (j *failureJob) waitFor(ctx context.Context, by time.Time, cond func([]JobEvent) (bool, error)) error {
+// holds, fails, or within has passed.
+func (j *failureJob) waitFor(ctx context.Context, within time.Duration, cond func([]JobEvent) (bool, error)) error {
+	by := time.Now().Add(within)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -237,7 +235,7 @@ func (j *failureJob) waitFor(ctx context.Context, by time.Time, cond func([]JobE
 			return err
 		}
 		if time.Now().After(by) {
-			return fmt.Errorf("not within %s", time.Until(by).Round(time.Second).Abs())
+			return fmt.Errorf("not within %s", within)
 		}
 		select {
 		case <-ctx.Done():
@@ -421,14 +419,9 @@ func failureDir(w *orchestrator.Window) string {
 
 // endedEarly: a launcher that ended before the failure was injected.
 func (j *failureJob) endedEarly(nodes []*orchestrator.Node) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	for _, n := range nodes {
-		l := j.launches[n.Name]
-		select {
-		case <-l.done:
-			return fmt.Errorf("%s: the launcher ended before the failure: %v (raw/%s/failure.log)", n.Name, l.err, n.Name)
-		default:
+		if done, err := j.ended(n); done {
+			return fmt.Errorf("%s: the launcher ended before the failure: %v (raw/%s/failure.log)", n.Name, err, n.Name)
 		}
 	}
 	return nil
@@ -436,30 +429,24 @@ func (j *failureJob) endedEarly(nodes []*orchestrator.Node) error {
 
 // allEnded: every survivor's launcher is gone.
 func (j *failureJob) allEnded(nodes []*orchestrator.Node, victim *orchestrator.Node) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	for _, n := range nodes {
-		if n == victim {
-			continue
-		}
-		select {
-		case <-j.launches[n.Name].done:
-		default:
+		if done, _ := j.ended(n); n != victim && !done {
 			return false
 		}
 	}
 	return true
 }
 
-func (j *failureJob) ended(n *orchestrator.Node) bool {
+// ended says whether n's latest launcher has exited, and how.
+func (j *failureJob) ended(n *orchestrator.Node) (bool, error) {
 	j.mu.Lock()
 	l := j.launches[n.Name]
 	j.mu.Unlock()
 	select {
 	case <-l.done:
-		return true
+		return true, l.err
 	default:
-		return false
+		return false, nil
 	}
 }
 
@@ -567,7 +554,7 @@ func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, vi
 	case "elastic":
 		// The victim's launcher rejoins the same elastic job (kill-worker:
 		// torchrun restarted the worker itself).
-		if f.Inject != "kill-worker" && j.ended(victim) {
+		if done, _ := j.ended(victim); f.Inject != "kill-worker" && done {
 			j.mu.Lock()
 			gen := j.gen
 			j.mu.Unlock()
