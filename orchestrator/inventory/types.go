@@ -306,6 +306,9 @@ type StagingSource struct {
 	URL    string `mapstructure:"url" json:"url,omitempty"`
 	Size   Bytes  `mapstructure:"size" json:"size,omitempty"`
 	SHA256 string `mapstructure:"sha256" json:"sha256,omitempty"` // expected; checked on every node
+	// Endpoint is an S3-compatible store's URL for an s3:// source (the
+	// aws CLI's --endpoint-url): most GPU clouds' object storage is one.
+	Endpoint string `mapstructure:"endpoint" json:"endpoint,omitempty"`
 }
 
 // Checkpoint writes a checkpoint on every node and restores it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -603,6 +604,16 @@ func (v *validator) staging(st *Staging) {
 		default:
 			if src.Size <= 0 {
 				v.problem(key+".size", "must be more than 0 bytes, got %s", src.Size)
+			}
+		}
+		if src.Endpoint != "" {
+			switch u, err := url.Parse(src.Endpoint); {
+			case !strings.HasPrefix(src.URL, "s3://"):
+				v.problem(key+".endpoint", "only for an s3:// url (an S3-compatible store's address); this source is not one")
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+				v.problem(key+".endpoint", "%q: expected the store's http:// or https:// address, e.g. https://object.example.com", short(src.Endpoint))
+			case strings.ContainsAny(src.Endpoint, "'\"\n$`\\ "):
+				v.problem(key+".endpoint", "%q: no quotes, spaces, $ or backquotes in an address", short(src.Endpoint))
 			}
 		}
 		if src.SHA256 != "" && !sha256Hex.MatchString(src.SHA256) {

@@ -1,6 +1,7 @@
 package labtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -199,8 +202,9 @@ func TestStagingThreeNodesAtOnce(t *testing.T) {
 	nothingLeft(t, l)
 }
 
-// TestStagingMissingSourceIsNamed: a 404, a path that does not exist and a
-// tool that is not installed each fail with a message naming the source,
+// TestStagingMissingSourceIsNamed: a 404, a path that does not exist, a
+// tool that is not installed, a missing object and an empty prefix on the
+// object store each fail with a message naming the source,
 // quickly (no retrying forever), and the nodes' verdicts say so.
 func TestStagingMissingSourceIsNamed(t *testing.T) {
 	l := needLab(t)
@@ -211,10 +215,13 @@ func TestStagingMissingSourceIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	onHosts, _ := sharedStagingDir(t, l)
+	store, _ := objectStore(t, l, "gpuaccept-lab", map[string]int{"models/other/w.bin": 1 << 10})
 	inv := stagingInventory(t, l, "", "", false,
 		fmt.Sprintf("{name: dataset, url: %q}", url+"/no-such-dataset.tar"),
 		fmt.Sprintf("{name: weights, path: %s/no-such-weights.bin}", onHosts),
 		"{name: blob, url: az://acct/container/blob.bin}",
+		fmt.Sprintf("{name: object, url: s3://gpuaccept-lab/no-such-object.bin, endpoint: %q}", store.URL),
+		fmt.Sprintf("{name: prefix, url: s3://gpuaccept-lab/models/llama/, endpoint: %q}", store.URL),
 		"{name: tokenizer, size: 1MiB}")
 	runs := t.TempDir()
 	start := time.Now()
@@ -234,6 +241,8 @@ func TestStagingMissingSourceIsNamed(t *testing.T) {
 			"dataset (" + url + "/no-such-dataset.tar) not staged: curl failed (exit 22): curl: (22) The requested URL returned error: 404",
 			"weights (" + onHosts + "/no-such-weights.bin) not staged: no such file or directory on this node",
 			"blob (az://acct/container/blob.bin) not staged: azcopy is not installed on this node (needed for az://)",
+			"object (s3://gpuaccept-lab/no-such-object.bin) not staged: aws failed (exit 1): download failed: s3://gpuaccept-lab/no-such-object.bin to - An error occurred (404) when calling the HeadObject operation: Not Found",
+			"prefix (s3://gpuaccept-lab/models/llama/) not staged: no object under this prefix at " + store.URL,
 		} {
 			if !strings.Contains(v.Detail, want) {
 				t.Errorf("STAGE-001 %s lacks %q:\n%s", h, want, v.Detail)
@@ -311,4 +320,96 @@ func TestStagingNodeKilledMidway(t *testing.T) {
 	if !strings.Contains(errb.String(), "h3: staging failed: weights (synthetic 48MiB): h3: connection lost") {
 		t.Errorf("progress does not say h3 was lost while staging:\n%s", errb.String())
 	}
+}
+
+// objectStore starts the lab's S3-compatible store on the storage host and
+// fills bucket with files (key → size of random bytes); it returns the store
+// and each key's sha256.
+func objectStore(t *testing.T, l *lab.Lab, bucket string, files map[string]int) (*lab.ObjectStore, map[string]string) {
+	t.Helper()
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Fatalf("the aws CLI is needed on the hosts for s3:// sources (apt-get install awscli): %v", err)
+	}
+	store, err := l.ObjectStore(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Errorf("object store: %v", err)
+		}
+	})
+	sums := map[string]string{}
+	for key, size := range files {
+		data := make([]byte, size)
+		rand.Read(data)
+		if err := store.Put(bucket, key, bytes.NewReader(data), int64(size)); err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(data)
+		sums[key] = hex.EncodeToString(h[:])
+	}
+	return store, sums
+}
+
+// manifestSum is the sha256 stage.sh gives a directory: that of the
+// `sha256sum` lines of its files ("./relative/path"), sorted by path.
+func manifestSum(sums map[string]string, prefix string) string {
+	var paths []string
+	for key := range sums {
+		if strings.HasPrefix(key, prefix) {
+			paths = append(paths, "./"+strings.TrimPrefix(key, prefix))
+		}
+	}
+	sort.Strings(paths)
+	var b strings.Builder
+	for _, p := range paths {
+		fmt.Fprintf(&b, "%s  %s\n", sums[prefix+strings.TrimPrefix(p, "./")], p)
+	}
+	h := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(h[:])
+}
+
+// TestStagingFromObjectStore stages one object (sha256 given) and a prefix
+// of three objects from the lab's S3-compatible store to h1..h3 with the
+// real aws CLI on each host, at the endpoint the inventory names.
+func TestStagingFromObjectStore(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	store, sums := objectStore(t, l, "gpuaccept-lab", map[string]int{
+		"datasets/train.bin":         24 << 20,
+		"models/llama/config.json":   2 << 10,
+		"models/llama/shard-0.bin":   8 << 20,
+		"models/llama/tok/vocab.bin": 1 << 20,
+	})
+	inv := stagingInventory(t, l, "  staging_gbs: 0.005\n", "2m", false,
+		fmt.Sprintf("{name: dataset, url: s3://gpuaccept-lab/datasets/train.bin, endpoint: %q, sha256: %s}", store.URL, sums["datasets/train.bin"]),
+		fmt.Sprintf("{name: weights, url: s3://gpuaccept-lab/models/llama/, endpoint: %q}", store.URL))
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+	r := readRun(t, runDir(t, runs))
+	logStaging(t, r)
+	if res.code != 0 {
+		t.Fatalf("exit %d, want 0 (accepted)\n%s", res.code, res.stderr)
+	}
+	weightsSum := manifestSum(sums, "models/llama/")
+	for h, s := range stagingResults(t, r) {
+		if len(s.Sources) != 2 || !s.Complete {
+			t.Fatalf("%s: %+v", h, s)
+		}
+		if got := s.Sources[0]; got.Kind != "s3" || got.Tool != "aws" || got.Checksum != "tee" || got.Bytes != 24<<20 ||
+			got.SHA256 != sums["datasets/train.bin"] || got.Endpoint != store.URL {
+			t.Errorf("%s: dataset %+v", h, got)
+		}
+		if got := s.Sources[1]; got.Tool != "aws" || got.Checksum != "after" || got.Files != 3 ||
+			got.Bytes != 2<<10+8<<20+1<<20 || got.SHA256 != weightsSum {
+			t.Errorf("%s: weights %+v, want sha256 %s", h, got, weightsSum)
+		}
+	}
+	for _, h := range stagingHosts {
+		if v := verdict(r, "STAGE-001", h); v.Status != record.Pass {
+			t.Errorf("STAGE-001 %s: %s %s", h, v.Status, v.Detail)
+		}
+	}
+	nothingLeft(t, l)
 }

@@ -47,11 +47,13 @@ type Staged struct {
 type StagedSource struct {
 	Name string `json:"name"`
 	// Kind: path, http, s3, gs, az or synthetic.
-	Kind  string `json:"kind"`
-	From  string `json:"from"` // the path or URL; "synthetic <size>" for generated data
-	Tool  string `json:"tool,omitempty"`
-	Bytes int64  `json:"bytes"`
-	Files int    `json:"files,omitempty"`
+	Kind string `json:"kind"`
+	From string `json:"from"` // the path or URL; "synthetic <size>" for generated data
+	// Endpoint is the S3-compatible store an s3:// URL was read from.
+	Endpoint string `json:"endpoint,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	Bytes    int64  `json:"bytes"`
+	Files    int    `json:"files,omitempty"`
 	// Seconds is measured on the node for paths and URLs (the copy, its
 	// checksum and fsync), on the coordinator for synthetic data (the
 	// upload, its fsync and the node's sha256sum of what it holds).
@@ -180,7 +182,7 @@ func stopped(ctx context.Context, n *orchestrator.Node) error {
 
 // sourceOf describes a source before it is staged.
 func sourceOf(src inventory.StagingSource) StagedSource {
-	s := StagedSource{Name: src.Name, Expected: src.SHA256}
+	s := StagedSource{Name: src.Name, Expected: src.SHA256, Endpoint: src.Endpoint}
 	if src.SHA256 != "" {
 		s.ExpectedFrom = "inventory"
 	}
@@ -209,7 +211,7 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	if s.Kind == "synthetic" {
 		return stageSynthetic(ctx, w, n, dir, src, s, &sent)
 	}
-	out, err := runOn(ctx, w, n, "staging", stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From))
+	out, err := runOn(ctx, w, n, "staging", stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From, s.Endpoint))
 	if err != nil {
 		s.Error = stageError(out, err, s.Name+" ("+s.From+"): ").Error()
 		return s

@@ -236,6 +236,36 @@ func TestImagesStorageShared(t *testing.T) {
 		}
 	})
 
+	t.Run("object store", func(t *testing.T) {
+		store, err := l.ObjectStore(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := store.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		if want := "http://" + imgSubnet + ".2:" + strconv.Itoa(lab.DefaultObjectStorePort); store.URL != want {
+			t.Errorf("object store URL %s, want %s", store.URL, want)
+		}
+		if err := store.PutFile("lab-images", "v1/image.oci.tar", img.OCIArchive); err != nil {
+			t.Fatal(err)
+		}
+		// the real aws CLI on a host, with the keys ObjectStore left in the hosts' home
+		out := run(t, "h2", "sh", "-c", "aws --endpoint-url "+store.URL+" s3 cp --only-show-errors s3://lab-images/v1/image.oci.tar - | sha256sum")
+		if f := strings.Fields(out); len(f) == 0 || f[0] != img.OCISHA256 {
+			t.Errorf("h2: s3 copy of the oci-archive has sha256 %q, image.env says %s", out, img.OCISHA256)
+		}
+		out = run(t, "h3", "aws", "--endpoint-url", store.URL, "s3", "ls", "--recursive", "s3://lab-images/")
+		if !strings.Contains(out, strconv.FormatInt(img.OCISize, 10)+" v1/image.oci.tar") {
+			t.Errorf("h3: s3 ls = %q", out)
+		}
+		if out, err := l.Exec(ctx, "h3", "aws", "--endpoint-url", store.URL, "s3", "cp", "s3://lab-images/nope", "-"); err == nil || !strings.Contains(out, "404") {
+			t.Errorf("h3: copy of a missing object: %v %q", err, out)
+		}
+	})
+
 	t.Run("shared", func(t *testing.T) {
 		data := make([]byte, 1<<20)
 		if _, err := rand.Read(data); err != nil {

@@ -2,10 +2,12 @@
 # training job's setup would, and says how long it took and what it wrote.
 #
 #   bash -c STAGE stage prepare DIR                 make DIR afresh; prints "avail BYTES"
-#   bash -c STAGE stage fetch DIR NAME KIND SOURCE  stage SOURCE as DIR/NAME
+#   bash -c STAGE stage fetch DIR NAME KIND SOURCE [ENDPOINT]
+#                                                   stage SOURCE as DIR/NAME
 #
 # KIND is path (a file or directory on shared storage), http (http:// and
-# https://, with curl or wget), s3 (aws s3 cp), gs (gcloud storage cp, else
+# https://, with curl or wget), s3 (aws s3 cp; ENDPOINT, when given, is an
+# S3-compatible store's address: --endpoint-url), gs (gcloud storage cp, else
 # gsutil cp) or az (azcopy copy; az://ACCOUNT/CONTAINER/PATH is
 # https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH, credentials as
 # azcopy finds them: azcopy login, AZCOPY_AUTO_LOGIN_TYPE, ...). A SOURCE
@@ -46,7 +48,7 @@ fetch) ;;
   ;;
 esac
 
-name=$3 kind=$4 src=$5
+name=$3 kind=$4 src=$5 endpoint=${6:-}
 dst=$dir/$name
 part=$dir/.$name.gpuaccept-part
 errf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-stage.XXXXXX") || { echo "error $name ($src): mktemp failed"; exit 1; }
@@ -106,11 +108,13 @@ http)
 s3)
   need aws || fail "the aws CLI is not installed on this node (needed for s3://)"
   tool=aws
+  set -- aws
+  [ -z "$endpoint" ] || set -- aws --endpoint-url "$endpoint"
   if [ -n "$prefix" ]; then
     checksum=after
-    aws s3 cp --recursive --only-show-errors "$src" "$part" 2>>"$errf" >&2 || fail "aws s3 cp failed"
+    "$@" s3 cp --recursive --only-show-errors "$src" "$part" 2>>"$errf" >&2 || fail "aws s3 cp failed"
   else
-    single aws s3 cp --only-show-errors "$src" -
+    single "$@" s3 cp --only-show-errors "$src" -
   fi
   ;;
 gs)
@@ -149,6 +153,11 @@ az)
   ;;
 esac
 
+# An empty prefix copies nothing and the tools exit 0: say so rather than
+# stage an empty directory.
+if [ -n "$prefix" ] && [ "$kind" != path ] && [ -z "$(find "$part" -type f -print -quit 2>/dev/null)" ]; then
+  fail "no object under this prefix${endpoint:+ at $endpoint}"
+fi
 if [ -d "$part" ]; then
   (cd -- "$part" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum) >"$dir/.$name.sha256" 2>>"$errf" ||
     fail "sha256sum of the copy failed"
