@@ -117,15 +117,25 @@ func TestCheckpointFlippedByteIsNamed(t *testing.T) {
 	prepare(t, l, nil)
 	shared := labShared(t, l)
 	inv := ckptInventory(t, l, "/shared", true)
-	// h1 hashes what it restores 6 s late: sha256sum given a shard file
-	// (the save hashes its stdin) waits first. Nothing in gpuaccept knows.
+	// h1 hashes what it restores late: the hasher (openssl, or sha256sum
+	// without it) given a shard file (the save hashes its stdin) waits
+	// first. Nothing in gpuaccept knows.
 	const pause = 10 * time.Second
-	wrapper := filepath.Join(l.BinDir("h1"), "sha256sum")
-	script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in *.bin*) sleep %g;; esac\nexec /usr/bin/sha256sum \"$@\"\n", pause.Seconds())
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	var wrappers []string
+	for _, tool := range []string{"openssl", "sha256sum"} {
+		wrapper := filepath.Join(l.BinDir("h1"), tool)
+		script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in *.bin*) sleep %g;; esac\nexec /usr/bin/%s \"$@\"\n", pause.Seconds(), tool)
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wrappers = append(wrappers, wrapper)
 	}
-	t.Cleanup(func() { os.Remove(wrapper) })
+	removeWrappers := func() {
+		for _, w := range wrappers {
+			os.Remove(w)
+		}
+	}
+	t.Cleanup(removeWrappers)
 
 	runs := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
@@ -154,7 +164,7 @@ func TestCheckpointFlippedByteIsNamed(t *testing.T) {
 	if types := journalTypes(t, dir); slices.Contains(types, "done:checkpoint-restore") {
 		t.Fatalf("the coordinator was killed too late: %v", types)
 	}
-	os.Remove(wrapper)
+	removeWrappers()
 
 	// Flip one bit of h2's shard-1.bin, through the coordinator's view of
 	// the shared filesystem.

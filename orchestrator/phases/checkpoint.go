@@ -160,7 +160,8 @@ type CkptShard struct {
 // CkptSave is one node's save.
 type CkptSave struct {
 	Dir       string      `json:"dir"`
-	Generator string      `json:"generator"` // openssl (AES-CTR) or urandom
+	Generator string      `json:"generator"`        // openssl (AES-CTR) or urandom
+	Hasher    string      `json:"hasher,omitempty"` // openssl or sha256sum
 	Free      int64       `json:"free_bytes,omitempty"`
 	Shards    []CkptShard `json:"shards"`
 	Manifest  string      `json:"manifest,omitempty"`
@@ -176,6 +177,7 @@ type CkptSave struct {
 // CkptRestore is one node's restore of one writer's checkpoint.
 type CkptRestore struct {
 	Writer      string `json:"writer"`
+	Hasher      string `json:"hasher,omitempty"` // openssl or sha256sum
 	WriterIndex int    `json:"writer_index"`
 	Dir         string `json:"dir"`
 	// Expected is what the writer reported while writing (the journal);
@@ -282,6 +284,8 @@ func parseCkptWrite(out, dir string) (CkptSave, error) {
 		switch f[0] {
 		case "generator":
 			res.Generator = f[1]
+		case "hasher":
+			res.Hasher = f[1]
 		case "free":
 			res.Free, _ = strconv.ParseInt(f[1], 10, 64)
 		case "ceiling":
@@ -312,6 +316,8 @@ func parseCkptRestore(out, dir string) (CkptRestore, error) {
 	lines, err := ckptLines(out)
 	for _, f := range lines {
 		switch f[0] {
+		case "hasher":
+			res.Hasher = f[1]
 		case "expect":
 			k, _ := strconv.Atoi(f[1])
 			if k >= 0 && k < 1<<16 && len(f) > 2 {
@@ -353,7 +359,7 @@ func parseCkptRestore(out, dir string) (CkptRestore, error) {
 // ckptLines splits the script's output into fields, one fact a line; a
 // known word without its value is an error.
 func ckptLines(out string) ([][]string, error) {
-	want := map[string]int{"generator": 2, "free": 2, "ceiling": 3, "shard": 5, "manifest": 2, "seconds": 2,
+	want := map[string]int{"generator": 2, "hasher": 2, "free": 2, "ceiling": 3, "shard": 5, "manifest": 2, "seconds": 2,
 		"expect": 3, "cache": 2, "missing": 2}
 	var lines [][]string
 	for _, line := range strings.Split(out, "\n") {

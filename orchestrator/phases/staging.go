@@ -64,6 +64,9 @@ type StagedSource struct {
 	// through sha256sum as they were written) or "after" (sha256sum read
 	// the copy back; for a directory, the sha256 of its sorted manifest).
 	Checksum string `json:"checksum,omitempty"`
+	// Hasher computed SHA256 on the node: openssl, or sha256sum where the
+	// node has no openssl (several times slower: it can bound the figure).
+	Hasher string `json:"hasher,omitempty"`
 	// Expected is the sha256 the copy must have: the inventory's, else
 	// the generator's for synthetic data; empty: the nodes must agree.
 	Expected     string `json:"expected_sha256,omitempty"`
@@ -224,7 +227,7 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	s.Bytes, _ = strconv.ParseInt(kv["bytes"], 10, 64)
 	s.Files, _ = strconv.Atoi(kv["files"])
 	s.Seconds, _ = strconv.ParseFloat(kv["seconds"], 64)
-	s.SHA256, s.Checksum, s.Tool = kv["sha256"], kv["checksum"], kv["tool"]
+	s.SHA256, s.Checksum, s.Tool, s.Hasher = kv["sha256"], kv["checksum"], kv["tool"], kv["hasher"]
 	s.GBs = rate(s.Bytes, s.Seconds)
 	return s
 }

@@ -14,6 +14,7 @@
 #
 # Output, one fact a line (the coordinator parses it):
 #   generator openssl|urandom      what made the data (not zeros: they compress)
+#   hasher openssl|sha256sum       what computed the sha256s
 #   free BYTES                     free space before writing
 #   ceiling BYTES SECONDS          the pipeline alone (generate and hash, or
 #                                  hash only), every shard at once, to /dev/null
@@ -37,6 +38,16 @@ die() { echo "checkpoint: $*" >&2; exit 1; }
 # fsync one file or directory: sync FILE (coreutils 8.24), else dd.
 fsync() { sync -- "$1" 2>/dev/null || dd if=/dev/null of="$1" conv=notrunc,fsync status=none 2>/dev/null || sync; }
 
+# sha [FILE]: the sha256 of FILE or stdin as "HEX ...". openssl's is several
+# times coreutils' where the CPU has SHA extensions, so the hash is not what
+# limits a fast link or disk; sha256sum where there is no openssl.
+if openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then
+  hasher=openssl
+  sha() { openssl dgst -sha256 -r "$@"; }
+else
+  hasher=sha256sum
+  sha() { sha256sum "$@"; }
+fi
 parent=$(dirname -- "$base")
 [ -d "$parent" ] || die "$parent does not exist on $(hostname) (is the shared filesystem mounted?)"
 tmp=$(mktemp -d) || die "mktemp failed"
@@ -69,6 +80,7 @@ write)
     generator=urandom
   fi
   echo "generator $generator"
+  echo "hasher $hasher"
   # gen K N: N bytes of shard K; AES-CTR under a key made from the seed
   # costs about as little CPU as data can, and nothing dedupes it.
   keybase=$(printf '%s' "$seed" | sha256sum)
@@ -81,7 +93,7 @@ write)
       head -c "$2" /dev/urandom
     fi
   }
-  genhash() { gen "$1" "$2" | sha256sum; }
+  genhash() { gen "$1" "$2" | sha; }
   per=$((size / shards)) extra=$((size % shards))
   probe=$((per < 32 << 20 ? per : 32 << 20))
   [ "$probe" -gt 0 ] && ceiling "$probe" "$shards" genhash
@@ -90,7 +102,7 @@ write)
   write() {
     local k=$1 n=$2 f="$d/shard-$1.bin" t0 sum
     t0=$(now)
-    sum=$(gen "$k" "$n" | tee -- "$f" | sha256sum)
+    sum=$(gen "$k" "$n" | tee -- "$f" | sha)
     sum=${sum%% *}
     fsync "$f"
     echo "shard $k $(stat -c %s -- "$f" 2>/dev/null || echo 0) $sum $(since "$t0")" >"$tmp/shard-$k"
@@ -124,7 +136,8 @@ restore)
     k=${k%.bin}
     echo "expect $k $sum"
   done <"$d/manifest.sha256"
-  hashonly() { head -c "$2" /dev/zero | sha256sum; }
+  echo "hasher $hasher"
+  hashonly() { head -c "$2" /dev/zero | sha; }
   size=$(stat -c %s -- "$d"/shard-*.bin 2>/dev/null | awk '{ n += $1 } END { printf "%.0f", n }')
   per=$((size / shards))
   probe=$((per < 32 << 20 ? per : 32 << 20))
@@ -159,8 +172,8 @@ restore)
       return
     fi
     n=$(stat -c %s -- "$f")
-    if ! sum=$(sha256sum -- "$f" 2>"$tmp/err-$k"); then
-      echo "missing $k $(head -c 200 "$tmp/err-$k" | tr '\n' ' ')" >"$tmp/shard-$k"
+    if ! sum=$(sha -- "$f" 2>"$tmp/err-$k"); then
+      echo "missing $k $(head -n 1 "$tmp/err-$k" | head -c 200)" >"$tmp/shard-$k"
       return
     fi
     echo "shard $k $n ${sum%% *} $(since "$t0")" >"$tmp/shard-$k"

@@ -9,6 +9,16 @@
 # Prints one line per node of the chain, this one first:
 #   relay NAME ok|bad|failed BYTES SECONDS SHA256 [why]
 set -u
+# sha [FILE]: the sha256 of FILE or stdin as "HEX ...". openssl's is several
+# times coreutils' where the CPU has SHA extensions, so the hash is not what
+# limits a fast link or disk; sha256sum where there is no openssl.
+if openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then
+  hasher=openssl
+  sha() { openssl dgst -sha256 -r "$@"; }
+else
+  hasher=sha256sum
+  sha() { sha256sum "$@"; }
+fi
 f=$1 want=$2 cfg=$3 self=$4
 shift 4
 mkdir -p "$(dirname "$f")" || exit 1
@@ -27,13 +37,13 @@ if [ $# -gt 0 ]; then
   next="f=\"\$HOME\"/$(printf '%q' "$rel"); printf '%s  %s\\n' $sum \"\$f\" | sha256sum -c --status 2>/dev/null || { echo \"relay: \$f is missing or is not the window's copy\" >&2; exit 96; }"
   next="$next; export GPUACCEPT_RUN=$(printf '%q' "${GPUACCEPT_RUN:-}"); bash \"\$f\"$args"
   # Hashed as it arrives: the node's CPU works while the link does.
-  tee "$tmp" >(sha256sum >"$tmp.sum") | ssh -F "$cfg" "$host" "$next"
+  tee "$tmp" >(sha >"$tmp.sum") | ssh -F "$cfg" "$host" "$next"
   rcs=("${PIPESTATUS[@]}")
   # A failed hop is named here; the nodes after it get no line, and the
   # coordinator sends them their copy itself.
   [ "${rcs[1]}" = 0 ] || echo "relay $name failed 0 0 - ssh to $host exited ${rcs[1]}"
 else
-  tee >(sha256sum >"$tmp.sum") >"$tmp"
+  tee >(sha >"$tmp.sum") >"$tmp"
 fi
 # The hash runs beside the pipeline (no $! to wait for): its line appears
 # once it has read everything.

@@ -14,15 +14,15 @@
 # ending in "/" on an object store is a prefix, copied recursively.
 #
 # Checksums: a single file is hashed while it is written (the bytes go
-# through tee into sha256sum), except from azcopy, which writes the file
-# itself: sha256sum reads it after. A directory (or a prefix) is hashed
+# through tee into openssl dgst, or sha256sum without openssl), except from
+# azcopy, which writes the file itself: the hash reads it after. A directory (or a prefix) is hashed
 # after the copy, file by file; its sha256 is that of the manifest
 # `sha256sum` writes for every file, sorted by path (./relative/path), which
 # is left beside it as DIR/.NAME.sha256. The copy is fsynced before the
 # clock stops.
 #
 # Output, one line on stdout:
-#   staged bytes=N files=N seconds=S sha256=HEX checksum=tee|after tool=TOOL
+#   staged bytes=N files=N seconds=S sha256=HEX checksum=tee|after tool=TOOL hasher=openssl|sha256sum
 #   error MESSAGE            (exit 1; MESSAGE names the source and says why)
 # The copy is written as DIR/.NAME.gpuaccept-part and renamed to DIR/NAME
 # once complete, so DIR/NAME is never a partial copy.
@@ -30,6 +30,17 @@ set -u -o pipefail
 op=$1 dir=$2
 
 now() { date +%s.%N; }
+
+# sha [FILE]: the sha256 of FILE or stdin as "HEX ...". openssl's is several
+# times coreutils' where the CPU has SHA extensions, so the hash is not what
+# limits a fast link or disk; sha256sum where there is no openssl.
+if openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then
+  hasher=openssl
+  sha() { openssl dgst -sha256 -r "$@"; }
+else
+  hasher=sha256sum
+  sha() { sha256sum "$@"; }
+fi
 
 case $op in
 prepare)
@@ -64,11 +75,11 @@ fail() {
 }
 need() { command -v "$1" >/dev/null 2>&1; }
 
-# single: run the tool (its arguments) with stdout through tee into
-# sha256sum; sets sum.
+# single: run the tool (its arguments) with stdout through tee into sha;
+# sets sum.
 single() {
   local out rc
-  out=$("$@" 2>>"$errf" | tee -- "$part" 2>>"$errf" | sha256sum)
+  out=$("$@" 2>>"$errf" | tee -- "$part" 2>>"$errf" | sha)
   rc=$?
   [ $rc -eq 0 ] || fail "$1 failed (exit $rc)"
   sum=${out%% *}
@@ -170,7 +181,7 @@ else
   files=1
   bytes=$(stat -c %s -- "$part") || fail "stat failed"
   if [ "$checksum" = after ]; then
-    sum=$(sha256sum <"$part") || fail "sha256sum of the copy failed"
+    sum=$(sha <"$part") || fail "$hasher of the copy failed"
     sum=${sum%% *}
   fi
 fi
@@ -182,4 +193,4 @@ t1=$(now)
 rm -rf -- "$dst"
 mv -- "$part" "$dst" || fail "cannot rename the copy into place"
 seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-echo "staged bytes=$bytes files=$files seconds=$seconds sha256=$sum checksum=$checksum tool=$tool"
+echo "staged bytes=$bytes files=$files seconds=$seconds sha256=$sum checksum=$checksum tool=$tool hasher=$hasher"
