@@ -3,7 +3,9 @@
 // relay (each host forwards the archive to the next as it arrives) against
 // naive copies from the coordinator (scp to one host at a time, and to all
 // at once). Each figure is divided by the time one copy takes at the cap.
-// It prints figures; it asserts nothing.
+// It also prints the floor this machine's CPUs set: every host pays sshd's
+// CPU for its copy, and on a few cores those add up to more than the link
+// time. It prints figures; it asserts nothing.
 //
 //	go run ./orchestrator/bench [-hosts 16] [-size-mib 256] [-rate-mbit 200] [-naive=true]
 //
@@ -17,9 +19,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -94,21 +99,35 @@ func run(hosts, sizeMiB, rate int, naive bool) error {
 	cmd := exec.Command(bin, "run", inv, "--runs-dir", runs)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
+	cpu0 := cpuSeconds()
 	_ = cmd.Run()
+	cpuRun := cpuSeconds() - cpu0
 	secs, err := distribution(runs)
 	if err != nil {
 		return fmt.Errorf("%v\n%s", err, errb.String())
 	}
-	fmt.Printf("  gpuaccept (chain relay, sha256 on every node)   %6.1f s  = %.2f × one copy\n", secs, secs/oneCopy)
-	if !naive {
-		return nil
-	}
+	fmt.Printf("  gpuaccept (chain relay, sha256 on every node)   %6.1f s  = %.2f × one copy  (whole run: %.0f CPU-s)\n", secs, secs/oneCopy, cpuRun)
 	scp := func(h lab.Host) error {
 		out, err := exec.Command("scp", "-q", "-i", l.ClientKey, "-o", "UserKnownHostsFile="+l.KnownHosts, "-o", "BatchMode=yes",
 			archive, "root@"+h.Addr+":/srv/naive.tar").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("scp to %s: %v: %s", h.Name, err, out)
 		}
+		return nil
+	}
+	// What one host receiving one copy over SSH costs this machine's CPUs
+	// (sshd, scp, the disk write): every way of pushing over SSH pays it on
+	// every host, so hosts × it over the cores is a floor no relay beats here.
+	cpu0 = cpuSeconds()
+	if err := scp(l.Hosts[0]); err != nil {
+		return err
+	}
+	perCopy := cpuSeconds() - cpu0
+	floor := perCopy * float64(hosts) / float64(runtime.NumCPU())
+	fmt.Printf("  CPU floor: one copy over SSH costs %.1f CPU-s here; %d hosts on %d cores need >= %.1f s = %.2f × one copy\n",
+		perCopy, hosts, runtime.NumCPU(), floor, floor/oneCopy)
+	fmt.Printf("             (1.5 × one copy needs >= %.0f cores for the %d hosts' SSH alone)\n", math.Ceil(perCopy*float64(hosts)/(1.5*oneCopy)), hosts)
+	if !naive {
 		return nil
 	}
 	start := time.Now()
@@ -135,6 +154,25 @@ func run(hosts, sizeMiB, rate int, naive bool) error {
 	par := time.Since(start).Seconds()
 	fmt.Printf("  scp to all hosts at once                         %6.1f s  = %.2f × one copy\n", par, par/oneCopy)
 	return nil
+}
+
+// cpuSeconds is the CPU time this machine has spent so far (user, nice,
+// system, irq, softirq: /proc/stat's first line), in seconds.
+func cpuSeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var ticks float64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		if i < len(f) {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			ticks += v
+		}
+	}
+	return ticks / 100 // USER_HZ is 100 on Linux
 }
 
 func inventory(l *lab.Lab, archive, id string) string {
