@@ -83,6 +83,11 @@ type Image struct {
 	GPUs string `mapstructure:"gpus" json:"gpus"`
 	// Smoke is the command run inside the container. Default nvidia-smi -L.
 	Smoke []string `mapstructure:"smoke" json:"smoke"`
+	// Keep leaves an image the window loaded or pulled in the node's
+	// runtime after teardown (for a job that follows on the same nodes).
+	// By default teardown removes it; an image the node had before the
+	// window stays either way.
+	Keep bool `mapstructure:"keep" json:"keep,omitempty"`
 }
 
 // Quote is what the provider promised. Zero means "not stated": the

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,7 +143,114 @@ func TestTamperedArchiveIsNamed(t *testing.T) {
 			if n := r.Nodes[l.Host(h).Index]; !n.Quarantined {
 				t.Errorf("%s: %s not quarantined", tc.name, h)
 			}
+			// What the window loaded, pin or not, went at teardown.
+			if got := hostImages(t, l, h); got != "" {
+				t.Errorf("%s: %s still has %q after teardown", tc.name, h, got)
+			}
 		}
 	}
 	nothingLeft(t, l)
+}
+
+// hostImages is what a host's podman store holds ("sha256:ID" lines).
+func hostImages(t *testing.T, l *lab.Lab, host string) string {
+	t.Helper()
+	out, err := l.Exec(t.Context(), host, "podman", "images", "-q", "--no-trunc")
+	if err != nil {
+		t.Fatalf("%s: podman images: %v\n%s", host, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// TestImageRemovedUnlessItWasThere: teardown removes the image the window
+// loaded, leaves the one a node had before the window, and leaves every
+// one with image.keep.
+func TestImageRemovedUnlessItWasThere(t *testing.T) {
+	l := needLab(t)
+	img := labImage(t)
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	prepare(t, l, nil)
+	hosts := []string{"h1", "h2"}
+	for _, h := range hosts {
+		if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
+			t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			l.Exec(context.Background(), h, "podman", "rmi", "-af")
+		}
+	})
+	// h2 has the image before the window.
+	if err := os.WriteFile(filepath.Join(l.Dir, "hosts", "h2", "srv", "preloaded.tar"), mustRead(t, img.DockerArchive), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := l.Exec(t.Context(), "h2", "podman", "load", "-i", "/srv/preloaded.tar"); err != nil {
+		t.Fatalf("h2: preload: %v\n%s", err, out)
+	}
+	os.Remove(filepath.Join(l.Dir, "hosts", "h2", "srv", "preloaded.tar"))
+
+	inv := writeInventory(t, l, hosts, "", "")
+	withImage(t, inv, img.DockerArchive, id, "chain")
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+	r := readRun(t, runDir(t, runs))
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	var im phases.Imaged
+	phaseData(t, r, "image", -1, &im)
+	if ni := im.Nodes["h1"]; !ni.Added || ni.Before {
+		t.Errorf("h1: %+v, want added", ni)
+	}
+	if ni := im.Nodes["h2"]; ni.Added || !ni.Before {
+		t.Errorf("h2: %+v, want already there", ni)
+	}
+	if got := hostImages(t, l, "h1"); got != "" {
+		t.Errorf("h1 still has %q after teardown", got)
+	}
+	if got := hostImages(t, l, "h2"); got != img.ID {
+		t.Errorf("h2 has %q after teardown, want the image it had before (%s)", got, img.ID)
+	}
+	var td phases.Cleaned
+	phaseData(t, r, "teardown", 0, &td)
+	if !slices.Contains(td.Actions, "removed image "+img.ID+" (podman)") {
+		t.Errorf("h1's teardown does not say it removed the image: %q", td.Actions)
+	}
+	if left, _ := filepath.Glob("/var/tmp/gpuaccept-images-" + r.ID + "-*"); len(left) > 0 {
+		t.Errorf("teardown left %v", left)
+	}
+
+	// image.keep: the loaded image stays.
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("  keep: true\n")
+	f.Close()
+	runs = t.TempDir()
+	if res := gpuaccept(t, "run", inv, "--runs-dir", runs); res.code != 0 {
+		t.Fatalf("keep: exit %d\n%s", res.code, res.stderr)
+	}
+	r = readRun(t, runDir(t, runs))
+	var kept phases.Imaged
+	phaseData(t, r, "image", -1, &kept)
+	if ni := kept.Nodes["h1"]; !ni.Added {
+		t.Errorf("keep: h1 %+v, want added", ni)
+	}
+	for _, h := range hosts {
+		if got := hostImages(t, l, h); got != img.ID {
+			t.Errorf("keep: %s has %q after teardown, want %s", h, got, img.ID)
+		}
+	}
+	nothingLeft(t, l)
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

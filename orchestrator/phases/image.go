@@ -59,8 +59,12 @@ type NodeImage struct {
 	ID          string   `json:"image_id,omitempty"`
 	RepoDigests []string `json:"repo_digests,omitempty"`
 	Match       bool     `json:"match"`
-	Smoke       *Smoke   `json:"smoke,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// Added: the window put this image in the node's runtime (teardown
+	// removes it unless image.keep); Before: the node had it already.
+	Added  bool   `json:"added,omitempty"`
+	Before bool   `json:"already_there,omitempty"`
+	Smoke  *Smoke `json:"smoke,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Smoke is the container smoke test on a node.
@@ -245,6 +249,7 @@ func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 // pin: the image ID (config digest) or a repo digest must be the pin.
 func loadAndCheck(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, res *Imaged, ni *NodeImage) {
 	rt := remote.Quote(res.Runtime)
+	held := imagesHeld(ctx, w, n, res)
 	start := time.Now()
 	ref := res.Reference
 	if res.Mode == "push" {
@@ -276,6 +281,7 @@ func loadAndCheck(ctx context.Context, w *orchestrator.Window, n *orchestrator.N
 		return
 	}
 	ni.ID, ni.RepoDigests = id, digests
+	held.settle(ctx, w, n, ni)
 	ni.Match = id == res.Pin
 	for _, d := range digests {
 		if strings.HasSuffix(d, "@sha256:"+res.Pin) {

@@ -24,6 +24,24 @@ for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
     "$rt" kill "$c" >/dev/null 2>&1 && echo "ended container $c ($rt)" && found=$((found + 1))
   done
 done
+# Images the window loaded or pulled: the image phase lists them, before it
+# loads, in a file on this node's own disk; an image the node had before
+# the window is not listed. rmi -f also removes the window's stopped
+# containers of it. GPUACCEPT_NODE names this node (a home may be shared).
+added="/var/tmp/gpuaccept-images-$run-${GPUACCEPT_NODE:-}"
+if [ -n "${GPUACCEPT_NODE:-}" ] && [ -f "$added" ]; then
+  while read -r rt id; do
+    case $rt in docker | podman) ;; *) continue ;; esac
+    command -v "$rt" >/dev/null 2>&1 || continue
+    "$rt" image inspect "$id" >/dev/null 2>&1 || continue
+    if "$rt" rmi -f "$id" >/dev/null 2>&1; then
+      echo "removed image $id ($rt)"
+    else
+      echo "could not remove image $id ($rt)"
+    fi
+  done <"$added"
+  rm -f -- "$added"
+fi
 # The window's key pair (see windowkey.sh): its line carries the run id.
 keys="$HOME/.ssh/authorized_keys"
 mark="gpuaccept-window-$run"

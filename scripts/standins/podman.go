@@ -68,8 +68,12 @@ func PodmanMain(args []string, env []string, stdout, stderr io.Writer) int {
 		return podmanInspect(store, args[2:], stdout, stderr)
 	case len(args) >= 1 && args[0] == "run":
 		return podmanRun(store, args[1:], env, stdout, stderr)
+	case len(args) == 3 && args[0] == "images" && args[1] == "-q" && args[2] == "--no-trunc":
+		return podmanImages(store, stdout)
+	case len(args) >= 1 && args[0] == "rmi":
+		return podmanRmi(store, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gpuaccept standin: podman %s is not simulated (load, image inspect, run are)\n", strings.Join(args, " "))
+	fmt.Fprintf(stderr, "gpuaccept standin: podman %s is not simulated (load, image inspect, run, images -q --no-trunc, rmi are)\n", strings.Join(args, " "))
 	return ExitNotSimulated
 }
 
@@ -263,8 +267,25 @@ func saveImage(store string, img *storedImage) error {
 // findImage resolves a reference as podman does for local images: sha256:ID, an ID or its prefix (3+ hex
 // digits), or a name (with or without its "localhost/" or docker.io prefix and ":latest").
 func findImage(store, ref string) (*storedImage, error) {
-	entries, _ := os.ReadDir(store)
 	id := strings.TrimPrefix(ref, "sha256:")
+	for _, img := range storedImages(store) {
+		if len(id) >= 3 && strings.HasPrefix(img.ID, id) {
+			return img, nil
+		}
+		for _, n := range img.Names {
+			for _, cand := range []string{ref, ref + ":latest", normalizeName(ref), normalizeName(ref) + ":latest", "localhost/" + ref} {
+				if n == cand {
+					return img, nil
+				}
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s: image not known", ref)
+}
+
+func storedImages(store string) []*storedImage {
+	entries, _ := os.ReadDir(store)
+	var out []*storedImage
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -274,21 +295,63 @@ func findImage(store, ref string) (*storedImage, error) {
 			continue
 		}
 		var img storedImage
-		if json.Unmarshal(b, &img) != nil {
-			continue
-		}
-		if len(id) >= 3 && strings.HasPrefix(img.ID, id) {
-			return &img, nil
-		}
-		for _, n := range img.Names {
-			for _, cand := range []string{ref, ref + ":latest", normalizeName(ref), normalizeName(ref) + ":latest", "localhost/" + ref} {
-				if n == cand {
-					return &img, nil
-				}
-			}
+		if json.Unmarshal(b, &img) == nil {
+			out = append(out, &img)
 		}
 	}
-	return nil, fmt.Errorf("%s: image not known", ref)
+	return out
+}
+
+// podmanImages answers "images -q --no-trunc": one "sha256:ID" a line.
+func podmanImages(store string, stdout io.Writer) int {
+	for _, img := range storedImages(store) {
+		fmt.Fprintf(stdout, "sha256:%s\n", img.ID)
+	}
+	return 0
+}
+
+// podmanRmi removes images as podman 4.3 does: "Untagged: NAME" for each
+// name, then "Deleted: ID"; with -f an unknown image is no error.
+func podmanRmi(store string, args []string, stdout, stderr io.Writer) int {
+	force := false
+	var refs []string
+	for _, a := range args {
+		switch a {
+		case "-f", "--force":
+			force = true
+		default:
+			if strings.HasPrefix(a, "-") {
+				fmt.Fprintf(stderr, "Error: unknown shorthand flag: %q in %s\n", strings.TrimLeft(a, "-")[:1], a)
+				return 125
+			}
+			refs = append(refs, a)
+		}
+	}
+	if len(refs) == 0 {
+		fmt.Fprintln(stderr, "Error: image name or ID must be specified")
+		return 125
+	}
+	code := 0
+	for _, r := range refs {
+		img, err := findImage(store, r)
+		if err != nil {
+			if !force {
+				fmt.Fprintf(stderr, "Error: %s: image not known\n", r)
+				code = 1
+			}
+			continue
+		}
+		if err := os.Remove(filepath.Join(store, img.ID+".json")); err != nil {
+			fmt.Fprintf(stderr, "Error: %v\n", err)
+			code = 125
+			continue
+		}
+		for _, n := range img.Names {
+			fmt.Fprintf(stdout, "Untagged: %s\n", n)
+		}
+		fmt.Fprintf(stdout, "Deleted: %s\n", img.ID)
+	}
+	return code
 }
 
 func podmanInspect(store string, refs []string, stdout, stderr io.Writer) int {

@@ -133,6 +133,24 @@ func TestPodmanStandinAgreesWithRealPodman(t *testing.T) {
 		if "sha256:"+s[0]["Id"].(string) != ti.ID {
 			t.Errorf("stand-in ID %v, the archive's config digest %s", s[0]["Id"], ti.ID)
 		}
+		realIDs, _ := real("images", "-q", "--no-trunc")
+		simIDs, _, code := podman(t, env, "images", "-q", "--no-trunc")
+		if code != 0 || simIDs != realIDs || simIDs != ti.ID+"\n" {
+			t.Errorf("%s: images -q --no-trunc: stand-in %q, podman %q", filepath.Base(archive), simIDs, realIDs)
+		}
+		realRm, _ := real("rmi", "-f", ti.ID)
+		simRm, _, code := podman(t, env, "rmi", "-f", ti.ID)
+		if code != 0 || simRm != realRm {
+			t.Errorf("%s: rmi -f: stand-in %q, podman %q", filepath.Base(archive), simRm, realRm)
+		}
+		realGone, _ := real("rmi", "-f", ti.ID)
+		simGone, _, code := podman(t, env, "rmi", "-f", ti.ID)
+		if code != 0 || simGone != realGone {
+			t.Errorf("%s: rmi -f of a removed image: stand-in %q (exit %d), podman %q", filepath.Base(archive), simGone, code, realGone)
+		}
+		if left, _, _ := podman(t, env, "images", "-q", "--no-trunc"); left != "" {
+			t.Errorf("%s: the stand-in still lists %q after rmi", filepath.Base(archive), left)
+		}
 		real("rmi", "-a", "-f")
 	}
 }
