@@ -254,3 +254,86 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestImagePulledFromTheRegistry: every node pulls the pinned image from
+// the lab's registry (the distribution registry on the storage host), its
+// repo digest is the pin, the container starts, and teardown removes what
+// was pulled; a pin the registry does not hold fails every node with the
+// registry's answer.
+func TestImagePulledFromTheRegistry(t *testing.T) {
+	l := needLab(t)
+	img := labImage(t)
+	prepare(t, l, nil)
+	reg, err := l.Registry(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := reg.Close(); err != nil {
+			t.Errorf("registry: %v", err)
+		}
+	})
+	digest, err := reg.Push(t.Context(), img.DockerArchive, "gpuaccept-lab:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{"h1", "h2", "h3"}
+	for _, h := range hosts {
+		if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
+			t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
+		}
+	}
+	pullInventory := func(ref string) string {
+		inv := writeInventory(t, l, hosts, "", "")
+		f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		f.WriteString("image:\n  reference: \"" + ref + "\"\n  runtime: podman\n  mode: pull\n  gpus: none\n")
+		return inv
+	}
+
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", pullInventory(reg.Addr+"/gpuaccept-lab:1@"+digest), "--runs-dir", runs)
+	r := readRun(t, runDir(t, runs))
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	var im phases.Imaged
+	phaseData(t, r, "image", -1, &im)
+	for _, h := range hosts {
+		ni := im.Nodes[h]
+		if ni == nil || !ni.Match || !ni.Added || ni.LoadSecs <= 0 || "sha256:"+ni.ID != img.ID ||
+			!slices.Contains(ni.RepoDigests, reg.Addr+"/gpuaccept-lab@"+digest) || ni.Smoke == nil || !strings.Contains(ni.Smoke.Output, "GPU 0:") {
+			t.Errorf("%s: %+v", h, ni)
+			continue
+		}
+		t.Logf("%s: pulled in %.2f s, image ID %s…, smoke %.2f s", h, ni.LoadSecs, ni.ID[:12], ni.Smoke.Secs)
+		for _, v := range []string{"IMG-001", "IMG-002"} {
+			if got := verdict(r, v, h); got.Status != record.Pass {
+				t.Errorf("%s %s: %+v", v, h, got)
+			}
+		}
+		if got := hostImages(t, l, h); got != "" {
+			t.Errorf("%s still has %q after teardown", h, got)
+		}
+	}
+
+	missing := "sha256:" + strings.Repeat("1", 64)
+	runs = t.TempDir()
+	res = gpuaccept(t, "run", pullInventory(reg.Addr+"/gpuaccept-lab:1@"+missing), "--runs-dir", runs)
+	r = readRun(t, runDir(t, runs))
+	if res.code != 1 {
+		t.Errorf("a pin the registry lacks: exit %d, want 1", res.code)
+	}
+	for _, h := range hosts {
+		v := verdict(r, "IMG-001", h)
+		if v.Status != record.Fail || !strings.Contains(v.Detail, "podman pull "+reg.Addr+"/gpuaccept-lab:1@"+missing+" failed") ||
+			!strings.Contains(v.Detail, "manifest unknown") {
+			t.Errorf("IMG-001 %s: %s %s", h, v.Status, v.Detail)
+		}
+	}
+	t.Logf("a pin the registry lacks, on h1: %s", verdict(r, "IMG-001", "h1").Detail)
+	nothingLeft(t, l)
+}

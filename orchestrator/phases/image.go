@@ -264,8 +264,8 @@ func loadAndCheck(ctx context.Context, w *orchestrator.Window, n *orchestrator.N
 			return
 		}
 	} else {
-		if _, err := runOn(ctx, w, n, "image", rt+" pull "+remote.Quote(ref)+" 2>&1"); err != nil {
-			ni.Error = fmt.Sprintf("%s pull %s failed: %v", res.Runtime, ref, err)
+		if out, err := runOn(ctx, w, n, "image", rt+" pull "+remote.Quote(ref)+" 2>&1"); err != nil {
+			ni.Error = fmt.Sprintf("%s pull %s failed: %s (%v)", res.Runtime, ref, lastLine(string(out)), err)
 			return
 		}
 	}

@@ -266,6 +266,36 @@ func TestImagesStorageShared(t *testing.T) {
 		}
 	})
 
+	t.Run("registry", func(t *testing.T) {
+		reg, err := l.Registry(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := reg.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		digest, err := reg.Push(ctx, img.DockerArchive, "gpuaccept-lab:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := reg.Addr + "/gpuaccept-lab:1@" + digest
+		run(t, "h2", "podman", "rmi", "-af")
+		run(t, "h2", "podman", "pull", "-q", ref)
+		if got := "sha256:" + run(t, "h2", "podman", "image", "inspect", "--format", "{{.Id}}", ref); got != img.ID {
+			t.Errorf("h2: pulled image ID %s, the archive's %s", got, img.ID)
+		}
+		if out := run(t, "h2", "podman", "image", "inspect", "--format", "{{.RepoDigests}}", ref); !strings.Contains(out, reg.Addr+"/gpuaccept-lab@"+digest) {
+			t.Errorf("h2: repo digests %s lack %s", out, digest)
+		}
+		bad := reg.Addr + "/gpuaccept-lab:1@sha256:" + strings.Repeat("1", 64)
+		if out, err := l.Exec(ctx, "h3", "podman", "pull", bad); err == nil || !strings.Contains(out, "manifest unknown") {
+			t.Errorf("h3: pull of a digest the registry lacks: %v %q", err, out)
+		}
+		run(t, "h2", "podman", "rmi", "-af")
+	})
+
 	t.Run("shared", func(t *testing.T) {
 		data := make([]byte, 1<<20)
 		if _, err := rand.Read(data); err != nil {

@@ -46,23 +46,9 @@ type ObjectStore struct {
 // namespace: reached at SUBNET.2 like the HTTP server, cut and capped with the storage host, but not
 // killed with it (Kill ends the namespace's processes; Close ends this). Close it before the lab goes down.
 func (l *Lab) ObjectStore(ctx context.Context) (*ObjectStore, error) {
-	ns := "/run/netns/" + l.Name + "-st"
-	if _, err := os.Stat(ns); err != nil {
-		empty := filepath.Join(l.Dir, "storage-empty")
-		if err := os.MkdirAll(empty, 0o755); err != nil {
-			return nil, fmt.Errorf("lab %s: object store: %w", l.Name, err)
-		}
-		if _, err := l.Storage(ctx, empty); err != nil {
-			return nil, fmt.Errorf("lab %s: object store: starting the storage host: %w", l.Name, err)
-		}
-	}
-	env, err := l.Env()
+	ns, subnet, err := l.storageHost(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: object store: %w", l.Name, err)
-	}
-	subnet := env["LAB_SUBNET"]
-	if subnet == "" {
-		return nil, fmt.Errorf("lab %s: object store: no LAB_SUBNET in %s", l.Name, filepath.Join(l.Dir, "env"))
 	}
 	root := filepath.Join(l.Dir, "objects")
 	if err := os.RemoveAll(root); err != nil {
@@ -93,6 +79,29 @@ func (l *Lab) ObjectStore(ctx context.Context) (*ObjectStore, error) {
 	}
 	go func() { o.done <- o.srv.Serve(ln) }()
 	return o, nil
+}
+
+// storageHost starts the storage host when it is not up (Storage of an empty directory) and returns its
+// network namespace's path and the lab's subnet.
+func (l *Lab) storageHost(ctx context.Context) (ns, subnet string, err error) {
+	ns = "/run/netns/" + l.Name + "-st"
+	if _, err := os.Stat(ns); err != nil {
+		empty := filepath.Join(l.Dir, "storage-empty")
+		if err := os.MkdirAll(empty, 0o755); err != nil {
+			return "", "", err
+		}
+		if _, err := l.Storage(ctx, empty); err != nil {
+			return "", "", fmt.Errorf("starting the storage host: %w", err)
+		}
+	}
+	env, err := l.Env()
+	if err != nil {
+		return "", "", err
+	}
+	if subnet = env["LAB_SUBNET"]; subnet == "" {
+		return "", "", fmt.Errorf("no LAB_SUBNET in %s", filepath.Join(l.Dir, "env"))
+	}
+	return ns, subnet, nil
 }
 
 // Put stores size bytes from r as bucket/key (the bucket is made when missing), through the same backend
