@@ -119,13 +119,7 @@ func TestTamperedArchiveIsNamed(t *testing.T) {
 		{"another image", other.DockerArchive, "is not the pin: pinned sha256:" + id + ", the node has image ID sha256:"},
 		{"a flipped byte", flipped, "podman load failed"},
 	} {
-		// Empty stores: podman skips a layer it already has, so a copy of
-		// the pinned image from an earlier test would hide the damage.
-		for _, h := range hosts {
-			if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
-				t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
-			}
-		}
+		emptyStores(t, l, hosts...)
 		inv := writeInventory(t, l, hosts, "", "")
 		withImage(t, inv, tc.archive, id, "chain")
 		runs := t.TempDir()
@@ -152,6 +146,18 @@ func TestTamperedArchiveIsNamed(t *testing.T) {
 	nothingLeft(t, l)
 }
 
+// emptyStores removes every image from the hosts' podman stores: podman
+// skips a layer it already has, so an image left by an earlier test would
+// hide what a window does.
+func emptyStores(t *testing.T, l *lab.Lab, hosts ...string) {
+	t.Helper()
+	for _, h := range hosts {
+		if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
+			t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
+		}
+	}
+}
+
 // hostImages is what a host's podman store holds ("sha256:ID" lines).
 func hostImages(t *testing.T, l *lab.Lab, host string) string {
 	t.Helper()
@@ -171,11 +177,7 @@ func TestImageRemovedUnlessItWasThere(t *testing.T) {
 	id := strings.TrimPrefix(img.ID, "sha256:")
 	prepare(t, l, nil)
 	hosts := []string{"h1", "h2"}
-	for _, h := range hosts {
-		if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
-			t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
-		}
-	}
+	emptyStores(t, l, hosts...)
 	t.Cleanup(func() {
 		for _, h := range hosts {
 			l.Exec(context.Background(), h, "podman", "rmi", "-af")
@@ -278,11 +280,7 @@ func TestImagePulledFromTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts := []string{"h1", "h2", "h3"}
-	for _, h := range hosts {
-		if out, err := l.Exec(t.Context(), h, "podman", "rmi", "-af"); err != nil {
-			t.Fatalf("%s: podman rmi: %v\n%s", h, err, out)
-		}
-	}
+	emptyStores(t, l, hosts...)
 	pullInventory := func(ref string) string {
 		inv := writeInventory(t, l, hosts, "", "")
 		f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
