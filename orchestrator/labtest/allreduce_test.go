@@ -203,9 +203,7 @@ func TestBisectionNamesTheHalfSpeedNode(t *testing.T) {
       iters: 4
 `+mpiArgs)
 	for run := 1; run <= 3; run++ {
-		runs := t.TempDir()
-		res := gpuaccept(t, "run", inv, "--runs-dir", runs)
-		r := readRun(t, runDir(t, runs))
+		res, r := runWindow(t, inv)
 		var b phases.Bisected
 		phaseData(t, r, "bisect", -1, &b)
 		v := verdict(r, "NCCL-004", "h3")

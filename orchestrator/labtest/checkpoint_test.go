@@ -237,9 +237,7 @@ func TestCheckpointFlippedByteIsNamed(t *testing.T) {
 func TestCheckpointLocalDisks(t *testing.T) {
 	l := needLab(t)
 	prepare(t, l, nil)
-	runs := t.TempDir()
-	res := gpuaccept(t, "run", ckptInventory(t, l, "/srv", false), "--runs-dir", runs)
-	r := readRun(t, runDir(t, runs))
+	res, r := runWindow(t, ckptInventory(t, l, "/srv", false))
 	for i, h := range ckptHosts {
 		for _, id := range []string{"CKPT-001", "CKPT-002", "CKPT-003"} {
 			if v := verdict(r, id, h); v.Status != record.Pass {
@@ -262,12 +260,10 @@ func TestCheckpointLocalDisks(t *testing.T) {
 
 	// /srv is every host's own: declared shared, it fails the cross-node
 	// restore on every node, naming whose checkpoint was not there.
-	runs = t.TempDir()
-	res = gpuaccept(t, "run", ckptInventory(t, l, "/srv", true), "--runs-dir", runs)
+	res, r = runWindow(t, ckptInventory(t, l, "/srv", true))
 	if res.code != 1 {
 		t.Errorf("exit %d, want 1", res.code)
 	}
-	r = readRun(t, runDir(t, runs))
 	for i, h := range ckptHosts {
 		writer := ckptHosts[(i+1)%len(ckptHosts)]
 		v := verdict(r, "CKPT-001", h)

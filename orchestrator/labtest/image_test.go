@@ -45,15 +45,8 @@ func labImage(t *testing.T) *lab.TestImage {
 // withImage appends an image section to an inventory file.
 func withImage(t *testing.T, inv, archive, pin, relay string) {
 	t.Helper()
-	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString("image:\n  reference: \"localhost/gpuaccept-lab:1@sha256:" + pin + "\"\n  runtime: podman\n  archive: " +
-		archive + "\n  gpus: none\n  dir: /srv\n  relay: " + relay + "\n"); err != nil {
-		t.Fatal(err)
-	}
+	appendInventory(t, inv, "image:\n  reference: \"localhost/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: podman\n  archive: "+
+		archive+"\n  gpus: none\n  dir: /srv\n  relay: "+relay+"\n")
 }
 
 // TestImagePushedAlongTheChain: the coordinator sends the archive once, to
@@ -68,9 +61,7 @@ func TestImagePushedAlongTheChain(t *testing.T) {
 	for _, archive := range []string{img.DockerArchive, img.OCIArchive} {
 		inv := writeInventory(t, l, hosts, "", "")
 		withImage(t, inv, archive, id, "chain")
-		runs := t.TempDir()
-		res := gpuaccept(t, "run", inv, "--runs-dir", runs)
-		r := readRun(t, runDir(t, runs))
+		res, r := runWindow(t, inv)
 		var im phases.Imaged
 		phaseData(t, r, "image", -1, &im)
 		for _, h := range hosts {
@@ -122,9 +113,7 @@ func TestTamperedArchiveIsNamed(t *testing.T) {
 		emptyStores(t, l, hosts...)
 		inv := writeInventory(t, l, hosts, "", "")
 		withImage(t, inv, tc.archive, id, "chain")
-		runs := t.TempDir()
-		res := gpuaccept(t, "run", inv, "--runs-dir", runs)
-		r := readRun(t, runDir(t, runs))
+		res, r := runWindow(t, inv)
 		if res.code != 1 {
 			t.Errorf("%s: exit %d, want 1", tc.name, res.code)
 		}
@@ -194,9 +183,7 @@ func TestImageRemovedUnlessItWasThere(t *testing.T) {
 
 	inv := writeInventory(t, l, hosts, "", "")
 	withImage(t, inv, img.DockerArchive, id, "chain")
-	runs := t.TempDir()
-	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
-	r := readRun(t, runDir(t, runs))
+	res, r := runWindow(t, inv)
 	if res.code != 0 {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
@@ -224,17 +211,10 @@ func TestImageRemovedUnlessItWasThere(t *testing.T) {
 	}
 
 	// image.keep: the loaded image stays.
-	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("  keep: true\n")
-	f.Close()
-	runs = t.TempDir()
-	if res := gpuaccept(t, "run", inv, "--runs-dir", runs); res.code != 0 {
+	appendInventory(t, inv, "  keep: true\n")
+	if res, r = runWindow(t, inv); res.code != 0 {
 		t.Fatalf("keep: exit %d\n%s", res.code, res.stderr)
 	}
-	r = readRun(t, runDir(t, runs))
 	var kept phases.Imaged
 	phaseData(t, r, "image", -1, &kept)
 	if ni := kept.Nodes["h1"]; !ni.Added {
@@ -283,18 +263,11 @@ func TestImagePulledFromTheRegistry(t *testing.T) {
 	emptyStores(t, l, hosts...)
 	pullInventory := func(ref string) string {
 		inv := writeInventory(t, l, hosts, "", "")
-		f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		f.WriteString("image:\n  reference: \"" + ref + "\"\n  runtime: podman\n  mode: pull\n  gpus: none\n")
+		appendInventory(t, inv, "image:\n  reference: \""+ref+"\"\n  runtime: podman\n  mode: pull\n  gpus: none\n")
 		return inv
 	}
 
-	runs := t.TempDir()
-	res := gpuaccept(t, "run", pullInventory(reg.Addr+"/gpuaccept-lab:1@"+digest), "--runs-dir", runs)
-	r := readRun(t, runDir(t, runs))
+	res, r := runWindow(t, pullInventory(reg.Addr+"/gpuaccept-lab:1@"+digest))
 	if res.code != 0 {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
@@ -319,9 +292,7 @@ func TestImagePulledFromTheRegistry(t *testing.T) {
 	}
 
 	missing := "sha256:" + strings.Repeat("1", 64)
-	runs = t.TempDir()
-	res = gpuaccept(t, "run", pullInventory(reg.Addr+"/gpuaccept-lab:1@"+missing), "--runs-dir", runs)
-	r = readRun(t, runDir(t, runs))
+	res, r = runWindow(t, pullInventory(reg.Addr+"/gpuaccept-lab:1@"+missing))
 	if res.code != 1 {
 		t.Errorf("a pin the registry lacks: exit %d, want 1", res.code)
 	}

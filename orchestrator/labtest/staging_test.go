@@ -385,9 +385,7 @@ func TestStagingFromObjectStore(t *testing.T) {
 	inv := stagingInventory(t, l, "  staging_gbs: 0.005\n", "2m", false,
 		fmt.Sprintf("{name: dataset, url: s3://gpuaccept-lab/datasets/train.bin, endpoint: %q, sha256: %s}", store.URL, sums["datasets/train.bin"]),
 		fmt.Sprintf("{name: weights, url: s3://gpuaccept-lab/models/llama/, endpoint: %q}", store.URL))
-	runs := t.TempDir()
-	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
-	r := readRun(t, runDir(t, runs))
+	res, r := runWindow(t, inv)
 	logStaging(t, r)
 	if res.code != 0 {
 		t.Fatalf("exit %d, want 0 (accepted)\n%s", res.code, res.stderr)

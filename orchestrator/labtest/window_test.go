@@ -126,6 +126,31 @@ func gpuaccept(t *testing.T, args ...string) result {
 	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
 }
 
+// runWindow runs a window on inv into a runs directory of its own and
+// reads its run.json back.
+func runWindow(t *testing.T, inv string) (result, *record.Run) {
+	t.Helper()
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+	return res, readRun(t, runDir(t, runs))
+}
+
+// appendInventory adds YAML to the end of an inventory file.
+func appendInventory(t *testing.T, inv, yaml string) {
+	t.Helper()
+	f, err := os.OpenFile(inv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(yaml); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runDir is the one run directory under runs.
 func runDir(t *testing.T, runs string) string {
 	t.Helper()
