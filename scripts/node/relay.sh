@@ -13,10 +13,8 @@ set -u
 # times coreutils' where the CPU has SHA extensions, so the hash is not what
 # limits a fast link or disk; sha256sum where there is no openssl.
 if openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then
-  hasher=openssl
   sha() { openssl dgst -sha256 -r "$@"; }
 else
-  hasher=sha256sum
   sha() { sha256sum "$@"; }
 fi
 f=$1 want=$2 cfg=$3 self=$4

@@ -15,8 +15,8 @@
 #
 # Checksums: a single file is hashed while it is written (the bytes go
 # through tee into openssl dgst, or sha256sum without openssl), except from
-# azcopy, which writes the file itself: the hash reads it after. A directory (or a prefix) is hashed
-# after the copy, file by file; its sha256 is that of the manifest
+# azcopy, which writes the file itself: the hash reads it after. A
+# directory (or a prefix) is hashed after the copy, file by file; its sha256 is that of the manifest
 # `sha256sum` writes for every file, sorted by path (./relative/path), which
 # is left beside it as DIR/.NAME.sha256. The copy is fsynced before the
 # clock stops.
