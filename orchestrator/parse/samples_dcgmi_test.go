@@ -90,6 +90,22 @@ var dcgmiSamples = map[string]sampleCheck{
 		}
 		eq(t, "first/last", []string{d.Tests[0].Name, d.Tests[8].Name}, []string{"Blacklist", "Inforom"})
 	}},
+
+	// A -r 3 text table cut from the middle: GPU 0 fails (CUDA busy), GPU 1
+	// passes; the multi-line Warning cells stay with GPU 0.
+	"dcgmi/godcgm52-diag-r3-3.3.1-gpu0-fail-cuda-busy-midtable-excerpt.txt": {parser: pDiag, check: func(t *testing.T, s string) {
+		d := ok(DCGMDiag(s)).must(t)
+		eq(t, "ok", d.OK, false)
+		eq(t, "tests", diagSummary(d), []string{"Hardware/GPU Memory=Fail", "Hardware/Diagnostic=Fail", "Stress/Targeted Stress=Fail"})
+		mem := d.Tests[0]
+		eq(t, "GPU Memory per GPU", fmt.Sprintln(mem.GPUs[0].GPU, mem.GPUs[0].Status, mem.GPUs[1].GPU, mem.GPUs[1].Status), "1 Pass 0 Fail\n")
+		if w := mem.GPUs[1].Warnings; len(w) != 1 || !strings.Contains(w[0], "'CUDA-capable device(s) is/are busy or unavailable'") {
+			t.Errorf("GPU 0's warning, its three cell lines joined: %q", w)
+		}
+		eq(t, "info for GPU 1", mem.Info, []string{"GPU 1 Allocated 15568304202 bytes (98.3%)"})
+	}},
+	// dcgmi dmon field samples: read by no parser yet.
+	"dcgmi/llmaction-dmon-i0-e1011-1012-1009-1010-c5-h800-nvlink-pcie-bytes.txt": {parser: pNone},
 }
 
 func checkDiagHead(t *testing.T, d Diag, ok bool, version, format string, errs int) {

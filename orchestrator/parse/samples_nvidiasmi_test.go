@@ -219,6 +219,70 @@ var nvidiaSmiSamples = map[string]sampleCheck{
 		eq(t, "UUID vs dcgmi discovery GPU 0", q.GPUs[0].UUID, devs[0].UUID)
 		eq(t, "bus id vs dcgmi discovery GPU 0", q.GPUs[0].BusID, devs[0].BusID)
 	}},
+
+	// -q (and -q -d SECTION) of nodes whose health is in question: the
+	// identity is read as from any -q; the health fields stay in Fields.
+	"nvidia-smi/gpud-q-8xH100-535.161.08-hw-slowdown-power-brake-active.txt": {parser: pQ, check: func(t *testing.T, s string) {
+		q := ok(NvidiaSmiQ(s)).must(t)
+		checkQTop(t, q, "535.161.08", "12.2", 8, 8)
+		g := q.GPUs[0]
+		eq(t, "product", g.ProductName, "NVIDIA H100 80GB HBM3")
+		eq(t, "serial", g.Serial, "1650124031592")
+		eq(t, "vbios", g.VBIOS, "96.00.74.00.0D")
+		for _, g := range q.GPUs {
+			eq(t, g.BusID+" HW Slowdown", g.Fields["Clocks Event Reasons.HW Slowdown"], "Active")
+			eq(t, g.BusID+" HW Power Brake Slowdown", g.Fields["Clocks Event Reasons.HW Power Brake Slowdown"], "Active")
+			eq(t, g.BusID+" remapped rows pending", g.Fields["Remapped Rows.Pending"], "No")
+		}
+	}},
+	"nvidia-smi/gpud-q-8xRTX4090-535.154.05-sw-power-cap-active-2gpus.txt": {parser: pQ, check: func(t *testing.T, s string) {
+		q := ok(NvidiaSmiQ(s)).must(t)
+		checkQTop(t, q, "535.154.05", "12.2", 8, 8)
+		eq(t, "product", q.GPUs[0].ProductName, "NVIDIA GeForce RTX 4090")
+		eq(t, "no serial (N/A)", q.GPUs[0].Serial, "")
+		capped := 0
+		for _, g := range q.GPUs {
+			if g.Fields["Clocks Event Reasons.SW Power Cap"] == "Active" {
+				capped++
+			}
+		}
+		eq(t, "GPUs at their software power cap", capped, 2)
+	}},
+	"nvidia-smi/mangohud636-q-d-performance-495.44-1gpu-idle-active.txt": {parser: pQ, check: func(t *testing.T, s string) {
+		q := ok(NvidiaSmiQ(s)).must(t)
+		checkQTop(t, q, "495.44", "11.5", 1, 1)
+		g := q.GPUs[0]
+		eq(t, "bus id", g.BusID, "00000000:0E:00.0")
+		eq(t, "older name of the section", g.Fields["Clocks Throttle Reasons.Idle"], "Active")
+		eq(t, "HW Slowdown", g.Fields["Clocks Throttle Reasons.HW Slowdown"], "Not Active")
+		eq(t, "nested under HW Slowdown", g.Fields["Clocks Throttle Reasons.HW Power Brake Slowdown"], "Not Active")
+	}},
+	"nvidia-smi/azurehpc-q-d-page-retirement-8gpu-535.86.10-zero.txt": {parser: pQ, check: func(t *testing.T, s string) {
+		q := ok(NvidiaSmiQ(s)).must(t)
+		checkQTop(t, q, "535.86.10", "12.2", 8, 8)
+		eq(t, "GPU7 bus id", q.GPUs[7].BusID, "00000008:00:00.0")
+		for _, g := range q.GPUs {
+			eq(t, g.BusID+" double-bit retired pages", g.Fields["Retired Pages.Double Bit ECC"], "0")
+			eq(t, g.BusID+" pending blacklist", g.Fields["Retired Pages.Pending Page Blacklist"], "No")
+		}
+	}},
+	// `nvidia-smi -q | grep -A8`: a section without the -q header is not
+	// a -q report.
+	"nvidia-smi/kubeflow68-q-grep-A8-clocks-throttle-reasons-2018-narrow-align.txt": {parser: pQ, wantErr: ErrNotRecognized},
+	// dmon time series under load: read by no parser yet (the load test's
+	// telemetry is to come).
+	"nvidia-smi/exporter-dmon-c5-h200-590.48.01-gpuburn-load.txt":       {parser: pNone},
+	"nvidia-smi/exporter-dmon-c5-l40s-595.80-nvenc-load-mtemp-dash.txt": {parser: pNone},
+	"nvidia-smi/exporter-query-gpu-csv-h200-590.48.01-gpuburn-load.txt": {parser: pCSV, check: func(t *testing.T, s string) {
+		c := ok(NvidiaSmiQueryCSV(s)).must(t)
+		checkCSVShape(t, c, len(c.Header), 1)
+		r := c.Rows[0]
+		eq(t, "name", r["name"], "NVIDIA H200")
+		eq(t, "memory.total", r["memory.total"], "143771 MiB")
+		eq(t, "utilization.gpu under load", r["utilization.gpu"], "100 %")
+		eq(t, "hw slowdown", r["clocks_event_reasons.hw_slowdown"], "Not Active")
+		eq(t, "remapped rows pending", r["remapped_rows.pending"], "No")
+	}},
 }
 
 func checkListNames(t *testing.T, gpus []GPU, names ...string) {
