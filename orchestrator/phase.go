@@ -24,6 +24,9 @@ type Phase struct {
 	// Teardown phases run after everything else, also when the window was
 	// interrupted or aborted, on every node that was reached.
 	Teardown bool
+	// Facts: the phase's successful result on a node is what run.json
+	// keeps as the node's facts (preflight's identity and GPU facts).
+	Facts bool
 	// Enabled says whether the inventory wants it; nil means always.
 	Enabled func(inv *inventory.Inventory) bool
 	// Deadline bounds the phase on each node (or the cluster body).
@@ -56,3 +59,36 @@ func (p *Phase) deadline(inv *inventory.Inventory) time.Duration {
 
 // PhaseDeadline is the deadline p runs under for inv (for plans).
 func PhaseDeadline(p *Phase, inv *inventory.Inventory) time.Duration { return p.deadline(inv) }
+
+type phaseKey struct{}
+type logKey struct{}
+
+// withPhase marks ctx as the work of the phase named name.
+func withPhase(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, phaseKey{}, name)
+}
+
+// PhaseOf is the name of the phase whose work ctx carries; "" outside
+// one. The runner sets it, so a phase never writes its own name again.
+func PhaseOf(ctx context.Context) string {
+	s, _ := ctx.Value(phaseKey{}).(string)
+	return s
+}
+
+// WithLog sends the raw output of work under ctx to raw/<node>/<name>.log
+// instead of the phase's own log (one log per bisection pair, say).
+func WithLog(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, logKey{}, name)
+}
+
+// LogOf is the raw log that work under ctx writes: WithLog's, else the
+// phase's; "window" outside both.
+func LogOf(ctx context.Context) string {
+	if s, _ := ctx.Value(logKey{}).(string); s != "" {
+		return s
+	}
+	if s := PhaseOf(ctx); s != "" {
+		return s
+	}
+	return "window"
+}

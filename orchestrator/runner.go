@@ -30,6 +30,9 @@ type Options struct {
 	Tool string
 	// TeardownTimeout bounds the teardown that runs after an interrupt.
 	TeardownTimeout time.Duration
+	// Dial reaches a node; remote.DialSSH when nil. Tests give a fake
+	// fleet's.
+	Dial remote.Dialer
 }
 
 // Start runs a new window over inv's nodes. The returned record is
@@ -118,7 +121,11 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 	if p == nil {
 		p = NewProgress(nil, false)
 	}
-	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk}
+	dial := o.Dial
+	if dial == nil {
+		dial = remote.DialSSH
+	}
+	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk, dial: dial}
 	for i, n := range inv.Nodes {
 		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: NodeConfig(inv, n, hk)})
 	}
@@ -224,6 +231,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 // teardown), records each result in the journal, quarantines the nodes
 // that failed a gating phase, and marks the phase done.
 func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) error {
+	ctx = withPhase(ctx, p.Name)
 	if !p.enabled(w.Inv) {
 		w.Progress.Line("== %s: disabled in the inventory", p.Name)
 		return w.record(j, record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.Skipped,
@@ -396,33 +404,28 @@ func (w *Window) judge(phases []Phase) {
 	for _, n := range w.Nodes {
 		rn := &w.rec.Nodes[n.Index]
 		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt
-		// A node that dropped out is not a node the provider delivered.
-		v := record.Verdict{ID: "WIN-001", Title: "node took part in the whole window", Node: n.Name, Status: record.Pass}
-		if n.quarantined {
-			v.Status, v.Measured, v.Detail = record.Fail, "quarantined", n.reason
-		}
-		w.rec.Verdicts = append(w.rec.Verdicts, v)
-		if r, ok := w.Result("preflight", n.Index, nil); ok && r.Outcome == record.OK {
-			rn.Facts = r.Data
+		for i := range phases {
+			if !phases[i].Facts {
+				continue
+			}
+			if r, ok := w.Result(phases[i].Name, n.Index, nil); ok && r.Outcome == record.OK {
+				rn.Facts = r.Data
+			}
 		}
 	}
 }
 
 func (w *Window) closeClients() {
-	var clients []*remote.Client
+	var execs []remote.Executor
 	for _, n := range w.Nodes {
-		if n.Client != nil {
-			clients = append(clients, n.Client)
-			n.Client = nil
-		}
+		execs = append(execs, n.setExec(nil))
 	}
 	w.mu.Lock()
-	if w.login != nil && w.login.Client != nil {
-		clients = append(clients, w.login.Client)
-		w.login.Client = nil
+	if w.login != nil {
+		execs = append(execs, w.login.setExec(nil))
 	}
 	w.mu.Unlock()
-	remote.CloseAll(clients)
+	remote.CloseExecutors(execs)
 }
 
 // explain turns a per-node deadline into words an operator can act on.

@@ -28,6 +28,7 @@ type Window struct {
 	rec    *record.Run
 	shared map[string]*sharedValue
 	login  *Node
+	dial   remote.Dialer
 }
 
 // Node is one node of the window.
@@ -35,14 +36,69 @@ type Node struct {
 	Index  int
 	Name   string
 	Config remote.Config
-	// Client is set by the connect phase; nil when the node is unreachable.
-	Client *remote.Client
+
+	// exec is how phases reach the node: set by the window's Connect and
+	// Reconnect, nil while the node is not connected. dialling serialises
+	// the dials of one node.
+	mu       sync.Mutex
+	exec     remote.Executor
+	dialling sync.Mutex
 
 	quarantined   bool
 	reason        string
 	quarantinedAt time.Time
 	// reached: some phase ran on the node; teardown visits every such node.
 	reached bool
+}
+
+// Exec is the node's executor; nil when it is not connected (never
+// reached, or its connection was closed).
+func (n *Node) Exec() remote.Executor {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.exec
+}
+
+func (n *Node) setExec(e remote.Executor) (old remote.Executor) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old, n.exec = n.exec, e
+	return old
+}
+
+// Connect dials n afresh (closing the connection it had): the connect
+// phase's way in, since no connection outlives a coordinator.
+func (w *Window) Connect(ctx context.Context, n *Node) (remote.Executor, error) {
+	n.dialling.Lock()
+	defer n.dialling.Unlock()
+	if old := n.setExec(nil); old != nil {
+		old.Close()
+	}
+	e, err := w.dial(ctx, n.Config)
+	if err != nil {
+		return nil, err
+	}
+	n.setExec(e)
+	return e, nil
+}
+
+// Reconnect is n's executor, dialled again when the node has none or its
+// connection was lost: one more try, so that a network blip does not
+// leave a node unprobed or uncleaned.
+func (w *Window) Reconnect(ctx context.Context, n *Node) (remote.Executor, error) {
+	n.dialling.Lock()
+	defer n.dialling.Unlock()
+	if e := n.Exec(); e != nil && !e.Lost() {
+		return e, nil
+	}
+	e, err := w.dial(ctx, n.Config)
+	if err != nil {
+		return nil, err
+	}
+	if old := n.setExec(e); old != nil {
+		old.Close()
+	}
+	return e, nil
 }
 
 // Quarantined reports whether the node was left out, and why.
@@ -88,6 +144,11 @@ func (w *Window) LogFile(n *Node, phase string) (io.WriteCloser, string, error) 
 		return nil, "", fmt.Errorf("%s: %s: %w", n.Name, phase, err)
 	}
 	return f, rel, nil
+}
+
+// Log opens the raw log of the work ctx carries (LogOf) on n.
+func (w *Window) Log(ctx context.Context, n *Node) (io.WriteCloser, string, error) {
+	return w.LogFile(n, LogOf(ctx))
 }
 
 // Active lists the nodes not quarantined, in index order.
@@ -147,23 +208,15 @@ func (w *Window) SlurmLogin(ctx context.Context) (*Node, error) {
 		return nil, errors.New("no Slurm login node in the inventory (slurm.login.address)")
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.login == nil {
 		l := w.Inv.Slurm.Login
 		w.login = &Node{Index: -1, Name: "slurm-login",
 			Config: NodeConfig(w.Inv, inventory.Node{Name: "slurm-login", Address: l.Address, Port: l.Port, User: l.User}, w.HostKeys)}
 	}
-	if w.login.Client != nil && !w.login.Client.Lost() {
-		return w.login, nil
-	}
-	if w.login.Client != nil {
-		w.login.Client.Close()
-	}
-	c, err := remote.Dial(ctx, w.login.Config)
-	if err != nil {
-		w.login.Client = nil
+	login := w.login
+	w.mu.Unlock()
+	if _, err := w.Reconnect(ctx, login); err != nil {
 		return nil, fmt.Errorf("slurm login node %s: %w", w.Inv.Slurm.Login.Address, err)
 	}
-	w.login.Client = c
-	return w.login, nil
+	return login, nil
 }

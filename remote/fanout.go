@@ -87,14 +87,13 @@ func DialAll(ctx context.Context, cfgs []Config, o FanOut) ([]*Client, []error) 
 	return clients, errs
 }
 
-// CloseAll closes every non-nil client.
+// CloseAll closes every non-nil client, all at once.
 func CloseAll(clients []*Client) {
-	var wg sync.WaitGroup
+	var execs []Executor
 	for _, c := range clients {
 		if c != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.Close() }()
+			execs = append(execs, c)
 		}
 	}
-	wg.Wait()
+	CloseExecutors(execs)
 }

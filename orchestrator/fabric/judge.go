@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
@@ -61,7 +62,12 @@ func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
 	for _, row := range rows {
 		bw = append(bw, busBW(r, row))
 	}
-	v := record.Verdict{ID: id, Title: j.Scope + "-node " + orAll(r.Collective) + " bus bandwidth matches the quote", Node: node}
+	v := record.NewVerdict(id, node)
+	if c := orAll(r.Collective); c != "all_reduce" {
+		// A provider's log of another collective (gpuaccept parse): the
+		// requirement is the same, the title names what was measured.
+		v.Title = strings.Replace(v.Title, "all_reduce", c, 1)
+	}
 	if len(bw) == 0 {
 		v.Status, v.Detail = record.Fail, "no result rows in the log"
 		j.Verdicts = append(j.Verdicts, v)
@@ -98,7 +104,8 @@ func Judge(r parse.NCCL, inv *inventory.Inventory, node string) Judgement {
 // correctness: a collective that computed wrong results is a failed run,
 // however fast it was.
 func correctness(r parse.NCCL, node string) record.Verdict {
-	v := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Node: node, Status: record.Pass, Measured: "0 wrong"}
+	v := record.NewVerdict("NCCL-001", node)
+	v.Status, v.Measured = record.Pass, "0 wrong"
 	var wrong int64
 	for _, row := range r.Rows {
 		for _, res := range []parse.NCCLResult{row.OOP, row.IP} {

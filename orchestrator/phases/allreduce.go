@@ -114,8 +114,8 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	if !w.Inv.Phases.AllReduce.Enabled || !ok {
 		return nil
 	}
-	correct := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Status: record.Pass, Measured: "0 wrong"}
-	bw := record.Verdict{ID: "NCCL-002", Title: "inter-node all_reduce bus bandwidth matches the quote"}
+	correct, bw := record.NewVerdict("NCCL-001", ""), record.NewVerdict("NCCL-002", "")
+	correct.Status, correct.Measured = record.Pass, "0 wrong"
 	medians, problems, last := summarize(s.Repeats, &correct, "")
 	var silent []string
 	for _, sw := range s.Repeats {
@@ -190,7 +190,8 @@ func collectivesVerdict(s Sweeps) record.Verdict {
 	if len(s.Collectives) == 0 {
 		return record.Verdict{}
 	}
-	v := record.Verdict{ID: "NCCL-005", Title: "other collectives run correctly across the cluster", Status: record.Pass}
+	v := record.NewVerdict("NCCL-005", "")
+	v.Status = record.Pass
 	var measured, problems []string
 	for _, c := range inventory.Collectives {
 		sw, ok := s.Collectives[c]

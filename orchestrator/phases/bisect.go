@@ -111,7 +111,7 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 	if !ok {
 		return nil
 	}
-	v := record.Verdict{ID: "NCCL-004", Title: "no slow node or link (pairwise bisection)"}
+	v := record.NewVerdict("NCCL-004", "")
 	switch {
 	case r.Outcome == record.Failed && len(b.Pairs) == 0:
 		v.Status, v.Detail = record.Skip, r.Error

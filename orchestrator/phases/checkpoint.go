@@ -45,7 +45,7 @@ var CheckpointWrite = orchestrator.Phase{
 		}
 		cmd := toolCmd(w.RunID(), n.Name, "checkpoint.sh", "write", remote.Quote(ckptBase(w)), remote.Quote(n.Name), fmt.Sprint(int64(c.Size)), fmt.Sprint(c.Shards),
 			remote.Quote(w.RunID()+"/"+n.Name), fmt.Sprint(need))
-		out, err := runOn(ctx, w, n, ckptWritePhase, cmd)
+		out, err := runOn(ctx, w, n, cmd)
 		err = ckptScriptError(err)
 		res, perr := parseCkptWrite(string(out), ckptBase(w)+"/"+n.Name)
 		if err != nil {
@@ -94,7 +94,7 @@ var CheckpointRestore = orchestrator.Phase{
 		var wr CkptSave
 		w.Result(ckptWritePhase, src, &wr)
 		cmd := toolCmd(w.RunID(), n.Name, "checkpoint.sh", "restore", remote.Quote(ckptBase(w)), remote.Quote(writer.Name), fmt.Sprint(len(wr.Shards)))
-		out, err := runOn(ctx, w, n, ckptRestorePhase, cmd)
+		out, err := runOn(ctx, w, n, cmd)
 		err = ckptScriptError(err)
 		res, perr := parseCkptRestore(string(out), wr.Dir)
 		res.Writer, res.WriterIndex, res.Expected = writer.Name, src, wr.Shards
@@ -447,19 +447,12 @@ func judgeCheckpoint(w *orchestrator.Window) []record.Verdict {
 		TolWrite: a.ToleranceFor("CKPT-002"), TolRead: a.ToleranceFor("CKPT-003"), TolIO: a.ToleranceFor("CKPT-004")})
 }
 
-var ckptTitles = map[string]string{
-	"CKPT-001": "checkpoint restore is byte-exact",
-	"CKPT-002": "checkpoint write throughput matches the quote",
-	"CKPT-003": "checkpoint read throughput matches the quote",
-	"CKPT-004": "GPU idle for a blocking checkpoint save and restore (cluster)",
-}
-
 // checkpointVerdicts judges the checkpoint: per node, the restore it did
 // (CKPT-001), its save's throughput (CKPT-002) and its read's (CKPT-003);
 // for the cluster, how long training would sit idle for a blocking save
 // and a restore, which the slowest node sets (CKPT-004).
 func checkpointVerdicts(nodes []ckptNode, q ckptQuote) []record.Verdict {
-	v := func(id, node string) record.Verdict { return record.Verdict{ID: id, Title: ckptTitles[id], Node: node} }
+	v := record.NewVerdict
 	var out []record.Verdict
 	for _, n := range nodes {
 		exact, wv, rv := v("CKPT-001", n.Name), v("CKPT-002", n.Name), v("CKPT-003", n.Name)
@@ -568,7 +561,7 @@ func ckptRateVerdict(v *record.Verdict, gbs, ceiling, quoted, tol float64, what 
 // ckptCluster: training on every node waits for the slowest save and the
 // slowest restore; the aggregate rates are all the bytes over those times.
 func ckptCluster(nodes []ckptNode, q ckptQuote) (record.Verdict, bool) {
-	v := record.Verdict{ID: "CKPT-004", Title: ckptTitles["CKPT-004"]}
+	v := record.NewVerdict("CKPT-004", "")
 	var save, restore float64
 	var saveOn, restoreOn string
 	var wrote, read, size int64

@@ -31,16 +31,11 @@ var Connect = orchestrator.Phase{
 			orDefault(inv.SSH.HandshakeTimeout, remote.DefaultHandshakeTimeout)) + 30*time.Second
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		if n.Client != nil {
-			n.Client.Close()
-			n.Client = nil
-		}
-		c, err := remote.Dial(ctx, n.Config)
+		c, err := w.Connect(ctx, n)
 		if err != nil {
 			return nil, err
 		}
-		n.Client = c
-		out, err := runOn(ctx, w, n, "connect", "hostname")
+		out, err := runOn(ctx, w, n, "hostname")
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +45,7 @@ var Connect = orchestrator.Phase{
 	Judge: func(w *orchestrator.Window) []record.Verdict {
 		var vs []record.Verdict
 		for _, n := range w.Nodes {
-			v := record.Verdict{ID: "CONN-001", Title: "reachable over SSH, host key verified", Node: n.Name}
+			v := record.NewVerdict("CONN-001", n.Name)
 			r, ok := w.Result("connect", n.Index, nil)
 			switch {
 			case !ok:

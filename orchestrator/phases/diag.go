@@ -30,7 +30,7 @@ var Diag = orchestrator.Phase{
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		level := max(w.Inv.Phases.Diag.Level, 1)
-		out, err := runOn(ctx, w, n, "diag", fmt.Sprintf("dcgmi diag -r %d -j", level))
+		out, err := runOn(ctx, w, n, fmt.Sprintf("dcgmi diag -r %d -j", level))
 		var exit *remote.ExitError
 		if err != nil && !errors.As(err, &exit) {
 			return nil, err
@@ -51,7 +51,7 @@ var Diag = orchestrator.Phase{
 	Judge: func(w *orchestrator.Window) []record.Verdict {
 		var vs []record.Verdict
 		for _, n := range w.Nodes {
-			v := record.Verdict{ID: "DIAG-001", Title: titles["DIAG-001"], Node: n.Name}
+			v := record.NewVerdict("DIAG-001", n.Name)
 			var d parse.Diag
 			r, ok := w.Result("diag", n.Index, &d)
 			switch {

@@ -285,13 +285,13 @@ func (j *failureJob) start(ctx context.Context, n *orchestrator.Node, size, gen 
 	j.launches[n.Name] = l
 	j.mu.Unlock()
 	j.act(n.Name, fmt.Sprintf("launched (generation %d, %d node(s))", gen, size), "")
-	client := n.Client
+	client := n.Exec()
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()
 		defer close(l.done)
 		defer j.log.poke()
-		log, _, err := j.w.LogFile(n, "failure")
+		log, _, err := j.w.Log(ctx, n)
 		if err != nil {
 			l.err = err
 			return
@@ -301,6 +301,10 @@ func (j *failureJob) start(ctx context.Context, n *orchestrator.Node, size, gen 
 		lines := &lineWriter{fn: func(line string) {
 			j.log.add(n.Name, line, time.Now())
 		}}
+		if client == nil {
+			l.err = fmt.Errorf("%s: not connected", n.Name)
+			return
+		}
 		err = client.Run(lctx, remote.Cmd{
 			Command: cmd,
 			Env:     map[string]string{"GPUACCEPT_RUN": j.w.RunID()},
@@ -459,12 +463,9 @@ func (j *failureJob) node(ctx context.Context, n *orchestrator.Node, timeout tim
 // nodeLines is node with each output line also passed to onLine as it
 // arrives.
 func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeout time.Duration, onLine func(string), op string, args ...string) (string, error) {
-	if n.Client == nil || n.Client.Lost() {
-		c, err := remote.Dial(ctx, n.Config)
-		if err != nil {
-			return "", err
-		}
-		n.Client = c
+	e, err := j.w.Reconnect(ctx, n)
+	if err != nil {
+		return "", err
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -476,7 +477,7 @@ func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeou
 		stdout = io.MultiWriter(&out, lines)
 	}
 	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID())}, args...)
-	err := n.Client.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: &out})
+	err = e.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: &out})
 	lines.flush()
 	return out.String(), err
 }

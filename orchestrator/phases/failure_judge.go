@@ -8,13 +8,6 @@ import (
 	"gpuaccept/orchestrator/record"
 )
 
-var failureTitles = map[string]string{
-	"RECOV-001": "the job resumed after losing a node, in time",
-	"RECOV-002": "work lost to the failure is within the checkpoint interval",
-	"RECOV-003": "the failed node came back into the job",
-	"RECOV-004": "nothing of the test is left running",
-}
-
 func judgeFailure(w *orchestrator.Window) []record.Verdict {
 	var res Failed
 	pr, ok := w.Result("failure", -1, &res)
@@ -22,7 +15,7 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 		return nil
 	}
 	f := w.Inv.Phases.Failure
-	v := func(id string) record.Verdict { return record.Verdict{ID: id, Title: failureTitles[id]} }
+	v := func(id string) record.Verdict { return record.NewVerdict(id, "") }
 	if res.InjectedAt == 0 {
 		// The test never got to the failure: say why on the first one.
 		r := v("RECOV-001")

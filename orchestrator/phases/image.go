@@ -179,7 +179,11 @@ func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Nod
 		n := missing[i]
 		tr := w.Progress.Transfer(n.Name, "image", a.Bytes)
 		defer tr.Close()
-		r, err := n.Client.Upload(ctx, a.Path, archivePath(w), remote.TransferOptions{
+		e, err := execOf(n)
+		if err != nil {
+			return nil, err
+		}
+		r, err := e.Upload(ctx, a.Path, archivePath(w), remote.TransferOptions{
 			Progress: func(done, _ int64) { tr.Set(done) }})
 		if err != nil {
 			return nil, err
@@ -218,7 +222,7 @@ func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 	tr := w.Progress.Transfer(nodes[0].Name, "image (chain)", res.Archive.Bytes)
 	defer tr.Close()
 	in := &countingReader{r: f, report: tr.Set}
-	out, err := runIn(ctx, w, nodes[0], "image", cmd, in)
+	out, err := runIn(ctx, w, nodes[0], cmd, in)
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -253,7 +257,7 @@ func loadAndCheck(ctx context.Context, w *orchestrator.Window, n *orchestrator.N
 	start := time.Now()
 	ref := res.Reference
 	if res.Mode == "push" {
-		out, err := runOn(ctx, w, n, "image", rt+" load -i "+remote.Quote(archivePath(w))+" 2>&1")
+		out, err := runOn(ctx, w, n, rt+" load -i "+remote.Quote(archivePath(w))+" 2>&1")
 		if err != nil {
 			ni.Error = fmt.Sprintf("%s load failed: %s (%v)", res.Runtime, lastLine(string(out)), err)
 			return
@@ -264,13 +268,13 @@ func loadAndCheck(ctx context.Context, w *orchestrator.Window, n *orchestrator.N
 			return
 		}
 	} else {
-		if out, err := runOn(ctx, w, n, "image", rt+" pull "+remote.Quote(ref)+" 2>&1"); err != nil {
+		if out, err := runOn(ctx, w, n, rt+" pull "+remote.Quote(ref)+" 2>&1"); err != nil {
 			ni.Error = fmt.Sprintf("%s pull %s failed: %s (%v)", res.Runtime, ref, lastLine(string(out)), err)
 			return
 		}
 	}
 	ni.LoadSecs = time.Since(start).Seconds()
-	out, err := runOn(ctx, w, n, "image", rt+" image inspect "+remote.Quote(ref))
+	out, err := runOn(ctx, w, n, rt+" image inspect "+remote.Quote(ref))
 	if err != nil {
 		ni.Error = fmt.Sprintf("%s image inspect %s: %v", res.Runtime, ref, err)
 		return
@@ -353,7 +357,7 @@ func smoke(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ni
 	}
 	s := &Smoke{Command: strings.Join(args, " ")}
 	start := time.Now()
-	out, err := runOn(ctx, w, n, "image", s.Command+" 2>&1")
+	out, err := runOn(ctx, w, n, s.Command+" 2>&1")
 	s.Secs, s.Ready, s.Output = time.Since(start).Seconds(), time.Now().UTC(), strings.TrimSpace(string(out))
 	if err != nil {
 		s.Error = err.Error()
@@ -401,7 +405,8 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 	}
 	var out []record.Verdict
 	if res.Archive != nil {
-		v := record.Verdict{ID: "IMG-003", Title: "the pinned image reaches every node", Status: record.Pass}
+		v := record.NewVerdict("IMG-003", "")
+		v.Status = record.Pass
 		got := 0
 		for _, ni := range res.Nodes {
 			if ni.Via != "" {
@@ -422,7 +427,8 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 		if !ok {
 			continue
 		}
-		match := record.Verdict{ID: "IMG-001", Title: "the node's image is the pinned one", Node: n.Name, Quoted: "sha256:" + shortHex(res.Pin)}
+		match := record.NewVerdict("IMG-001", n.Name)
+		match.Quoted = "sha256:" + shortHex(res.Pin)
 		switch {
 		case ni.Match:
 			match.Status, match.Measured = record.Pass, fmt.Sprintf("image ID sha256:%s (%s %.1f s)", shortHex(ni.ID), loadVerb(res.Mode), ni.LoadSecs)
@@ -434,8 +440,8 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 		}
 		out = append(out, match)
 		if ni.Smoke != nil {
-			sv := record.Verdict{ID: "IMG-002", Title: "the image starts with the GPUs", Node: n.Name,
-				Measured: fmt.Sprintf("%.2f s: %s", ni.Smoke.Secs, firstLine(ni.Smoke.Output))}
+			sv := record.NewVerdict("IMG-002", n.Name)
+			sv.Measured = fmt.Sprintf("%.2f s: %s", ni.Smoke.Secs, firstLine(ni.Smoke.Output))
 			sv.Status = record.Pass
 			if ni.Smoke.Error != "" {
 				sv.Status, sv.Detail = record.Fail, ni.Smoke.Error

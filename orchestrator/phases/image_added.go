@@ -37,7 +37,7 @@ func imagesHeld(ctx context.Context, w *orchestrator.Window, n *orchestrator.Nod
 	h := &held{runtime: res.Runtime, before: map[string]bool{}, ours: map[string]bool{},
 		file: addedList(w.RunID(), n.Name), keep: w.Inv.Image.Keep}
 	q := remote.Quote(h.file)
-	out, err := runOn(ctx, w, n, "image", remote.Quote(res.Runtime)+" images -q --no-trunc && echo '-- added' && { cat "+q+" 2>/dev/null; true; }")
+	out, err := runOn(ctx, w, n, remote.Quote(res.Runtime)+" images -q --no-trunc && echo '-- added' && { cat "+q+" 2>/dev/null; true; }")
 	if err != nil {
 		return h
 	}
@@ -85,7 +85,7 @@ func (h *held) add(ctx context.Context, w *orchestrator.Window, n *orchestrator.
 	if h.ours[id] {
 		return
 	}
-	if _, err := runOn(ctx, w, n, "image", "echo "+remote.Quote(h.runtime+" "+id)+" >> "+remote.Quote(h.file)); err == nil {
+	if _, err := runOn(ctx, w, n, "echo "+remote.Quote(h.runtime+" "+id)+" >> "+remote.Quote(h.file)); err == nil {
 		h.ours[id] = true
 	}
 }

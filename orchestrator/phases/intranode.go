@@ -66,8 +66,8 @@ func judgeIntra(w *orchestrator.Window) []record.Verdict {
 		if !ok && pr.Phase == "" {
 			continue
 		}
-		correct := record.Verdict{ID: "NCCL-001", Title: "collective results are correct", Node: n.Name, Status: record.Pass, Measured: "0 wrong (intra-node)"}
-		bw := record.Verdict{ID: "NCCL-003", Title: "intra-node all_reduce bus bandwidth matches the quote", Node: n.Name}
+		correct, bw := record.NewVerdict("NCCL-001", n.Name), record.NewVerdict("NCCL-003", n.Name)
+		correct.Status, correct.Measured = record.Pass, "0 wrong (intra-node)"
 		medians, problems, _ := summarize(res.Repeats, &correct, " (intra-node)")
 		if len(medians) == 0 {
 			bw.Status, bw.Detail = record.Fail, firstNonEmpty(pr.Error, strings.Join(problems, "; "), "no sweep completed")

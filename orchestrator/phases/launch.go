@@ -171,6 +171,7 @@ type SweepPoint struct {
 // nodes that no longer answer are named.
 func (j job) run(ctx context.Context, w *orchestrator.Window, timeout time.Duration) Sweep {
 	start := time.Now()
+	ctx = orchestrator.WithLog(ctx, j.log)
 	s := j.runOnce(ctx, w, timeout)
 	if s.Error != "" && ctx.Err() == nil {
 		if j.usesSrun(w) {
@@ -212,7 +213,7 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	} else {
 		command = j.command(w)
 	}
-	out, err := runOn(sctx, w, from, j.log, command)
+	out, err := runOn(sctx, w, from, command)
 	if from.Index < 0 {
 		// The login node's log holds the run; each node's evidence says where.
 		for _, n := range j.nodes {
@@ -260,7 +261,7 @@ func (j job) supportsJSON(ctx context.Context, w *orchestrator.Window) bool {
 	v, _ := w.Shared("json:"+j.bench.binary, func() (any, error) {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		out, _ := runOn(pctx, w, n, j.log, remote.Quote(j.bench.binary)+" -h 2>&1 | grep -c -e --output_file")
+		out, _ := runOn(pctx, w, n, remote.Quote(j.bench.binary)+" -h 2>&1 | grep -c -e --output_file")
 		return strings.TrimSpace(string(out)) != "" && strings.TrimSpace(string(out)) != "0", nil
 	})
 	ok, _ := v.(bool)
@@ -273,7 +274,7 @@ func (j job) supportsJSON(ctx context.Context, w *orchestrator.Window) bool {
 // text's (nccl-tests' JSON lists one device per process).
 func (j job) mergeJSON(ctx context.Context, w *orchestrator.Window, r *parse.NCCL) bool {
 	for _, n := range j.nodes {
-		out, err := runOn(ctx, w, n, j.log, "cat "+j.bench.json+" 2>/dev/null && rm -f "+j.bench.json)
+		out, err := runOn(ctx, w, n, "cat "+j.bench.json+" 2>/dev/null && rm -f "+j.bench.json)
 		if err != nil || len(out) == 0 {
 			continue
 		}
@@ -302,7 +303,7 @@ func (j job) scancel(ctx context.Context, w *orchestrator.Window) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err = runOn(sctx, w, login, j.log, "scancel --name="+remote.Quote(j.jobName(w)))
+	_, err = runOn(sctx, w, login, "scancel --name="+remote.Quote(j.jobName(w)))
 	return err
 }
 
@@ -347,11 +348,11 @@ echo "$n"`
 			defer cancel()
 			var out strings.Builder
 			var err error
-			if n.Client == nil || n.Client.Lost() {
+			if e := n.Exec(); e == nil || e.Lost() {
 				err = errors.New("connection lost")
 			} else {
 				// Without the window's mark: it must not end itself.
-				err = n.Client.Run(pctx, remote.Cmd{Command: cmd, Stdout: &out})
+				err = e.Run(pctx, remote.Cmd{Command: cmd, Stdout: &out})
 			}
 			mu.Lock()
 			defer mu.Unlock()

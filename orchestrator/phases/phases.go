@@ -19,24 +19,26 @@ func All() []orchestrator.Phase {
 
 // runOn runs command on the node with the window's mark in its
 // environment (teardown finds leftovers by it) and keeps everything the
-// node said in the phase's raw log. It returns stdout.
-func runOn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, phase, command string) ([]byte, error) {
-	return runIn(ctx, w, n, phase, command, nil)
+// node said in the raw log of the work ctx carries (the phase's, or the
+// one orchestrator.WithLog names). It returns stdout.
+func runOn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string) ([]byte, error) {
+	return runIn(ctx, w, n, command, nil)
 }
 
 // runIn is runOn with stdin.
-func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, phase, command string, stdin io.Reader) ([]byte, error) {
-	if n.Client == nil {
-		return nil, fmt.Errorf("%s: not connected", n.Name)
+func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string, stdin io.Reader) ([]byte, error) {
+	e, err := execOf(n)
+	if err != nil {
+		return nil, err
 	}
-	log, _, err := w.LogFile(n, phase)
+	log, _, err := w.Log(ctx, n)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "$ %s\n", firstLine(command))
 	var out bytes.Buffer
-	err = n.Client.Run(ctx, remote.Cmd{
+	err = e.Run(ctx, remote.Cmd{
 		Command: command,
 		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},
 		Stdin:   stdin,
@@ -47,6 +49,15 @@ func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ph
 		fmt.Fprintf(log, "# %v\n", err)
 	}
 	return out.Bytes(), err
+}
+
+// execOf is n's executor, or why there is none.
+func execOf(n *orchestrator.Node) (remote.Executor, error) {
+	e := n.Exec()
+	if e == nil {
+		return nil, fmt.Errorf("%s: not connected", n.Name)
+	}
+	return e, nil
 }
 
 func firstLine(s string) string {

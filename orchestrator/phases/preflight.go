@@ -16,6 +16,7 @@ import (
 var Preflight = orchestrator.Phase{
 	Name:   "preflight",
 	Gating: true,
+	Facts:  true,
 	Enabled: func(inv *inventory.Inventory) bool {
 		return inventory.On(inv.Phases.Preflight.Enabled)
 	},
@@ -23,7 +24,7 @@ var Preflight = orchestrator.Phase{
 		return orDefault(inv.Phases.Preflight.Timeout, 3*time.Minute)
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		out, err := runOn(ctx, w, n, "preflight", toolCmd(w.RunID(), n.Name, "preflight.sh"))
+		out, err := runOn(ctx, w, n, toolCmd(w.RunID(), n.Name, "preflight.sh"))
 		if err != nil {
 			return nil, err
 		}

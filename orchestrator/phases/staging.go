@@ -119,7 +119,7 @@ func StagingDir(w *orchestrator.Window) string {
 func stageNode(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 	st := w.Inv.Phases.Staging
 	res := &Staged{Dir: StagingDir(w)}
-	out, err := runOn(ctx, w, n, "staging", stageCommand(w, n, "prepare", res.Dir))
+	out, err := runOn(ctx, w, n, stageCommand(w, n, "prepare", res.Dir))
 	if err != nil {
 		return nil, stageError(out, err, "")
 	}
@@ -174,10 +174,11 @@ func stopped(ctx context.Context, n *orchestrator.Node) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if n.Client == nil {
+	e := n.Exec()
+	if e == nil {
 		return errors.New("not connected")
 	}
-	if n.Client.Lost() {
+	if e.Lost() {
 		return remote.ErrConnectionLost
 	}
 	return nil
@@ -214,7 +215,7 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	if s.Kind == "synthetic" {
 		return stageSynthetic(ctx, w, n, dir, src, s, &sent)
 	}
-	out, err := runOn(ctx, w, n, "staging", stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From, s.Endpoint))
+	out, err := runOn(ctx, w, n, stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From, s.Endpoint))
 	if err != nil {
 		s.Error = stageError(out, err, s.Name+" ("+s.From+"): ").Error()
 		return s
@@ -248,17 +249,18 @@ func stageSynthetic(ctx context.Context, w *orchestrator.Window, n *orchestrator
 	if s.Expected == "" {
 		s.Expected, s.ExpectedFrom = sum.(string), "generator"
 	}
-	log, _, lerr := w.LogFile(n, "staging")
+	log, _, lerr := w.Log(ctx, n)
 	if lerr == nil {
 		defer log.Close()
 		fmt.Fprintf(log, "# upload %s (%d bytes of %s, sha256 %s) to %s/%s\n", s.Name, size, syntheticGenerator, sum, dir, s.Name)
 	}
-	if n.Client == nil {
+	e, err := execOf(n)
+	if err != nil {
 		s.Error = "not connected"
 		return s
 	}
 	tr := w.Progress.Transfer(n.Name, "staging "+s.Name, size)
-	r, err := n.Client.UploadFrom(ctx, gen, size, dir+"/"+s.Name, remote.TransferOptions{
+	r, err := e.UploadFrom(ctx, gen, size, dir+"/"+s.Name, remote.TransferOptions{
 		SHA256:   sum.(string),
 		Progress: func(done, _ int64) { sent.Store(done); tr.Set(done) },
 	})
@@ -371,7 +373,7 @@ func diskBaseline(ctx context.Context, w *orchestrator.Window, n *orchestrator.N
 			"--name=seqwrite --rw=write --end_fsync=1 --name=seqread --stonewall --rw=read", remote.Quote(dir), fioFile, t.flags)
 		cmd := fmt.Sprintf("command -v fio >/dev/null 2>&1 || { echo %s; exit 0; }; %s; rc=$?; rm -f %s/%s; exit $rc",
 			remote.Quote(absent), fio, remote.Quote(dir), fioFile)
-		out, err := runOn(ctx, w, n, "staging", cmd)
+		out, err := runOn(ctx, w, n, cmd)
 		if strings.TrimSpace(string(out)) == absent {
 			return nil, "not measured: fio is not installed on the node"
 		}

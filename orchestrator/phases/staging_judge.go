@@ -10,12 +10,6 @@ import (
 	"gpuaccept/orchestrator/record"
 )
 
-var stagingTitles = map[string]string{
-	"STAGE-001": "staged files' sha256 verified on every node",
-	"STAGE-002": "staging throughput matches the quote",
-	"STAGE-003": "staging fits the planned setup window",
-}
-
 // stageRun is one node's recorded staging.
 type stageRun struct {
 	node *orchestrator.Node
@@ -108,7 +102,7 @@ func majority(sums map[int]string) (string, int) {
 }
 
 func checksumVerdict(r stageRun, agree map[string]map[int]string, names []string) record.Verdict {
-	v := record.Verdict{ID: "STAGE-001", Title: stagingTitles["STAGE-001"], Node: r.node.Name}
+	v := record.NewVerdict("STAGE-001", r.node.Name)
 	if r.res == nil {
 		v.Status, v.Detail = stageMissing(r)
 		return v
@@ -184,7 +178,7 @@ func sumsByNode(sums map[int]string, self int, names []string) string {
 }
 
 func throughputVerdict(w *orchestrator.Window, r stageRun) record.Verdict {
-	v := record.Verdict{ID: "STAGE-002", Title: stagingTitles["STAGE-002"], Node: r.node.Name}
+	v := record.NewVerdict("STAGE-002", r.node.Name)
 	if r.res == nil {
 		v.Status, v.Detail = stageMissing(r)
 		return v
@@ -239,7 +233,7 @@ func diskText(res *Staged) string {
 // from the first node's start to the last one's end, against the quote
 // times the number of nodes.
 func aggregateVerdict(w *orchestrator.Window, runs []stageRun) record.Verdict {
-	v := record.Verdict{ID: "STAGE-002", Title: "aggregate staging throughput matches the quote"}
+	v := record.NewVerdict("STAGE-002", "")
 	var bytes int64
 	var first, last time.Time
 	var done, incomplete []string
@@ -295,7 +289,7 @@ func aggregateVerdict(w *orchestrator.Window, runs []stageRun) record.Verdict {
 // windowVerdict: the setup is done when the slowest node is; a node that
 // did not finish staging misses the window.
 func windowVerdict(window time.Duration, runs []stageRun) record.Verdict {
-	v := record.Verdict{ID: "STAGE-003", Title: stagingTitles["STAGE-003"]}
+	v := record.NewVerdict("STAGE-003", "")
 	slowest, slowSecs := "", -1.0
 	var failed, failedNames, absent, over []string
 	for _, r := range runs {

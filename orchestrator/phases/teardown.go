@@ -7,6 +7,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
 	"gpuaccept/scripts"
 )
@@ -25,19 +26,14 @@ var Teardown = orchestrator.Phase{
 	Teardown: true,
 	Deadline: func(*inventory.Inventory) time.Duration { return 45 * time.Second },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		if n.Client == nil || n.Client.Lost() {
-			// The connection went away during the window: one more try, so
-			// a network blip does not leave the node uncleaned.
-			c, err := remote.Dial(ctx, n.Config)
-			if err != nil {
-				return nil, err
-			}
-			n.Client = c
+		e, err := w.Reconnect(ctx, n)
+		if err != nil {
+			return nil, err
 		}
 		dir := "$HOME/.gpuaccept/" + w.RunID()
 		// The teardown command itself must not carry the window's mark, or
 		// it would end itself: it runs without runOn's environment.
-		log, _, err := w.LogFile(n, "teardown")
+		log, _, err := w.Log(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +46,7 @@ var Teardown = orchestrator.Phase{
 		for _, d := range WindowDirs(w) {
 			cmd += " " + remote.Quote(d)
 		}
-		err = n.Client.Run(ctx, remote.Cmd{Command: cmd, Stdout: &out, Stderr: log})
+		err = e.Run(ctx, remote.Cmd{Command: cmd, Stdout: &out, Stderr: log})
 		log.Write([]byte(out.String()))
 		if err != nil {
 			return nil, err
@@ -69,6 +65,23 @@ var Teardown = orchestrator.Phase{
 		}
 		return c, nil
 	},
+	Judge: judgeWindow,
+}
+
+// judgeWindow: a node that dropped out (quarantined in any phase) is not
+// a node the provider delivered (WIN-001). It is teardown's, the phase
+// that closes the window, so it comes after every other verdict.
+func judgeWindow(w *orchestrator.Window) []record.Verdict {
+	var vs []record.Verdict
+	for _, n := range w.Nodes {
+		v := record.NewVerdict("WIN-001", n.Name)
+		v.Status = record.Pass
+		if q, why := n.Quarantined(); q {
+			v.Status, v.Measured, v.Detail = record.Fail, "quarantined", why
+		}
+		vs = append(vs, v)
+	}
+	return vs
 }
 
 // WindowDirs are the window's directories outside its home one (staging,

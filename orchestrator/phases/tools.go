@@ -39,10 +39,14 @@ var Tools = orchestrator.Phase{
 	Deadline:  func(*inventory.Inventory) time.Duration { return 2 * time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		res := ToolsPushed{Dir: toolsDir(w.RunID(), n.Name)}
+		e, err := execOf(n)
+		if err != nil {
+			return res, err
+		}
 		for _, f := range scripts.Pushed() {
 			sum := scripts.SHA256(f.Body)
 			// SFTP paths are relative to the login directory, as toolsDir is.
-			tr, err := n.Client.UploadFrom(ctx, strings.NewReader(f.Body), int64(len(f.Body)), toolsDir(w.RunID(), n.Name)+"/"+f.Name,
+			tr, err := e.UploadFrom(ctx, strings.NewReader(f.Body), int64(len(f.Body)), toolsDir(w.RunID(), n.Name)+"/"+f.Name,
 				remote.TransferOptions{Mode: 0o644, SHA256: sum})
 			if err != nil {
 				return res, fmt.Errorf("push %s: %w", f.Name, err)

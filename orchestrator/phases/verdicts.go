@@ -37,7 +37,9 @@ func judgePreflight(w *orchestrator.Window) []record.Verdict {
 				reason = why
 			}
 			for _, id := range []string{"GPU-001", "GPU-002", "GPU-003", "GPU-004"} {
-				vs = append(vs, record.Verdict{ID: id, Title: titles[id], Node: n.Name, Status: record.Skip, Detail: reason})
+				v := record.NewVerdict(id, n.Name)
+				v.Status, v.Detail = record.Skip, reason
+				vs = append(vs, v)
 			}
 			continue
 		}
@@ -57,20 +59,9 @@ func judgePreflight(w *orchestrator.Window) []record.Verdict {
 	return vs
 }
 
-var titles = map[string]string{
-	"GPU-001":  "GPU model matches the quote",
-	"GPU-002":  "GPUs per node match the quote",
-	"GPU-003":  "GPU memory matches the quote",
-	"GPU-004":  "GPU form factor matches the quote",
-	"GPU-005":  "driver version the same on every node (and as quoted)",
-	"GPU-006":  "CUDA version the same on every node (and as quoted)",
-	"NET-001":  "network ports active at the quoted count and speed",
-	"NODE-001": "node matches the rest of the fleet",
-	"DIAG-001": "DCGM diagnostic passes",
-}
-
 func exact(id, node, measured, quoted string) record.Verdict {
-	v := record.Verdict{ID: id, Title: titles[id], Node: node, Measured: measured, Quoted: quoted}
+	v := record.NewVerdict(id, node)
+	v.Measured, v.Quoted = measured, quoted
 	switch {
 	case quoted == "" || quoted == "0":
 		v.Status, v.Quoted, v.Detail = record.Skip, "", "not stated in the quote"
@@ -83,7 +74,8 @@ func exact(id, node, measured, quoted string) record.Verdict {
 }
 
 func atLeast(id, node string, measured, quoted float64, unit string, tol float64) record.Verdict {
-	v := record.Verdict{ID: id, Title: titles[id], Node: node, Measured: fmt.Sprintf("%g %s", measured, unit)}
+	v := record.NewVerdict(id, node)
+	v.Measured = fmt.Sprintf("%g %s", measured, unit)
 	if quoted <= 0 {
 		v.Status, v.Detail = record.Skip, "not stated in the quote"
 		return v
@@ -98,7 +90,8 @@ func atLeast(id, node string, measured, quoted float64, unit string, tol float64
 }
 
 func formVerdict(node string, f *Facts, quoted string) record.Verdict {
-	v := record.Verdict{ID: "GPU-004", Title: titles["GPU-004"], Node: node, Measured: f.FormFactor, Quoted: quoted, Detail: f.FormWhy}
+	v := record.NewVerdict("GPU-004", node)
+	v.Measured, v.Quoted, v.Detail = f.FormFactor, quoted, f.FormWhy
 	switch {
 	case quoted == "":
 		v.Status, v.Detail = record.Skip, "not stated in the quote"
@@ -116,7 +109,7 @@ func formVerdict(node string, f *Facts, quoted string) record.Verdict {
 // ports are other networks (front-end, storage) and do not count towards
 // the quoted fabric.
 func nicVerdict(node string, f *Facts, q inventory.Quote, tol float64) record.Verdict {
-	v := record.Verdict{ID: "NET-001", Title: titles["NET-001"], Node: node}
+	v := record.NewVerdict("NET-001", node)
 	fast := 0
 	var down []string
 	for _, p := range f.NICs {
@@ -164,7 +157,8 @@ func versionVerdict(id string, w *orchestrator.Window, facts map[int]*Facts, get
 		if !ok {
 			continue
 		}
-		v := record.Verdict{ID: id, Title: titles[id], Node: n.Name, Measured: get(f), Quoted: quoted, Status: record.Pass}
+		v := record.NewVerdict(id, n.Name)
+		v.Measured, v.Quoted, v.Status = get(f), quoted, record.Pass
 		switch {
 		case get(f) == "":
 			v.Status, v.Detail = record.Warn, "not reported"
@@ -202,7 +196,8 @@ func homogeneity(w *orchestrator.Window, facts map[int]*Facts) []record.Verdict 
 				diffs = append(diffs, fmt.Sprintf("%s %q (most nodes: %q)", k.name, k.get(f), c))
 			}
 		}
-		v := record.Verdict{ID: "NODE-001", Title: titles["NODE-001"], Node: n.Name, Status: record.Pass, Measured: "same as the fleet"}
+		v := record.NewVerdict("NODE-001", n.Name)
+		v.Status, v.Measured = record.Pass, "same as the fleet"
 		if len(diffs) > 0 {
 			v.Status, v.Measured, v.Detail = record.Fail, "differs", strings.Join(diffs, "; ")
 		}

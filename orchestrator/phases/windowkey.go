@@ -44,7 +44,7 @@ var WindowKey = orchestrator.Phase{
 		known, portLines := peerHosts(w)
 		dir := nodeDir(w)
 		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines))
-		if _, err := runIn(ctx, w, n, "windowkey", cmd, strings.NewReader(string(key.PrivatePEM))); err != nil {
+		if _, err := runIn(ctx, w, n, cmd, strings.NewReader(string(key.PrivatePEM))); err != nil {
 			return nil, err
 		}
 		return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Config: dir + "/ssh/config"}, nil
@@ -62,7 +62,8 @@ func nodeDir(w *orchestrator.Window) string { return "$HOME/.gpuaccept/" + w.Run
 func peerHosts(w *orchestrator.Window) (known, ports string) {
 	var k, p []string
 	for _, m := range w.Nodes {
-		if m.Client == nil {
+		hk, ok := m.Exec().(remote.HostKeyed)
+		if !ok {
 			continue
 		}
 		host := w.FabricHost(m)
@@ -71,7 +72,7 @@ func peerHosts(w *orchestrator.Window) (known, ports string) {
 			names = append(names, fmt.Sprintf("[%s]:%d", host, m.Config.Port))
 			p = append(p, fmt.Sprintf("Host %s\n  Port %d", host, m.Config.Port))
 		}
-		if line := m.Client.KnownHostsLine(names...); line != "" {
+		if line := hk.KnownHostsLine(names...); line != "" {
 			k = append(k, line)
 		}
 	}

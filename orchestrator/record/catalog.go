@@ -1,0 +1,192 @@
+package record
+
+import (
+	"slices"
+	"strings"
+)
+
+// Requirement is one acceptance criterion a window can judge: the one
+// place its ID, title, family, unit and card row are written. Judges make
+// their verdicts from it (NewVerdict), inventory validation checks the
+// IDs thresholds name against it, and reports take titles and families
+// from it.
+type Requirement struct {
+	ID    string
+	Title string
+	// Family is the ID's prefix: the junit class (gpuaccept.<family>) and
+	// the report's column.
+	Family string
+	// Card is the row of the buyer's acceptance card the requirement fills
+	// (one of CardRows); "" for the window's own preconditions (reached,
+	// stayed in the window), which fill no row.
+	Card string
+	// Figure: its verdicts record a measured Value in Unit (UnitScore's ""
+	// included), which `gpuaccept diff` compares and
+	// acceptance.regression_by_id may set a threshold for.
+	Figure bool
+	Unit   string
+	// Tolerance: it is judged as a fraction of a quoted figure, which
+	// acceptance.thresholds may set.
+	Tolerance bool
+}
+
+// The rows of the buyer's acceptance card (DESIGN.md), in its order.
+const (
+	CardContainer  = "container start"
+	CardGPU        = "GPU state"
+	CardHealth     = "node health"
+	CardNCCL       = "NCCL all-reduce"
+	CardStaging    = "storage staging"
+	CardCheckpoint = "checkpoint write/read"
+	CardFailure    = "failure check"
+	CardBilling    = "idle shutdown / billing"
+	CardSecurity   = "security check"
+	CardLoad       = "load test"
+)
+
+// CardRows is the acceptance card's rows in order.
+var CardRows = []string{CardContainer, CardGPU, CardHealth, CardNCCL, CardStaging, CardCheckpoint,
+	CardFailure, CardBilling, CardSecurity, CardLoad}
+
+func req(id, title, card string) Requirement {
+	family, _, _ := strings.Cut(id, "-")
+	return Requirement{ID: id, Title: title, Family: family, Card: card}
+}
+
+// measured marks a requirement whose verdicts carry a Value in unit.
+func (r Requirement) measured(unit string) Requirement {
+	r.Figure, r.Unit = true, unit
+	return r
+}
+
+// againstQuote marks a requirement judged as a fraction of a quoted
+// figure.
+func (r Requirement) againstQuote() Requirement {
+	r.Tolerance = true
+	return r
+}
+
+var catalog = []Requirement{
+	req("CONN-001", "reachable over SSH, host key verified", ""),
+	req("WIN-001", "node took part in the whole window", ""),
+
+	req("GPU-001", "GPU model matches the quote", CardGPU),
+	req("GPU-002", "GPUs per node match the quote", CardGPU),
+	req("GPU-003", "GPU memory matches the quote", CardGPU).againstQuote(),
+	req("GPU-004", "GPU form factor matches the quote", CardGPU),
+	req("GPU-005", "driver version the same on every node (and as quoted)", CardGPU),
+	req("GPU-006", "CUDA version the same on every node (and as quoted)", CardGPU),
+	req("NET-001", "network ports active at the quoted count and speed", CardGPU).againstQuote(),
+	req("NODE-001", "node matches the rest of the fleet", CardGPU),
+
+	req("DIAG-001", "DCGM diagnostic passes", CardHealth),
+
+	req("NCCL-001", "collective results are correct", CardNCCL),
+	req("NCCL-002", "inter-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote(),
+	req("NCCL-003", "intra-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote(),
+	req("NCCL-004", "no slow node or link (pairwise bisection)", CardNCCL).measured(UnitScore),
+	req("NCCL-005", "other collectives run correctly across the cluster", CardNCCL),
+
+	req("IMG-001", "the node's image is the pinned one", CardContainer).measured(UnitSeconds),
+	req("IMG-002", "the image starts with the GPUs", CardContainer).measured(UnitSeconds),
+	req("IMG-003", "the pinned image reaches every node", CardContainer).measured(UnitSeconds),
+
+	req("STAGE-001", "staged files' sha256 verified on every node", CardStaging),
+	req("STAGE-002", "staging throughput matches the quote", CardStaging).measured(UnitGBs).againstQuote(),
+	req("STAGE-003", "staging fits the planned setup window", CardStaging).measured(UnitSeconds),
+
+	req("CKPT-001", "checkpoint restore is byte-exact", CardCheckpoint),
+	req("CKPT-002", "checkpoint write throughput matches the quote", CardCheckpoint).measured(UnitGBs).againstQuote(),
+	req("CKPT-003", "checkpoint read throughput matches the quote", CardCheckpoint).measured(UnitGBs).againstQuote(),
+	req("CKPT-004", "GPU idle for a blocking checkpoint save and restore (cluster)", CardCheckpoint).measured(UnitSeconds).againstQuote(),
+
+	req("RECOV-001", "the job resumed after losing a node, in time", CardFailure).measured(UnitSeconds),
+	req("RECOV-002", "work lost to the failure is within the checkpoint interval", CardFailure).measured(UnitSteps),
+	req("RECOV-003", "the failed node came back into the job", CardFailure).measured(UnitSeconds),
+	req("RECOV-004", "nothing of the test is left running", CardFailure),
+}
+
+var byID = func() map[string]Requirement {
+	m := make(map[string]Requirement, len(catalog))
+	for _, r := range catalog {
+		if _, dup := m[r.ID]; dup {
+			panic("record: requirement " + r.ID + " is in the catalog twice")
+		}
+		m[r.ID] = r
+	}
+	return m
+}()
+
+// Catalog is every requirement, in the order reports list them.
+func Catalog() []Requirement { return slices.Clone(catalog) }
+
+// Lookup is the requirement id names.
+func Lookup(id string) (Requirement, bool) {
+	r, ok := byID[id]
+	return r, ok
+}
+
+// FamilyOf is id's family: the catalog's, or, for an ID it does not hold
+// (a run made by another version), the ID's prefix.
+func FamilyOf(id string) string {
+	if r, ok := byID[id]; ok {
+		return r.Family
+	}
+	f, _, _ := strings.Cut(id, "-")
+	return f
+}
+
+// TitleOf is id's title in the catalog; fallback for an ID it does not
+// hold (a run made by another version keeps its own).
+func TitleOf(id, fallback string) string {
+	if r, ok := byID[id]; ok {
+		return r.Title
+	}
+	return fallback
+}
+
+// NewVerdict is a verdict of requirement id on node ("" for the whole
+// cluster), titled from the catalog. An ID missing from the catalog keeps
+// the ID as its title; TestEveryJudgedIDIsInTheCatalog keeps that from
+// happening.
+func NewVerdict(id, node string) Verdict {
+	return Verdict{ID: id, Title: TitleOf(id, id), Node: node}
+}
+
+// Suggest is the catalog ID nearest to id, for a did-you-mean; "" when
+// none is near (more than two edits away). only, when set, limits the
+// candidates.
+func Suggest(id string, only func(Requirement) bool) string {
+	best, dist := "", 3
+	up := strings.ToUpper(strings.TrimSpace(id))
+	for _, r := range catalog {
+		if only != nil && !only(r) {
+			continue
+		}
+		if d := editDistance(up, r.ID); d < dist {
+			best, dist = r.ID, d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b (IDs are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
