@@ -305,7 +305,7 @@ func (c *Comparison) criteria(runs []*record.Run) {
 	}
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Or(natural(a, b), cmp.Compare(a, b)) })
 	for _, id := range ids {
-		cr := Criterion{ID: id, Title: oneLine(titles[id])}
+		cr := Criterion{ID: id, Title: oneLine(record.TitleOf(id, titles[id]))}
 		for i := range runs {
 			cr.Runs = append(cr.Runs, cell(byID[i][id]))
 		}

@@ -618,7 +618,7 @@ func (d *Diff) compareVerdicts(b, c *record.Run, reg *record.Regression) {
 	for _, k := range cKeys {
 		x := cv[k]
 		y, inB := bv[k]
-		sc := StatusChange{ID: k.id, Title: x.Title, Node: k.node, Candidate: x.Status, Measured: x.Measured}
+		sc := StatusChange{ID: k.id, Title: record.TitleOf(k.id, x.Title), Node: k.node, Candidate: x.Status, Measured: x.Measured}
 		switch {
 		case inB && y.Status == x.Status:
 			continue
@@ -654,7 +654,7 @@ func anyNode(nodes string, set map[string]bool) bool {
 // direction; worse by more than threshold is a regression. From a
 // baseline of 0 any worsening is one (there is no relative change).
 func compareMetric(v record.Verdict, base, cand, threshold float64) Metric {
-	m := Metric{ID: v.ID, Title: v.Title, Node: v.Node, Unit: v.Unit, LowerIsBetter: record.LowerIsBetter(v.Unit),
+	m := Metric{ID: v.ID, Title: record.TitleOf(v.ID, v.Title), Node: v.Node, Unit: v.Unit, LowerIsBetter: record.LowerIsBetter(v.Unit),
 		Baseline: base, Candidate: cand, Threshold: threshold}
 	if base != 0 {
 		pct := (cand - base) / math.Abs(base) * 100

@@ -81,8 +81,8 @@ func JUnit(w io.Writer, run *record.Run) error {
 	}
 	for _, id := range ids {
 		vs := byID[id]
-		family, _, _ := strings.Cut(id, "-")
-		c := junitCase{Classname: "gpuaccept." + family, Name: strings.Join(strings.Fields(id+" "+oneLine(vs[0].Title)), " ")}
+		title := record.TitleOf(id, vs[0].Title)
+		c := junitCase{Classname: "gpuaccept." + record.FamilyOf(id), Name: strings.Join(strings.Fields(id+" "+oneLine(title)), " ")}
 		var failed, lines []string
 		skipped := 0
 		for _, v := range vs {

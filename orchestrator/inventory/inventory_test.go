@@ -251,7 +251,7 @@ func TestRelativePathsFollowTheFile(t *testing.T) {
 func TestLabelsAndThresholdsKeepTheirCase(t *testing.T) {
 	src := minimal + `    labels: {Rack: R12, rack: r12, IB-Leaf: "3"}
 acceptance:
-  thresholds: {NCCL-002: 0.85, GPU-001: 1}
+  thresholds: {NCCL-002: 0.85, GPU-003: 1}
 `
 	inv, err := parse("a.yaml", []byte(src), noEnv)
 	if err != nil {
@@ -260,7 +260,7 @@ acceptance:
 	if want := map[string]string{"Rack": "R12", "rack": "r12", "IB-Leaf": "3"}; !reflect.DeepEqual(inv.Nodes[0].Labels, want) {
 		t.Errorf("labels %v, want %v", inv.Nodes[0].Labels, want)
 	}
-	if want := map[string]float64{"NCCL-002": 0.85, "GPU-001": 1}; !reflect.DeepEqual(inv.Acceptance.Thresholds, want) {
+	if want := map[string]float64{"NCCL-002": 0.85, "GPU-003": 1}; !reflect.DeepEqual(inv.Acceptance.Thresholds, want) {
 		t.Errorf("thresholds %v, want %v", inv.Acceptance.Thresholds, want)
 	}
 }

@@ -45,7 +45,7 @@ func TestRegressionThresholds(t *testing.T) {
 	for src, want := range map[string]string{
 		"acceptance:\n  regression: 1.5\n":                           "a.yaml:8: acceptance.regression: must be at least 0 and at most 1",
 		"acceptance:\n  regression: -0.1\n":                          "acceptance.regression: must be at least 0",
-		"acceptance:\n  regression_by_id: {nccl-2: 0.1}\n":           "acceptance.regression_by_id.nccl-2: not a requirement ID",
+		"acceptance:\n  regression_by_id: {nccl-2: 0.1}\n":           "acceptance.regression_by_id.nccl-2: \"nccl-2\" is not a requirement ID gpuaccept judges; did you mean NCCL-002?",
 		"acceptance:\n  regression_by_id: {NCCL-002: 2}\n":           "acceptance.regression_by_id.NCCL-002: must be at least 0 and at most 1",
 		"acceptance:\n  regression: \"5%\"\n":                        "acceptance.regression: expected a number",
 		"acceptance:\n  regression_by_id: {NCCL-002: 0.1}\n  x: 1\n": "acceptance.x",

@@ -481,8 +481,6 @@ func (v *validator) cost() {
 	}
 }
 
-var requirementID = regexp.MustCompile(`^[A-Z]+-[0-9]+$`)
-
 func (v *validator) acceptance() {
 	a := &v.inv.Acceptance
 	if !v.given("acceptance.tolerance") {
@@ -492,11 +490,10 @@ func (v *validator) acceptance() {
 	}
 	for id, f := range a.Thresholds {
 		key := "acceptance.thresholds." + id
-		if !requirementID.MatchString(id) {
-			v.problem(key, "not a requirement ID: expected LETTERS-DIGITS such as NCCL-002")
-			continue
+		if v.requirement(key, id, func(r record.Requirement) bool { return r.Tolerance },
+			"is not judged against a quoted figure, so a threshold would never be used") {
+			v.fraction(key, f)
 		}
-		v.fraction(key, f)
 	}
 	if !v.given("acceptance.regression") {
 		a.Regression = record.DefaultRegression
@@ -505,12 +502,44 @@ func (v *validator) acceptance() {
 	}
 	for id, f := range a.RegressionByID {
 		key := "acceptance.regression_by_id." + id
-		if !requirementID.MatchString(id) {
-			v.problem(key, "not a requirement ID: expected LETTERS-DIGITS such as NCCL-002")
-			continue
+		if v.requirement(key, id, func(r record.Requirement) bool { return r.Figure },
+			"measures no figure, so gpuaccept diff has nothing to hold to a threshold") {
+			v.regressionFraction(key, f)
 		}
-		v.regressionFraction(key, f)
 	}
+}
+
+// requirement checks that id, a key under key's map, is a requirement of
+// the catalog that fits (uses says why one that does not fit is refused),
+// with the nearest fitting ID as a did-you-mean: a mistyped ID would
+// otherwise be accepted and silently never used.
+func (v *validator) requirement(key, id string, fits func(record.Requirement) bool, why string) bool {
+	r, known := record.Lookup(id)
+	switch {
+	case known && fits(r):
+		return true
+	case known:
+		v.problem(key, "%s (%q) %s; it applies to %s", id, r.Title, why, fittingIDs(fits))
+	default:
+		msg := fmt.Sprintf("%q is not a requirement ID gpuaccept judges", short(id))
+		if s := record.Suggest(id, fits); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		} else {
+			msg += "; it applies to " + fittingIDs(fits)
+		}
+		v.problem(key, "%s", msg)
+	}
+	return false
+}
+
+func fittingIDs(fits func(record.Requirement) bool) string {
+	var ids []string
+	for _, r := range record.Catalog() {
+		if fits(r) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return strings.Join(ids, ", ")
 }
 
 // regressionFraction checks how much worse than the baseline a figure may
