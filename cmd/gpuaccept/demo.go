@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 	yaml "go.yaml.in/yaml/v3"
-	"golang.org/x/crypto/ssh"
 
 	"gpuaccept/inventories"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/phases"
+	"gpuaccept/remote"
 	"gpuaccept/remote/sshtest"
 	"gpuaccept/scripts/standins"
 )
@@ -241,7 +238,7 @@ func demoWithoutQuote(demo []byte) ([]byte, error) {
 // node's profile, and the fabric model's mpirun and nccl-tests binaries (a
 // simulation of fabric: standins.FabricMain). It points inv at them.
 func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.FabricHost) ([]*sshtest.Server, error) {
-	pub, keyFile, err := demoKey(work)
+	authorized, keyFile, err := demoKey(work)
 	if err != nil {
 		return nil, err
 	}
@@ -265,8 +262,8 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 			return servers, err
 		}
 		s, err := sshtest.Start(sshtest.Options{
-			AuthorizedKeys: []ssh.PublicKey{pub},
-			Dir:            home,
+			AuthorizedKeyLines: []string{authorized},
+			Dir:                home,
 			Env: []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home,
 				standins.FabricEnv + "=" + fabric,
 				standins.FabricNodeEnv + "=" + n.Name,
@@ -389,19 +386,16 @@ func (s *splitmix) intn(n int) int { return int(s.next() % uint64(n)) }
 // unit is uniform in [0, 1).
 func (s *splitmix) unit() float64 { return float64(s.next()>>11) / (1 << 53) }
 
-func demoKey(work string) (ssh.PublicKey, string, error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+// demoKey makes the coordinator's login key for the demo's nodes (the
+// private half in work, 0600) and returns its authorized_keys line.
+func demoKey(work string) (string, string, error) {
+	key, err := remote.NewWindowKey("gpuaccept-demo")
 	if err != nil {
-		return nil, "", err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "gpuaccept demo")
-	if err != nil {
-		return nil, "", err
+		return "", "", err
 	}
 	path := filepath.Join(work, "id_ed25519")
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, "", err
+	if err := os.WriteFile(path, key.PrivatePEM, 0o600); err != nil {
+		return "", "", err
 	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	return sshPub, path, err
+	return key.AuthorizedKey, path, nil
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -42,6 +43,10 @@ type Options struct {
 	// AuthorizedKeys are the only keys accepted for public-key
 	// authentication, for any user name. No other method is offered.
 	AuthorizedKeys []ssh.PublicKey
+	// AuthorizedKeyLines are more authorized keys, as authorized_keys
+	// lines (what remote.NewWindowKey gives), for callers that do not
+	// import x/crypto/ssh.
+	AuthorizedKeyLines []string
 	// Shell runs each exec request as `Shell -c COMMAND`; /bin/bash when
 	// empty.
 	Shell string
@@ -92,6 +97,13 @@ type Server struct {
 func Start(opts Options) (*Server, error) {
 	if opts.Shell == "" {
 		opts.Shell = "/bin/bash"
+	}
+	for _, line := range opts.AuthorizedKeyLines {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			return nil, fmt.Errorf("sshtest %s: authorized key %.40q: %w", opts.Name, line, err)
+		}
+		opts.AuthorizedKeys = append(slices.Clone(opts.AuthorizedKeys), k)
 	}
 	hostKey := opts.HostKey
 	if hostKey == nil {

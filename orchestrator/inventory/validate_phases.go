@@ -1,0 +1,447 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The image and the phases: what validate checks of them and the
+// defaults it fills.
+
+var pinnedImage = regexp.MustCompile(`^[^\s@]+@sha256:[0-9a-f]{64}$`)
+
+func (v *validator) image() {
+	im := &v.inv.Image
+	if im.Reference != "" && !pinnedImage.MatchString(im.Reference) {
+		v.problem("image.reference", "%s", imageMessage(im.Reference))
+	}
+	if im.Runtime != "" {
+		switch rt := strings.ToLower(im.Runtime); rt {
+		case "docker", "podman", "enroot":
+			im.Runtime = rt
+		default:
+			v.problem("image.runtime", "must be docker, podman or enroot, got %q", short(im.Runtime))
+		}
+	} else {
+		im.Runtime = "docker"
+	}
+	if v.given("image.archive") {
+		im.Archive = v.path("image.archive", im.Archive)
+		if fi, err := os.Stat(im.Archive); err != nil {
+			v.problem("image.archive", "cannot read %s: %v", im.Archive, errors.Unwrap(err))
+		} else if fi.IsDir() {
+			v.problem("image.archive", "%s is a directory: give the docker-archive or oci-archive tarball (docker save / podman save -o)", im.Archive)
+		}
+	}
+	switch im.Mode {
+	case "":
+		im.Mode = "pull"
+		if im.Archive != "" {
+			im.Mode = "push"
+		}
+	case "pull":
+	case "push":
+		if im.Archive == "" {
+			v.problem("image.mode", "push needs image.archive: the tarball the coordinator distributes")
+		}
+	default:
+		v.problem("image.mode", "must be pull or push, got %q", short(im.Mode))
+	}
+	if im.Reference == "" && (im.Archive != "" || v.given("image.mode")) {
+		v.problem("image.reference", "required with an image: NAME[:TAG]@sha256:<64 hex digits>, the pin every node's image must match")
+	}
+	switch im.Relay {
+	case "":
+		im.Relay = "chain"
+	case "chain", "direct":
+	default:
+		v.problem("image.relay", "must be chain or direct, got %q", short(im.Relay))
+	}
+	switch im.GPUs {
+	case "":
+		im.GPUs = "all"
+	case "all", "none":
+	default:
+		v.problem("image.gpus", "must be all or none, got %q", short(im.GPUs))
+	}
+	if len(im.Smoke) == 0 {
+		im.Smoke = []string{"nvidia-smi", "-L"}
+	}
+	if im.Dir == "" {
+		im.Dir = "/var/tmp"
+	} else if strings.ContainsAny(im.Dir, "'\"\n$`") {
+		v.problem("image.dir", "%q: no quotes, $ or backquotes in a path", short(im.Dir))
+	}
+}
+
+// imageMessage explains why a reference is not pinned. A tag can be moved
+// to another image between two runs; only a digest names one image.
+func imageMessage(ref string) string {
+	name, digest, pinned := strings.Cut(ref, "@")
+	switch {
+	case !pinned:
+		return fmt.Sprintf("%q is not pinned: a tag can be moved to another image; pin it by digest as NAME@sha256:<64 hex digits> (docker buildx imagetools inspect %s prints it)",
+			short(ref), short(ref))
+	case strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t"):
+		return fmt.Sprintf("%q: expected NAME[:TAG]@sha256:<64 hex digits>", short(ref))
+	}
+	if hex, ok := strings.CutPrefix(digest, "sha256:"); ok {
+		return fmt.Sprintf("bad digest: expected sha256: and 64 lowercase hex digits, got %d characters %q", len(hex), short(hex))
+	}
+	return fmt.Sprintf("bad digest %q: expected sha256: and 64 lowercase hex digits", short(digest))
+}
+
+func (v *validator) phases() {
+	p := &v.inv.Phases
+	v.nonNegativeDuration("phases.deadline", p.Deadline)
+	v.nonNegativeDuration("phases.preflight.timeout", p.Preflight.Timeout)
+	v.nonNegativeDuration("phases.diag.timeout", p.Diag.Timeout)
+	if !v.given("phases.diag.level") {
+		p.Diag.Level = DefaultDiagLevel
+	} else if p.Diag.Level < 1 || p.Diag.Level > 4 {
+		v.problem("phases.diag.level", "must be 1..4 (dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended), got %d", p.Diag.Level)
+	}
+	v.allReduce(&p.AllReduce)
+	v.nonNegativeDuration("phases.image.timeout", p.ImagePh.Timeout)
+	v.staging(&p.Staging)
+	v.checkpoint(&p.Checkpoint)
+	v.failure(&p.Failure, &p.Checkpoint)
+}
+
+var (
+	sourceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	sha256Hex  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// staging checks the sources: each has a file-safe name and exactly one
+// origin.
+func (v *validator) staging(st *Staging) {
+	const k = "phases.staging."
+	v.nonNegativeDuration(k+"timeout", st.Timeout)
+	v.nonNegativeDuration(k+"window", st.Window)
+	if !st.Enabled {
+		return
+	}
+	if strings.TrimSpace(st.Dir) == "" {
+		v.problem(k+"dir", "required: the node-local directory to stage into, e.g. /scratch/gpuaccept")
+	} else if strings.ContainsAny(st.Dir, "'\"\n$`") {
+		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(st.Dir))
+	}
+	if len(st.Sources) == 0 {
+		v.problem(k+"sources", "at least one source is required: {name, path | url | size}")
+	}
+	names := map[string]int{}
+	for i := range st.Sources {
+		src := &st.Sources[i]
+		key := fmt.Sprintf("%ssources[%d]", k, i)
+		switch {
+		case !sourceName.MatchString(src.Name):
+			v.problem(key+".name", "%q: a file-safe name is required (letters, digits, '.', '_', '-')", short(src.Name))
+		default:
+			if j, dup := names[src.Name]; dup {
+				v.problem(key+".name", "duplicate name: sources[%d] is also called %q", j, src.Name)
+			}
+			names[src.Name] = i
+		}
+		n := 0
+		for _, set := range []bool{src.Path != "", src.URL != "", v.given(key + ".size")} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			v.problem(key, "give exactly one of path (shared storage), url (http, https, s3, gs, az) or size (synthetic data), got %d", n)
+			continue
+		}
+		switch {
+		case src.URL != "":
+			scheme, _, ok := strings.Cut(src.URL, "://")
+			if !ok || !slices.Contains([]string{"http", "https", "s3", "gs", "az"}, scheme) {
+				v.problem(key+".url", "%q: expected http://, https://, s3://, gs:// or az://", short(src.URL))
+			}
+		case src.Path != "":
+			if !strings.HasPrefix(src.Path, "/") {
+				v.problem(key+".path", "%q: an absolute path on the nodes' shared storage", short(src.Path))
+			}
+		default:
+			if src.Size <= 0 {
+				v.problem(key+".size", "must be more than 0 bytes, got %s", src.Size)
+			}
+		}
+		if src.Endpoint != "" {
+			switch u, err := url.Parse(src.Endpoint); {
+			case !strings.HasPrefix(src.URL, "s3://"):
+				v.problem(key+".endpoint", "only for an s3:// url (an S3-compatible store's address); this source is not one")
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+				v.problem(key+".endpoint", "%q: expected the store's http:// or https:// address, e.g. https://object.example.com", short(src.Endpoint))
+			case strings.ContainsAny(src.Endpoint, "'\"\n$`\\ "):
+				v.problem(key+".endpoint", "%q: no quotes, spaces, $ or backquotes in an address", short(src.Endpoint))
+			}
+		}
+		if src.SHA256 != "" && !sha256Hex.MatchString(src.SHA256) {
+			v.problem(key+".sha256", "expected 64 lowercase hex digits, got %q", short(src.SHA256))
+		}
+	}
+	if st.Window <= 0 && v.given(k+"window") {
+		v.problem(k+"window", "must be more than 0")
+	}
+}
+
+// checkpoint fills the defaults: 1 GiB per node, one shard per GPU, a
+// shared directory.
+func (v *validator) checkpoint(c *Checkpoint) {
+	const k = "phases.checkpoint."
+	v.nonNegativeDuration(k+"timeout", c.Timeout)
+	if !v.given(k + "size") {
+		c.Size = 1 << 30
+	} else if c.Size <= 0 {
+		v.problem(k+"size", "must be more than 0 bytes, got %s", c.Size)
+	}
+	if !v.given(k + "shards") {
+		c.Shards = max(v.inv.Quote.GPUsPerNode, 1)
+	} else if c.Shards < 1 {
+		v.problem(k+"shards", "must be at least 1, got %d", c.Shards)
+	}
+	if !c.Enabled {
+		return
+	}
+	if strings.TrimSpace(c.Dir) == "" {
+		v.problem(k+"dir", "required: where the checkpoint is written (a shared filesystem, or a local disk with shared: false)")
+	} else if strings.ContainsAny(c.Dir, "'\"\n$`") {
+		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(c.Dir))
+	}
+}
+
+// failure fills the failure test's defaults and checks its choices.
+func (v *validator) failure(f *Failure, c *Checkpoint) {
+	const k = "phases.failure."
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"timeout", f.Timeout}, {"cut_for", f.CutFor}, {"collective_timeout", f.CollectiveTimeout}, {"resume_within", f.ResumeWithin}, {"step_time", f.StepTime}} {
+		v.nonNegativeDuration(k+d.key, d.d)
+	}
+	if f.Inject == "" {
+		f.Inject = "kill-node"
+	}
+	switch f.Inject {
+	case "kill-worker", "kill-node", "cut":
+	case "reboot":
+		if !f.AllowReboot {
+			v.problem(k+"inject", "reboot restarts a rented machine: set phases.failure.allow_reboot: true to mean it")
+		}
+	default:
+		v.problem(k+"inject", "must be kill-worker, kill-node, cut or reboot, got %q", short(f.Inject))
+	}
+	if f.Recovery == "" {
+		f.Recovery = "elastic"
+	} else if f.Recovery != "elastic" && f.Recovery != "relaunch" {
+		v.problem(k+"recovery", "must be elastic or relaunch, got %q", short(f.Recovery))
+	}
+	if f.CutFor == 0 {
+		f.CutFor = 30 * time.Second
+	}
+	if !v.given(k + "step_time") {
+		f.StepTime = 500 * time.Millisecond
+	}
+	if f.CollectiveTimeout == 0 {
+		f.CollectiveTimeout = 30 * time.Second
+	}
+	if f.ResumeWithin == 0 {
+		f.ResumeWithin = 5 * time.Minute
+	}
+	if f.Python == "" {
+		f.Python = "python3"
+	}
+	for _, d := range []struct {
+		key      string
+		n        *int
+		def, min int
+	}{{"checkpoint_every", &f.CheckpointEvery, 5, 1}, {"hidden", &f.Hidden, 1024, 1}, {"steady_steps", &f.SteadySteps, 5, 1},
+		{"resume_steps", &f.ResumeSteps, 3, 1}, {"procs_per_node", &f.ProcsPerNode, max(v.inv.Quote.GPUsPerNode, 1), 1}} {
+		if !v.given(k + d.key) {
+			*d.n = d.def
+		} else if *d.n < d.min {
+			v.problem(k+d.key, "must be at least %d, got %d", d.min, *d.n)
+		}
+	}
+	if f.InImage == nil {
+		on := v.inv.Image.Reference != ""
+		f.InImage = &on
+	} else if *f.InImage && v.inv.Image.Reference == "" {
+		v.problem(k+"in_image", "there is no image to run in: set image.reference (and image.mode)")
+	}
+	if *f.InImage && v.inv.Image.Runtime == "enroot" {
+		v.problem(k+"in_image", "the job runs in the image with docker or podman, not enroot")
+	}
+	if f.MaxStepsLost == nil {
+		n := f.CheckpointEvery
+		f.MaxStepsLost = &n
+	} else if *f.MaxStepsLost < 0 {
+		v.problem(k+"max_steps_lost", "must not be negative, got %d", *f.MaxStepsLost)
+	}
+	if v.given(k+"port") && (f.Port < 1024 || f.Port > 65535) {
+		v.problem(k+"port", "must be between 1024 and 65535, got %d", f.Port)
+	}
+	if !f.Enabled {
+		return
+	}
+	if f.Dir == "" {
+		f.Dir = c.Dir
+	}
+	if strings.TrimSpace(f.Dir) == "" {
+		v.problem(k+"dir", "required: a directory every node sees, for the job's checkpoints (or set phases.checkpoint.dir)")
+	} else if strings.ContainsAny(f.Dir, "'\"\n$`") {
+		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(f.Dir))
+	}
+	if len(v.inv.Nodes) < 2 {
+		v.problem(k+"enabled", "the failure test needs at least 2 nodes (one to fail, one to go on), got %d", len(v.inv.Nodes))
+	}
+	if f.Victim != "" {
+		found := false
+		for i, n := range v.inv.Nodes {
+			if n.Name == f.Victim {
+				found = true
+				if i == 0 {
+					v.problem(k+"victim", "%s is the first node, which holds the job's rendezvous: failing it ends the job for good; choose another", f.Victim)
+				}
+			}
+		}
+		if !found {
+			v.problem(k+"victim", "no node named %q in nodes", short(f.Victim))
+		}
+	}
+}
+
+// allReduce fills the sweep's defaults (those of a typical acceptance run:
+// 1 MiB to 8 GiB, doubling) and checks that the sweep makes sense.
+func (v *validator) allReduce(a *AllReduce) {
+	const k = "phases.allreduce."
+	v.nonNegativeDuration(k+"timeout", a.Timeout)
+	if a.Binary == "" {
+		a.Binary = "all_reduce_perf"
+	}
+	defaults := []struct {
+		key string
+		n   *int
+		def int
+		min int
+	}{{"step_factor", &a.Factor, 2, 2}, {"iters", &a.Iters, 20, 1}, {"warmup", &a.Warmup, 5, 0}, {"repeats", &a.Repeats, 3, 1}}
+	for _, d := range defaults {
+		if !v.given(k + d.key) {
+			*d.n = d.def
+		} else if *d.n < d.min {
+			v.problem(k+d.key, "must be at least %d, got %d", d.min, *d.n)
+		}
+	}
+	if !v.given(k + "ranks_per_node") {
+		a.RanksPerNode = max(v.inv.Quote.GPUsPerNode, 1)
+	} else if a.RanksPerNode < 1 {
+		v.problem(k+"ranks_per_node", "must be at least 1, got %d", a.RanksPerNode)
+	}
+	if !v.given(k + "min_bytes") {
+		a.MinBytes = 1 << 20
+	}
+	if !v.given(k + "max_bytes") {
+		a.MaxBytes = 8 << 30
+	}
+	if a.MinBytes <= 0 || a.MaxBytes < a.MinBytes {
+		v.problem(k+"max_bytes", "the sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", a.MinBytes, a.MaxBytes)
+	}
+	switch a.Launcher {
+	case "":
+		a.Launcher = "mpirun"
+	case "mpirun":
+	case "srun":
+		if !v.inv.Slurm.Enabled() {
+			v.problem(k+"launcher", "srun needs the Slurm login node: set slurm.login.address")
+		}
+		// Under srun the --mca pairs become OMPI_MCA_ variables; nothing
+		// else of mpirun's applies.
+		for i := 0; i < len(a.MPIArgs); i += 3 {
+			m := a.MPIArgs
+			if (m[i] != "--mca" && m[i] != "-mca") || i+2 >= len(m) || !mcaName.MatchString(m[i+1]) {
+				v.problem(fmt.Sprintf("%smpi_args[%d]", k, i), "with launcher srun only --mca KEY VALUE triples apply (passed as OMPI_MCA_KEY=VALUE); got %q", short(strings.Join(m[i:min(i+3, len(m))], " ")))
+				break
+			}
+		}
+	default:
+		v.problem(k+"launcher", "must be mpirun or srun, got %q", short(a.Launcher))
+	}
+	seen := map[string]bool{}
+	for i, c := range a.Collectives {
+		key := fmt.Sprintf("%scollectives[%d]", k, i)
+		switch {
+		case !slices.Contains(Collectives, c):
+			v.problem(key, "unknown collective %q: one of %s (all_reduce always runs)", short(c), strings.Join(Collectives, ", "))
+		case seen[c]:
+			v.problem(key, "%q is listed twice", c)
+		}
+		seen[c] = true
+	}
+	b := &a.Bisection
+	if !v.given(k + "bisection.max_rounds") {
+		b.MaxRounds = 3
+	} else if b.MaxRounds < 1 {
+		v.problem(k+"bisection.max_rounds", "must be at least 1, got %d", b.MaxRounds)
+	}
+	if !v.given(k + "bisection.slow_ratio") {
+		b.SlowRatio = 0.8
+	} else if !(b.SlowRatio > 0 && b.SlowRatio < 1) {
+		v.problem(k+"bisection.slow_ratio", "must be between 0 and 1 (a pair below this fraction of the typical pair is slow), got %v", b.SlowRatio)
+	}
+	if !v.given(k + "bisection.iters") {
+		b.Iters = a.Iters
+	} else if b.Iters < 1 {
+		v.problem(k+"bisection.iters", "must be at least 1, got %d", b.Iters)
+	}
+	if !v.given(k + "bisection.min_bytes") {
+		b.MinBytes = a.MinBytes
+	}
+	if !v.given(k + "bisection.max_bytes") {
+		b.MaxBytes = a.MaxBytes
+	}
+	if b.MinBytes <= 0 || b.MaxBytes < b.MinBytes {
+		v.problem(k+"bisection.max_bytes", "the pair sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", b.MinBytes, b.MaxBytes)
+	}
+}
+
+var mcaName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// Collectives are the nccl-tests collectives a window may add to the
+// all-reduce (each is the binary NAME_perf next to the all-reduce's).
+var Collectives = []string{"all_gather", "reduce_scatter", "alltoall", "sendrecv"}
+
+// slurm checks the Slurm section: all or nothing, and a login node to run
+// srun from.
+func (v *validator) slurm() {
+	s := &v.inv.Slurm
+	const k = "slurm."
+	if !v.given("slurm") {
+		return
+	}
+	if msg := checkAddress(s.Login.Address); msg != "" {
+		v.problem(k+"login.address", "%s (the Slurm login node srun runs on)", msg)
+	}
+	if v.given(k+"login.port") && (s.Login.Port < 1 || s.Login.Port > 65535) {
+		v.problem(k+"login.port", "must be 1..65535, got %d", s.Login.Port)
+	}
+	if s.Login.User == "" {
+		s.Login.User = v.inv.SSH.User
+	}
+	if s.Login.User == "" {
+		v.problem(k+"login.user", "required: ssh.user is not set")
+	}
+	if s.MPI == "" {
+		s.MPI = "pmix"
+	} else if strings.ContainsAny(s.MPI, " \t'\"") {
+		v.problem(k+"mpi", "%q is not an srun --mpi plugin name", short(s.MPI))
+	}
+	v.nonNegativeDuration(k+"timeout", s.Timeout)
+}

@@ -1,0 +1,67 @@
+package remote
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestOnlyRemoteTouchesSSH keeps the package boundary DESIGN.md draws: no
+// Go file outside remote/ imports the SSH or SFTP libraries, and no file
+// under orchestrator/phases dials a node (the window does).
+func TestOnlyRemoteTouchesSSH(t *testing.T) {
+	root := ".."
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel == "remote" || strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if strings.HasPrefix(p, "golang.org/x/crypto/ssh") || p == "github.com/pkg/sftp" {
+				t.Errorf("%s imports %s: only package remote may", rel, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d Go files: is the module root at %s?", checked, root)
+	}
+	phases, _ := filepath.Glob("../orchestrator/phases/*.go")
+	if len(phases) == 0 {
+		t.Fatal("no files under orchestrator/phases")
+	}
+	for _, p := range phases {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(b); strings.Contains(s, "remote.Dial(") || strings.Contains(s, "remote.DialSSH") {
+			t.Errorf("%s dials a node: phases reach nodes through the window (Connect, Reconnect)", p)
+		}
+	}
+}
