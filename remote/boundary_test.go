@@ -24,7 +24,7 @@ func TestOnlyRemoteTouchesSSH(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			if rel == "remote" || strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+			if rel == "remote" || rel != "." && strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
 				return filepath.SkipDir
 			}
 			return nil
