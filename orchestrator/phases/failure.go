@@ -554,8 +554,14 @@ func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, vi
 	switch f.Recovery {
 	case "elastic":
 		// The victim's launcher rejoins the same elastic job (kill-worker:
-		// torchrun restarted the worker itself).
-		if done, _ := j.ended(victim); f.Inject != "kill-worker" && done {
+		// torchrun restarted the worker itself). Its old launcher may not
+		// have returned yet when the survivors already noticed (found with
+		// the fake job, whose survivors notice at once): then not yet, and
+		// again at the next event, or the victim would never rejoin.
+		if f.Inject != "kill-worker" {
+			if done, _ := j.ended(victim); !done {
+				return false
+			}
 			j.mu.Lock()
 			gen := j.gen
 			j.mu.Unlock()

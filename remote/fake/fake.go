@@ -99,8 +99,11 @@ type Host struct {
 	calls   []Record
 	conns   []*conn
 	running int
-	// uploadFault, when set, fails the uploads it returns an error for.
+	// uploadFault, when set, fails the uploads it returns an error for;
+	// tamper rewrites what an upload left (another user of the node
+	// changing the file after it landed).
 	uploadFault func(path string) error
+	tamper      func(path string, f File) File
 }
 
 // NewHost is a host named name on which every command not scripted fails
@@ -142,6 +145,16 @@ func (h *Host) FailUploads(fault func(path string) error) *Host {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.uploadFault = fault
+	return h
+}
+
+// Tamper rewrites what each later upload leaves on the host: fn gets the
+// file as it landed and returns what the host then holds, as a local user
+// who rewrites a file after the push would.
+func (h *Host) Tamper(fn func(path string, f File) File) *Host {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tamper = fn
 	return h
 }
 
@@ -476,6 +489,9 @@ func (c *conn) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remo
 		f.Data = []byte(keep.String())
 	}
 	h.mu.Lock()
+	if h.tamper != nil {
+		f = h.tamper(remotePath, f)
+	}
 	h.files[remotePath] = f
 	h.mu.Unlock()
 	if o.Progress != nil {

