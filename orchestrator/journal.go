@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"gpuaccept/orchestrator/record"
@@ -19,7 +20,7 @@ const JournalFile = "journal.jsonl"
 // is on disk (fsync) before the window moves on, so a coordinator that
 // dies loses at most the phase it was in.
 type entry struct {
-	Type string    `json:"type"` // start | result | done | quarantine | resume | end
+	Type string    `json:"type"` // start | result | done | quarantine | note | resume | end
 	At   time.Time `json:"at"`
 
 	Run    *record.Run         `json:"run,omitempty"`    // start: the header (no phases yet)
@@ -27,10 +28,15 @@ type entry struct {
 	Phase  string              `json:"phase,omitempty"`  // done, quarantine
 	Node   string              `json:"node,omitempty"`   // quarantine
 	Reason string              `json:"reason,omitempty"` // quarantine, end
+	Key    string              `json:"key,omitempty"`    // note
+	Value  string              `json:"value,omitempty"`  // note
 }
 
+// journal appends entries; phases write notes from their per-node
+// goroutines, so writes are serialised.
 type journal struct {
-	f *os.File
+	mu sync.Mutex
+	f  *os.File
 }
 
 func createJournal(dir string) (*journal, error) {
@@ -68,6 +74,8 @@ func appendJournal(dir string, size int64) (*journal, error) {
 }
 
 func (j *journal) write(e entry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	e.At = time.Now().UTC()
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -89,6 +97,7 @@ type replayed struct {
 	run        *record.Run
 	done       map[string]bool
 	quarantine []entry
+	notes      []entry
 	ended      bool
 	size       int64 // bytes of whole entries
 }
@@ -134,6 +143,8 @@ func readJournal(dir string) (*replayed, error) {
 			r.done[e.Phase] = true
 		case "quarantine":
 			r.quarantine = append(r.quarantine, e)
+		case "note":
+			r.notes = append(r.notes, e)
 		case "resume":
 			if r.run != nil {
 				r.run.Resumed = append(r.run.Resumed, e.At)
@@ -151,20 +162,26 @@ func readJournal(dir string) (*replayed, error) {
 // keep drops what phases that must run again left behind: results and
 // quarantines of unfinished phases (they run again in full, so a phase's
 // results always come from one attempt) and of phases that always re-run.
+//
+// A node quarantined by a phase that is kept takes no part in the re-run
+// of an always-run phase, so its earlier result of that phase stays: a
+// resumed window judges it as the uninterrupted one did.
 func (r *replayed) keep(rerun func(phase string) bool) {
 	keep := func(phase string) bool { return r.done[phase] && !rerun(phase) }
+	var q []entry
+	out := map[string]bool{}
+	for _, e := range r.quarantine {
+		if keep(e.Phase) {
+			q = append(q, e)
+			out[e.Node] = true
+		}
+	}
+	r.quarantine = q
 	kept := r.run.Phases[:0]
 	for _, p := range r.run.Phases {
-		if keep(p.Phase) {
+		if keep(p.Phase) || r.done[p.Phase] && rerun(p.Phase) && out[p.Node] {
 			kept = append(kept, p)
 		}
 	}
 	r.run.Phases = kept
-	var q []entry
-	for _, e := range r.quarantine {
-		if keep(e.Phase) {
-			q = append(q, e)
-		}
-	}
-	r.quarantine = q
 }

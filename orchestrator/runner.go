@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -87,6 +88,11 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 		byName[p.Name] = p
 	}
 	r.keep(func(name string) bool { return byName[name].AlwaysRun })
+	if !validRunID(r.run.ID) || filepath.Base(filepath.Clean(dir)) != r.run.ID {
+		// The ID names directories on every node that teardown removes: a
+		// journal that says otherwise is not this window's.
+		return nil, dir, fmt.Errorf("resume %s: the journal's run ID %q is not this run directory's (%s)", dir, r.run.ID, filepath.Base(filepath.Clean(dir)))
+	}
 	w, err := newWindow(inv, dir, o)
 	if err != nil {
 		return nil, dir, err
@@ -96,6 +102,13 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 		for _, n := range w.Nodes {
 			if n.Name == q.Node {
 				n.quarantined, n.reason, n.quarantinedAt = true, q.Reason, q.At
+			}
+		}
+	}
+	for _, e := range r.notes {
+		for _, n := range w.Nodes {
+			if n.Name == e.Node {
+				n.note(e.Key, e.Value)
 			}
 		}
 	}
@@ -167,6 +180,8 @@ func header(inv *inventory.Inventory, id string, now time.Time, tool string) *re
 // execute runs the phases not yet done, then teardown, then judges.
 func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done map[string]bool, o Options) (*record.Run, string, error) {
 	defer w.closeClients()
+	w.j = j
+	defer func() { w.j = nil }()
 	var ioErr error
 	for i := range phases {
 		p := &phases[i]
@@ -315,7 +330,7 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	dctx, cancel := context.WithTimeout(ctx, p.deadline(w.Inv))
 	defer cancel()
 	start := time.Now().UTC()
-	v, err := p.Cluster(dctx, w)
+	v, err := guarded(func() (any, error) { return p.Cluster(dctx, w) })
 	// The tally: every node took part; a failed phase failed them all, a
 	// quarantine the nodes it names.
 	failed := 0
@@ -398,7 +413,14 @@ func (w *Window) judge(phases []Phase) {
 	w.rec.Verdicts = nil
 	for i := range phases {
 		if j := phases[i].Judge; j != nil {
-			w.rec.Verdicts = append(w.rec.Verdicts, j(w)...)
+			vs, err := guarded(func() ([]record.Verdict, error) { return j(w), nil })
+			if err != nil {
+				// A judge's bug must not cost the evidence: the window
+				// ends, says why, and is not accepted.
+				w.Progress.Line("%s: judging failed: %s", phases[i].Name, firstLine(err.Error()))
+				w.rec.Aborted = firstNonEmpty(w.rec.Aborted, fmt.Sprintf("%s: judging failed: %s", phases[i].Name, firstLine(err.Error())))
+			}
+			w.rec.Verdicts = append(w.rec.Verdicts, vs...)
 		}
 	}
 	for _, n := range w.Nodes {
@@ -426,6 +448,18 @@ func (w *Window) closeClients() {
 	}
 	w.mu.Unlock()
 	remote.CloseExecutors(execs)
+}
+
+// guarded runs fn, turning a panic into its error (with the stack): a bug
+// that one odd node triggers must not take the window and its evidence
+// down with it.
+func guarded[T any](fn func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn()
 }
 
 // explain turns a per-node deadline into words an operator can act on.
@@ -458,6 +492,11 @@ func firstNonEmpty(s ...string) string {
 }
 
 var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
+
+// runID is the shape Start gives a window's ID: its time and a slug.
+var runID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[a-z0-9-]{0,40}$`)
+
+func validRunID(id string) bool { return runID.MatchString(id) }
 
 func slug(s string) string {
 	s = strings.Trim(nonSlug.ReplaceAllString(strings.ToLower(s), "-"), "-")

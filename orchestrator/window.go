@@ -29,6 +29,7 @@ type Window struct {
 	shared map[string]*sharedValue
 	login  *Node
 	dial   remote.Dialer
+	j      *journal
 }
 
 // Node is one node of the window.
@@ -43,6 +44,7 @@ type Node struct {
 	mu       sync.Mutex
 	exec     remote.Executor
 	dialling sync.Mutex
+	notes    map[string]string
 
 	quarantined   bool
 	reason        string
@@ -64,6 +66,36 @@ func (n *Node) setExec(e remote.Executor) (old remote.Executor) {
 	defer n.mu.Unlock()
 	old, n.exec = n.exec, e
 	return old
+}
+
+// Note keeps a fact about node n that later phases, teardown and a
+// resumed window need (where its private directory is): journaled before
+// it returns, so a coordinator lost right after still finds it.
+func (w *Window) Note(n *Node, key, value string) error {
+	if w.j != nil {
+		if err := w.j.write(entry{Type: "note", Node: n.Name, Key: key, Value: value}); err != nil {
+			return err
+		}
+	}
+	n.note(key, value)
+	return nil
+}
+
+// Noted is what Note kept about n under key, in this window or in the
+// journal of the one it resumes; "" when nothing.
+func (n *Node) Noted(key string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.notes[key]
+}
+
+func (n *Node) note(key, value string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.notes == nil {
+		n.notes = map[string]string{}
+	}
+	n.notes[key] = value
 }
 
 // Connect dials n afresh (closing the connection it had): the connect

@@ -206,7 +206,7 @@ func TestImageRemovedUnlessItWasThere(t *testing.T) {
 	if !slices.Contains(td.Actions, "removed image "+img.ID+" (podman)") {
 		t.Errorf("h1's teardown does not say it removed the image: %q", td.Actions)
 	}
-	if left, _ := filepath.Glob("/var/tmp/gpuaccept-images-" + r.ID + "-*"); len(left) > 0 {
+	if left, _ := filepath.Glob("/var/tmp/gpuaccept-" + r.ID + ".*"); len(left) > 0 {
 		t.Errorf("teardown left %v", left)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,7 @@ const (
 // for it (id != pin: the registry served another image).
 func answerImagePull(h *fake.Host, id string) {
 	h.Reply(`^podman images -q --no-trunc && echo '-- added'`, fake.Reply{Stdout: "sha256:0aa0\n-- added\n"})
-	h.Reply(`^echo 'podman sha256:[0-9a-f]+' >> '?/var/tmp/gpuaccept-images-`, fake.Reply{})
+	h.Reply(`^echo 'podman sha256:[0-9a-f]+' >> '?/var/tmp/gpuaccept-[^ ]+/images'?$`, fake.Reply{})
 	h.Reply(`^podman pull `, fake.Reply{Stdout: "Trying to pull registry.example/train...\nGetting image source signatures\nWriting manifest to image destination\n" + id + "\n"})
 	h.Reply(`^podman image inspect `, fake.Reply{Stdout: fmt.Sprintf(`[{"Id": %q, "RepoDigests": ["registry.example/train@sha256:%s"]}]`, id, id)})
 	h.Reply(`^podman run --rm --device nvidia.com/gpu=all sha256:`+id+` nvidia-smi -L 2>&1$`, fake.Reply{Stdout: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"})
@@ -56,9 +57,14 @@ func TestImagePulledAndCheckedAgainstThePin(t *testing.T) {
 	if f.Host("h2").Ran(`^podman run`) != 0 {
 		t.Error("h2 started an image that is not the pin")
 	}
-	// The pin was listed as the window's own before the pull: teardown
-	// removes it even if the coordinator dies right after.
-	if f.Host("h1").Ran(`^echo 'podman sha256:`+pin+`' >> `) != 1 {
+	// The pin was listed as the window's own before the pull, in the
+	// window's private directory: teardown removes it even if the
+	// coordinator dies right after, and no other user can add to the list.
+	var tools ToolsPushed
+	if err := json.Unmarshal(resultOf(t, r, "tools", 0).Data, &tools); err != nil || !strings.HasPrefix(tools.State, "/var/tmp/gpuaccept-"+r.ID+".") {
+		t.Fatalf("h1's private directory: %+v %v", tools, err)
+	}
+	if f.Host("h1").Ran(`^echo 'podman sha256:`+pin+`' >> `+regexp.QuoteMeta(tools.State)+`/images$`) != 1 {
 		t.Errorf("h1 did not list the pin as the window's: %q", f.Host("h1").Commands())
 	}
 }

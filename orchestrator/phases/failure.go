@@ -476,7 +476,7 @@ func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeou
 		lines.fn = onLine
 		stdout = io.MultiWriter(&out, lines)
 	}
-	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID())}, args...)
+	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID()), remote.Quote(stateDir(n))}, args...)
 	err = e.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: &out})
 	lines.flush()
 	return out.String(), err

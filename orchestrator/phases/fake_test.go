@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"gpuaccept/orchestrator"
@@ -42,14 +43,29 @@ func fakeInventory(t *testing.T, nodes int, body string) *inventory.Inventory {
 	return inv
 }
 
-// fakeFleet is a host for every node of inv, answering hostname and
-// teardown as a sound node does.
+// fakeFleet is a host for every node of inv, answering hostname, the
+// window's private directory (as mktemp -d would, kept by the host so a
+// resumed window finds it) and teardown as a sound node does.
 func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 	f := fake.NewFleet()
-	for _, n := range inv.Nodes {
+	for i, n := range inv.Nodes {
 		h := f.Add(fake.NewHost(n.Name))
 		h.Reply(`^hostname$`, fake.Reply{Stdout: n.Name + "\n"})
-		h.On(`^(GPUACCEPT_TEARDOWN_CONTAINERS=1 )?GPUACCEPT_NODE=`, func(c *fake.Call) fake.Reply {
+		var mu sync.Mutex
+		made := map[string]bool{}
+		h.On(`(?s)^bash -c .* private `, func(c *fake.Call) fake.Reply {
+			w := shellWords(c.Command)
+			prev, prefix := w[len(w)-2], w[len(w)-1]
+			mu.Lock()
+			defer mu.Unlock()
+			if made[prev] && strings.HasPrefix(prev, prefix) {
+				return fake.Reply{Stdout: prev + "\n"}
+			}
+			dir := fmt.Sprintf("%s%010d", prefix, 1000+i*100+len(made))
+			made[dir] = true
+			return fake.Reply{Stdout: dir + "\n"}
+		})
+		h.On(`(?s)^(GPUACCEPT_TEARDOWN_CONTAINERS=1 )?bash -c .* teardown `, func(c *fake.Call) fake.Reply {
 			return fake.Reply{Stdout: "removed $HOME/.gpuaccept/window\nprocesses ended: 0\n"}
 		})
 	}

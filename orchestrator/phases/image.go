@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -89,6 +90,9 @@ var Image = orchestrator.Phase{
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
 		im := w.Inv.Image
 		nodes := w.Active()
+		if len(nodes) == 0 {
+			return nil, errors.New("no node left in the window")
+		}
 		res := Imaged{Mode: im.Mode, Reference: im.Reference, Pin: pinOf(im.Reference), Runtime: im.Runtime, Nodes: map[string]*NodeImage{}}
 		for _, n := range nodes {
 			res.Nodes[n.Name] = &NodeImage{}
@@ -336,7 +340,11 @@ func parseInspect(out string) (id string, digests []string, err error) {
 	if err := json.Unmarshal([]byte(text), &imgs); err != nil || len(imgs) == 0 || imgs[0].ID == "" {
 		return "", nil, fmt.Errorf("unexpected output %.200q", strings.TrimSpace(out))
 	}
-	return strings.TrimPrefix(imgs[0].ID, "sha256:"), imgs[0].RepoDigests, nil
+	id = strings.TrimPrefix(imgs[0].ID, "sha256:")
+	if !isImageID("sha256:" + id) {
+		return "", nil, fmt.Errorf("unexpected image ID %.80q: not 64 hex digits", imgs[0].ID)
+	}
+	return id, imgs[0].RepoDigests, nil
 }
 
 // smoke starts the image with the node's GPUs and runs the smoke command.

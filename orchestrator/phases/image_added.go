@@ -8,15 +8,13 @@ import (
 	"gpuaccept/remote"
 )
 
-// addedList is the node-local file that lists, one "RUNTIME sha256:ID" a
-// line, the images this window put in the node's runtime; teardown.sh
-// removes them. It is on the node's own disk, named for the node (a home
-// may be shared by every node, and is removed at teardown before this is
-// read), and written before the load, so a window resumed after a crash
-// still knows the image is its own.
-func addedList(runID, node string) string {
-	return "/var/tmp/gpuaccept-images-" + runID + "-" + node
-}
+// addedList is the file that lists, one "RUNTIME sha256:ID" a line, the
+// images this window put in the node's runtime; teardown.sh removes them.
+// It is in the window's private directory on the node's own disk (a home
+// may be shared by every node, and no other user may add a line that
+// makes teardown remove their pick), and written before the load, so a
+// window resumed after a crash still knows the image is its own.
+func addedList(n *orchestrator.Node) string { return stateDir(n) + "/images" }
 
 // held is what the node's runtime had before the window loaded or pulled
 // the image, and what the window has listed as its own.
@@ -35,7 +33,10 @@ type held struct {
 // listed: an image is never removed on a guess.
 func imagesHeld(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, res *Imaged) *held {
 	h := &held{runtime: res.Runtime, before: map[string]bool{}, ours: map[string]bool{},
-		file: addedList(w.RunID(), n.Name), keep: w.Inv.Image.Keep}
+		file: addedList(n), keep: w.Inv.Image.Keep}
+	if stateDir(n) == "" {
+		return h // no private directory to list in: nothing is removed
+	}
 	q := remote.Quote(h.file)
 	out, err := runOn(ctx, w, n, remote.Quote(res.Runtime)+" images -q --no-trunc && echo '-- added' && { cat "+q+" 2>/dev/null; true; }")
 	if err != nil {
@@ -47,7 +48,9 @@ func imagesHeld(ctx context.Context, w *orchestrator.Window, n *orchestrator.Nod
 	}
 	h.known = true
 	for _, id := range strings.Fields(images) {
-		h.before[imageID(id)] = true
+		if id := imageID(id); isImageID(id) {
+			h.before[id] = true
+		}
 	}
 	for _, line := range strings.Split(added, "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == res.Runtime {
@@ -88,6 +91,13 @@ func (h *held) add(ctx context.Context, w *orchestrator.Window, n *orchestrator.
 	if _, err := runOn(ctx, w, n, "echo "+remote.Quote(h.runtime+" "+id)+" >> "+remote.Quote(h.file)); err == nil {
 		h.ours[id] = true
 	}
+}
+
+// isImageID: "sha256:" and 64 lowercase hex digits, the only shape an ID
+// read from a node is used in (a node may print anything).
+func isImageID(id string) bool {
+	h, ok := strings.CutPrefix(id, "sha256:")
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
 // imageID is an image ID as "sha256:<hex>" (docker and podman print it

@@ -39,7 +39,7 @@ var Teardown = orchestrator.Phase{
 		}
 		defer log.Close()
 		var out strings.Builder
-		cmd := "GPUACCEPT_NODE=" + remote.Quote(n.Name) + " bash -c " + remote.Quote(scripts.Teardown) + " teardown " + remote.Quote(w.RunID()) + " \"" + dir + "\""
+		cmd := "bash -c " + remote.Quote(scripts.Teardown) + " teardown " + remote.Quote(w.RunID()) + " \"" + dir + "\" " + remote.Quote(stateDir(n))
 		if f := w.Inv.Phases.Failure; f.Enabled && inventory.On(f.InImage) {
 			cmd = "GPUACCEPT_TEARDOWN_CONTAINERS=1 " + cmd
 		}

@@ -16,7 +16,12 @@ import (
 // scripts, each checked there against the sha256 of the copy embedded in
 // this gpuaccept binary.
 type ToolsPushed struct {
-	Dir   string       `json:"dir"`
+	Dir string `json:"dir"`
+	// State is the window's private directory on the node's own disk
+	// (mktemp -d, 0700): what teardown and the failure test must find
+	// again and no other user may have written (the images the window
+	// added, a cut's restore).
+	State string       `json:"state_dir"`
 	Files []PushedFile `json:"files"`
 }
 
@@ -43,6 +48,9 @@ var Tools = orchestrator.Phase{
 		if err != nil {
 			return res, err
 		}
+		if res.State, err = privateDir(ctx, w, n); err != nil {
+			return res, err
+		}
 		for _, f := range scripts.Pushed() {
 			sum := scripts.SHA256(f.Body)
 			// SFTP paths are relative to the login directory, as toolsDir is.
@@ -56,6 +64,40 @@ var Tools = orchestrator.Phase{
 		return res, nil
 	},
 }
+
+// stateKey is the node note that holds its private directory.
+const stateKey = "state_dir"
+
+// privateDir makes the window's private directory on the node (or, on a
+// resumed window, checks that the one the journal names is still its own:
+// this user's, 0700, not a link), and makes sure the window's home
+// directory is this user's alone. The path is journaled before any phase
+// writes into it.
+func privateDir(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (string, error) {
+	prefix := "/var/tmp/gpuaccept-" + w.RunID() + "."
+	script := `umask 077; b="$HOME/.gpuaccept"; mkdir -p "$b" && chmod 700 "$b" || exit 97
+[ -O "$b" ] && [ ! -L "$b" ] || { echo "gpuaccept: $b is not this user's own directory" >&2; exit 97; }
+p=$1; case $p in "$2"??????????) ;; *) p= ;; esac
+if [ -n "$p" ] && [ -d "$p" ] && [ ! -L "$p" ] && [ -O "$p" ] && [ "$(stat -c %a "$p")" = 700 ]; then echo "$p"; else mktemp -d "$2"XXXXXXXXXX; fi`
+	out, err := runOn(ctx, w, n, "bash -c "+remote.Quote(script)+" private "+remote.Quote(n.Noted(stateKey))+" "+remote.Quote(prefix))
+	if err != nil {
+		return "", fmt.Errorf("the window's private directory: %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(dir, prefix) || len(dir) != len(prefix)+10 || strings.Trim(dir[len(prefix):], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" {
+		return "", fmt.Errorf("the window's private directory: the node answered %.80q, not %sXXXXXXXXXX", dir, prefix)
+	}
+	if dir != n.Noted(stateKey) {
+		if err := w.Note(n, stateKey, dir); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// stateDir is the node's private directory (shell-quoted), "" when the
+// tools phase made none.
+func stateDir(n *orchestrator.Node) string { return n.Noted(stateKey) }
 
 // toolsDir is where a node's scripts land, relative to the login
 // directory: one per node, because homes may be one NFS export for all.

@@ -1,18 +1,37 @@
 # gpuaccept failure: the failure test's actions on one node. Runs WITHOUT
 # the window's mark in its environment (it must not kill itself).
-#   failure.sh kill-worker RUN        kill -9 the training processes the
-#                                     window's torchrun launchers started
-#   failure.sh kill-node RUN          kill -9 every process of the window
-#                                     (launchers, workers, their container)
-#   failure.sh cut RUN SECONDS PEER   schedule the restore, then take the
-#                                     interface that reaches PEER down
-#   failure.sh restore RUN            run a pending restore now
-#   failure.sh reboot RUN             reboot the node (opt-in upstream)
-#   failure.sh count RUN              how many processes of the window run
-# Prints what it did, one line per action.
+#   failure.sh kill-worker RUN STATE        kill -9 the training processes
+#                                           the window's torchrun launchers
+#                                           started
+#   failure.sh kill-node RUN STATE          kill -9 every process of the
+#                                           window (launchers, workers, their
+#                                           container)
+#   failure.sh cut RUN STATE SECONDS PEER   schedule the restore, then take
+#                                           the interface that reaches PEER
+#                                           down
+#   failure.sh restore RUN STATE            run a pending restore now
+#   failure.sh reboot RUN STATE             reboot the node (opt-in upstream)
+#   failure.sh count RUN STATE              how many processes of the window
+#                                           run
+# STATE is the window's private directory on this node (the tools phase's
+# mktemp -d): the cut's restore and the routes it puts back live there,
+# where no other user can write them. Prints what it did, one line per
+# action.
 set -u
-op=$1 run=$2
-restore="/var/tmp/gpuaccept-restore-$run.sh"
+op=$1 run=$2 state=$3
+case $state in
+/var/tmp/gpuaccept-"$run".??????????)
+  if [ ! -d "$state" ] || [ -L "$state" ] || [ ! -O "$state" ] || [ "$(stat -c %a "$state" 2>/dev/null)" != 700 ]; then
+    echo "error $state is not this window's private directory"
+    exit 1
+  fi
+  ;;
+*)
+  echo "error $state is not this window's private directory"
+  exit 1
+  ;;
+esac
+restore="$state/restore.sh"
 
 self_net=$(readlink /proc/self/ns/net)
 marked() {
@@ -58,11 +77,11 @@ kill-node)
   [ "$n" -gt 0 ] || { echo "error no process of the window runs here"; exit 1; }
   ;;
 cut)
-  secs=$3 peer=$4
+  secs=$4 peer=$5
   dev=$(ip -o route get "$peer" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
   [ -n "$dev" ] || { echo "error no route to $peer"; exit 1; }
   [ "$dev" != lo ] || { echo "error $peer is this node"; exit 1; }
-  routes="/var/tmp/gpuaccept-routes-$run"
+  routes="$state/routes"
   ip -o route show dev "$dev" >"$routes" || exit 1
   # The restore is on the node before the cut, outside the window's mark
   # (teardown must not kill it) and outside this session (setsid), so a
@@ -73,7 +92,7 @@ while read -r r; do ip route replace \$r dev $dev 2>/dev/null; done <$routes
 rm -f $routes "$restore"
 echo "restored $dev at \$(date +%s.%N)"
 EOF
-  setsid env -u GPUACCEPT_RUN bash -c "sleep $secs; bash $restore" </dev/null >>"/var/tmp/gpuaccept-restore-$run.log" 2>&1 &
+  setsid env -u GPUACCEPT_RUN bash -c "sleep $secs; bash $restore" </dev/null >>"$state/restore.log" 2>&1 &
   sleep 0.2
   kill -0 $! 2>/dev/null || { echo "error the restore could not be scheduled"; exit 1; }
   echo "cut dev=$dev for=$secs restore_pid=$! at=$(date +%s.%N)"
@@ -82,7 +101,7 @@ EOF
   ip link set dev "$dev" down || { echo "error ip link set $dev down failed"; exit 1; }
   ;;
 restore)
-  if [ -f "$restore" ]; then bash "$restore"; else echo "nothing to restore"; fi
+  if [ -f "$restore" ] && [ ! -L "$restore" ] && [ -O "$restore" ]; then bash "$restore"; else echo "nothing to restore"; fi
   ;;
 reboot)
   echo "rebooting at $(date +%s.%N)"

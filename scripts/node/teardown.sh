@@ -2,11 +2,27 @@
 # remove its files. Processes are found by the GPUACCEPT_RUN=<id> that every
 # command of the window carries in its environment, so nothing else on the
 # node is touched. Prints one line per process ended.
-# $1: run id, $2: the window's directory on the node, $3...: more of the
-# window's directories (staging, checkpoint), each named gpuaccept-<run id>
+# $1: run id, $2: the window's directory on the node, $3: the window's
+# private directory on the node's own disk (what the tools phase made with
+# mktemp -d), $4...: more of the window's directories (staging, checkpoint),
+# each named gpuaccept-<run id>.
 run=$1
 dir=${2:-}
+state=${3:-}
 found=0
+# Nothing is read or run from a path another user could have written: the
+# private directory must be the one mktemp -d made for this window (its
+# name, owned by this user, 0700, no link), else it is not used at all.
+case $state in
+/var/tmp/gpuaccept-"$run".??????????)
+  if [ ! -d "$state" ] || [ -L "$state" ] || [ ! -O "$state" ] || [ "$(stat -c %a "$state" 2>/dev/null)" != 700 ]; then
+    echo "not using $state: not this window's private directory"
+    state=
+  fi
+  ;;
+*) state= ;;
+esac
+mine() { [ -n "$state" ] && [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]; }
 # One grep reads every process's environment (NUL-separated entries).
 for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
   pid=${env#/proc/}
@@ -25,13 +41,16 @@ for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
   done
 done
 # Images the window loaded or pulled: the image phase lists them, before it
-# loads, in a file on this node's own disk; an image the node had before
-# the window is not listed. rmi -f also removes the window's stopped
-# containers of it. GPUACCEPT_NODE names this node (a home may be shared).
-added="/var/tmp/gpuaccept-images-$run-${GPUACCEPT_NODE:-}"
-if [ -n "${GPUACCEPT_NODE:-}" ] && [ -f "$added" ]; then
+# loads, in the window's private directory on this node's own disk; an
+# image the node had before the window is not listed. rmi -f also removes
+# the window's stopped containers of it.
+added="$state/images"
+if mine "$added"; then
   while read -r rt id; do
     case $rt in docker | podman) ;; *) continue ;; esac
+    # Only an image ID: never a name, never an option.
+    case $id in sha256:*) ;; *) continue ;; esac
+    [ ${#id} -eq 71 ] && [ -z "$(printf '%s' "${id#sha256:}" | tr -d 0-9a-f)" ] || continue
     command -v "$rt" >/dev/null 2>&1 || continue
     "$rt" image inspect "$id" >/dev/null 2>&1 || continue
     if "$rt" rmi -f "$id" >/dev/null 2>&1; then
@@ -57,10 +76,10 @@ if [ -f "$keys" ] && awk -v m="$mark" '$NF == m { found = 1 } END { exit !found 
 fi
 # A network cut of the failure test still pending (this node was cut and
 # is reachable again, or never was cut): its restore runs now.
-restore="/var/tmp/gpuaccept-restore-$run.sh"
-[ -f "$restore" ] && bash "$restore"
-shift 2
-for d in "$dir" "$@"; do
+restore="$state/restore.sh"
+mine "$restore" && bash "$restore"
+shift 3 2>/dev/null || shift $#
+for d in "$dir" "$state" "$@"; do
   if [ -n "$d" ] && [ -d "$d" ]; then
     rm -rf -- "$d" && echo "removed $d"
   fi
