@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 )
 
 // JournalFile is the journal's name in the run directory.
@@ -81,6 +82,8 @@ func (j *journal) write(e entry) error {
 	if err != nil {
 		return err
 	}
+	// A secret a node printed never reaches the disk, here or anywhere.
+	b = redact.Bytes(b)
 	if _, err := j.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}

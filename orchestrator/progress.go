@@ -10,6 +10,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/redact"
 )
 
 // Progress writes what the window is doing to stderr: a banner per phase
@@ -46,7 +47,7 @@ func (p *Progress) Phase(name string, total int) {
 	defer p.mu.Unlock()
 	p.clearLive()
 	p.phase, p.total, p.done, p.failed, p.started = name, total, 0, 0, time.Now()
-	fmt.Fprintf(p.out(), "== %s (%d node%s)\n", name, total, plural(total))
+	p.put(fmt.Sprintf("== %s (%d node%s)\n", name, total, plural(total)))
 	p.drawLive()
 }
 
@@ -55,7 +56,7 @@ func (p *Progress) Node(node, format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
-	fmt.Fprintf(p.out(), "%s: %s\n", node, fmt.Sprintf(format, args...))
+	p.put(fmt.Sprintf("%s: %s\n", node, fmt.Sprintf(format, args...)))
 	p.drawLive()
 }
 
@@ -76,7 +77,7 @@ func (p *Progress) Line(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
-	fmt.Fprintf(p.out(), format+"\n", args...)
+	p.put(fmt.Sprintf(format+"\n", args...))
 	p.drawLive()
 }
 
@@ -85,8 +86,8 @@ func (p *Progress) End() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
-	fmt.Fprintf(p.out(), "== %s: %d/%d done, %d failed, %s\n", p.phase, p.done, p.total, p.failed,
-		time.Since(p.started).Round(10*time.Millisecond))
+	p.put(fmt.Sprintf("== %s: %d/%d done, %d failed, %s\n", p.phase, p.done, p.total, p.failed,
+		time.Since(p.started).Round(10*time.Millisecond)))
 }
 
 func (p *Progress) clearLive() {
@@ -103,6 +104,12 @@ func (p *Progress) drawLive() {
 	fmt.Fprintf(p.w, "  %s: %d/%d done, %d failed, %s", p.phase, p.done, p.total, p.failed,
 		time.Since(p.started).Round(time.Second))
 	p.liveLine = true
+}
+
+// put writes lines as the operator may see them: what a node said has no
+// secret in it and cannot drive the terminal (redact.Shown).
+func (p *Progress) put(lines string) {
+	io.WriteString(p.out(), redact.Shown(lines))
 }
 
 // out is where a line goes: above the bars while they are drawn.
@@ -130,7 +137,7 @@ func (p *Progress) Transfer(node, what string, total int64) *Transfer {
 		p.bars = mpb.New(mpb.WithOutput(p.w), mpb.WithWidth(32), mpb.WithAutoRefresh(), mpb.WithRefreshRate(200*time.Millisecond))
 	}
 	p.running++
-	label := node + " " + what
+	label := redact.Shown(node + " " + what)
 	t.bar = p.bars.AddBar(total,
 		mpb.PrependDecorators(decor.Name(label, decor.WCSyncSpaceR), decor.CountersKibiByte("% .1f / % .1f", decor.WCSyncSpace)),
 		mpb.AppendDecorators(decor.Percentage(decor.WCSyncSpace), decor.AverageSpeed(decor.SizeB1024(0), "% .1f", decor.WCSyncSpace),
@@ -165,7 +172,7 @@ func (t *Transfer) Set(done int64) {
 		return
 	}
 	t.p.clearLive()
-	fmt.Fprintf(t.p.out(), "%s: %s: %d%% of %s sent\n", t.node, t.what, done*100/t.total, inventory.Bytes(t.total))
+	t.p.put(fmt.Sprintf("%s: %s: %d%% of %s sent\n", t.node, t.what, done*100/t.total, inventory.Bytes(t.total)))
 	t.next = done*10/t.total + 1
 	t.p.drawLive()
 }

@@ -15,6 +15,7 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/ledger"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
 
@@ -228,6 +229,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	} else {
 		w.rec.Ledger = l
 	}
+	w.rec = scrubbed(w.rec)
 	reason := "completed"
 	switch {
 	case w.rec.Interrupted:
@@ -304,6 +306,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 				pr.Outcome = record.Interrupted
 			}
 		}
+		bounded(&pr)
 		var quarantine *entry
 		if pr.Outcome == record.Failed && p.Gating {
 			reason := fmt.Sprintf("%s failed: %s", p.Name, firstLine(pr.Error))
@@ -357,6 +360,7 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 			pr.Outcome = record.Interrupted
 		}
 	}
+	bounded(&pr)
 	if err := w.record(j, pr, nil); err != nil {
 		return err
 	}
@@ -448,6 +452,45 @@ func (w *Window) closeClients() {
 	}
 	w.mu.Unlock()
 	remote.CloseExecutors(execs)
+}
+
+// What one result may hold of what nodes said: the journal must always be
+// readable back (its line limit is 64 MiB) and run.json must stay a file
+// a person can open, whatever a node printed.
+const (
+	maxResultBytes = 8 << 20
+	maxErrorBytes  = 8 << 10
+)
+
+// bounded keeps pr within those limits: a longer error keeps its head and
+// tail; data over the limit is not kept, and the phase failed on the node
+// (its raw log, capped too, holds what it said).
+func bounded(pr *record.PhaseResult) {
+	if n := len(pr.Data); n > maxResultBytes {
+		pr.Data = nil
+		pr.Outcome = record.Failed
+		pr.Error = strings.TrimSpace(fmt.Sprintf("the node's answers made a result of %d bytes, more than the %d a result may hold; not kept (see the raw log). %s",
+			n, maxResultBytes, pr.Error))
+	}
+	if len(pr.Error) > maxErrorBytes {
+		cut := len(pr.Error) - maxErrorBytes
+		pr.Error = pr.Error[:maxErrorBytes/2] + fmt.Sprintf(" [... %d bytes cut ...] ", cut) + pr.Error[len(pr.Error)-maxErrorBytes/2:]
+	}
+}
+
+// scrubbed is rec with every secret a node let slip replaced
+// (redact.Bytes over its JSON): the record reports and run.json are made
+// from.
+func scrubbed(rec *record.Run) *record.Run {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return rec
+	}
+	var out record.Run
+	if err := json.Unmarshal(redact.Bytes(b), &out); err != nil {
+		return rec
+	}
+	return &out
 }
 
 // guarded runs fn, turning a panic into its error (with the stack): a bug

@@ -13,6 +13,7 @@ import (
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
 
@@ -163,8 +164,13 @@ func (w *Window) Result(phase string, i int, v any) (record.PhaseResult, bool) {
 	return record.PhaseResult{}, false
 }
 
+// MaxLogBytes bounds one raw log: a node that prints without end fills
+// its log to here, then the log says it was cut.
+const MaxLogBytes = 32 << 20
+
 // LogFile opens raw/<node>/<phase>.log for appending; every byte a phase
-// gets from a node goes there, so the evidence holds the tools' own words.
+// gets from a node goes there, so the evidence holds the tools' own words
+// (secrets scrubbed, redact.Writer; at most MaxLogBytes).
 func (w *Window) LogFile(n *Node, phase string) (io.WriteCloser, string, error) {
 	rel := filepath.Join("raw", n.Name, phase+".log")
 	path := filepath.Join(w.Dir, rel)
@@ -175,7 +181,58 @@ func (w *Window) LogFile(n *Node, phase string) (io.WriteCloser, string, error) 
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %s: %w", n.Name, phase, err)
 	}
-	return f, rel, nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("%s: %s: %w", n.Name, phase, err)
+	}
+	c := &cappedLog{f: f, left: MaxLogBytes - st.Size(), room: st.Size() < MaxLogBytes}
+	return &rawLog{WriteCloser: redact.Writer(c), c: c}, rel, nil
+}
+
+// rawLog is a raw log: scrubbed, then capped.
+type rawLog struct {
+	io.WriteCloser
+	c *cappedLog
+}
+
+func (l *rawLog) Close() error {
+	err := l.WriteCloser.Close()
+	if cerr := l.c.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// cappedLog writes up to left bytes, then one line saying how much more
+// was not kept.
+type cappedLog struct {
+	f       *os.File
+	left    int64
+	dropped int64
+	room    bool // the log was not full when opened: the cut is said once
+}
+
+func (c *cappedLog) Write(p []byte) (int, error) {
+	if c.left <= 0 {
+		c.dropped += int64(len(p))
+		return len(p), nil
+	}
+	k := min(int64(len(p)), c.left)
+	n, err := c.f.Write(p[:k])
+	c.left -= int64(n)
+	c.dropped += int64(len(p)) - k
+	if err != nil {
+		return n, err
+	}
+	return len(p), nil
+}
+
+func (c *cappedLog) close() error {
+	if c.dropped > 0 && c.room {
+		fmt.Fprintf(c.f, "\n[gpuaccept: raw log cut at %d bytes; %d more bytes of this command's output not kept]\n", MaxLogBytes, c.dropped)
+	}
+	return c.f.Close()
 }
 
 // Log opens the raw log of the work ctx carries (LogOf) on n.

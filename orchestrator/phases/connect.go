@@ -39,8 +39,9 @@ var Connect = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
-		w.Progress.Node(n.Name, "connected to %s (%s)", c.Addr(), strings.TrimSpace(string(out)))
-		return Reached{Addr: c.Addr(), Hostname: strings.TrimSpace(string(out))}, nil
+		host := hostnameOf(out)
+		w.Progress.Node(n.Name, "connected to %s (%s)", c.Addr(), host)
+		return Reached{Addr: c.Addr(), Hostname: host}, nil
 	},
 	Judge: func(w *orchestrator.Window) []record.Verdict {
 		var vs []record.Verdict
@@ -59,6 +60,17 @@ var Connect = orchestrator.Phase{
 		}
 		return vs
 	},
+}
+
+// hostnameOf is what `hostname` printed, as much of it as a host name can
+// be (its first line, at most 255 bytes): a node may print anything.
+func hostnameOf(out []byte) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	s = strings.TrimSpace(s)
+	if len(s) > 255 {
+		s = s[:255] + "…"
+	}
+	return s
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -3,7 +3,6 @@
 package phases
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -37,7 +36,7 @@ func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, co
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "$ %s\n", firstLine(command))
-	var out bytes.Buffer
+	var out capture
 	err = e.Run(ctx, remote.Cmd{
 		Command: command,
 		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},

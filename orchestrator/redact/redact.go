@@ -1,0 +1,247 @@
+// Package redact keeps secrets out of the evidence. A node's environment
+// and its tools' output may carry credentials (an HF_TOKEN in rank 0's
+// environment that nccl-tests' -J report copies, an AWS key in a tool's
+// error, a signed URL); everything the window writes (raw logs, the
+// journal, run.json, reports, stderr) passes through String or a Writer
+// first.
+package redact
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Redacted stands where a secret was.
+const Redacted = "[redacted]"
+
+// measured are the prefixes of the environment variables a measurement
+// needs (which NCCL, CUDA, MPI and UCX settings shaped it); every other
+// variable of an environment dump is left out.
+var measured = []string{"NCCL_", "CUDA_", "OMPI_", "PMIX_", "UCX_", "NVIDIA_", "TORCH_NCCL_", "GPUACCEPT_RUN"}
+
+// Env says whether the variable name is one a measurement needs to be
+// understood (and so is kept in an environment dump).
+func Env(name string) bool {
+	for _, p := range measured {
+		if strings.HasPrefix(name, p) {
+			return !secretName.MatchString(name)
+		}
+	}
+	return false
+}
+
+// secretName is a variable or field name that says it holds a secret.
+var secretName = regexp.MustCompile(`(?i)(TOKEN|SECRET|PASSW(OR)?D|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)`)
+
+type rule struct {
+	re   *regexp.Regexp
+	repl string
+}
+
+// rules are the known shapes of secrets, most specific first. Values
+// stop at white space, quotes and backslashes so that a secret inside a
+// JSON string is replaced without breaking the JSON.
+var rules = []rule{
+	// PEM private keys, whole.
+	{regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`), "-----BEGIN PRIVATE KEY----- " + Redacted + " -----END PRIVATE KEY-----"},
+	// Credentials in a URL: scheme://user:password@host.
+	{regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@"'\\]+:[^/\s@"'\\]*@`), "${1}" + Redacted + "@"},
+	// A URL's query string (signed URLs carry their signature there).
+	{regexp.MustCompile(`(?i)\b((?:https?|s3|gs|az|wss?)://[^\s?"'\\]+)\?[^\s"'\\<>]*`), "${1}?…"},
+	// Authorization headers and bearer tokens.
+	{regexp.MustCompile(`(?i)\b(authorization\s*[:=]\s*)(?:(basic|bearer|token)\s+)?[^\s"'\\]+`), "${1}${2} " + Redacted},
+	{regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9\-._~+/]{8,}=*`), "${1} " + Redacted},
+	// Cloud and forge key formats.
+	{regexp.MustCompile(`\b(AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b`), "${1}" + Redacted},
+	{regexp.MustCompile(`\bhf_[A-Za-z0-9]{20,}\b`), "hf_" + Redacted},
+	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}\b`), "gh_" + Redacted},
+	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}\b`), "github_pat_" + Redacted},
+	{regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{20,}\b`), "glpat-" + Redacted},
+	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}\b`), "xox-" + Redacted},
+	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}\b`), "sk-" + Redacted},
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`), "AIza" + Redacted},
+	// NAME=value, NAME: value and "NAME": "value" where the name says it
+	// is a secret (HF_TOKEN=..., aws_secret_access_key = ..., a JSON
+	// field, an env dump line).
+	{regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*(?:TOKEN|SECRET|PASSW(?:OR)?D|API_?KEY|ACCESS_?KEY|SECRET_?KEY|PRIVATE_?KEY|CREDENTIALS?))("?\s*[:=]\s*"?)([^\s"'\\,}]+)`), "${1}${2}" + Redacted},
+}
+
+// String is s with every known shape of secret replaced.
+func String(s string) string {
+	if s == "" {
+		return s
+	}
+	for _, r := range rules {
+		s = r.re.ReplaceAllString(s, r.repl)
+	}
+	return s
+}
+
+// Bytes is String for bytes.
+func Bytes(b []byte) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	return []byte(String(string(b)))
+}
+
+// URL is how a URL is shown in every record: no user or password, the
+// query string (a signed URL's signature) as "?…". What does not parse as
+// a URL goes through String.
+func URL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return String(raw)
+	}
+	u.User = nil
+	q := u.RawQuery != "" || u.ForceQuery
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	s := u.String()
+	if q {
+		s += "?…"
+	}
+	return s
+}
+
+// maxLine is how much of a line without its end a Writer holds before it
+// passes it on (scrubbed) anyway.
+const maxLine = 64 << 10
+
+// Writer scrubs what is written through it a line at a time (a secret
+// never spans lines in what tools print) and passes it to w. Close passes
+// on a last line without its newline; it does not close w.
+func Writer(w io.Writer) io.WriteCloser { return &writer{w: w} }
+
+type writer struct {
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+func (r *writer) Write(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	r.buf = append(r.buf, p...)
+	for {
+		i := bytes.IndexByte(r.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := r.w.Write(Bytes(r.buf[:i+1])); err != nil {
+			r.err = err
+			return len(p), err
+		}
+		r.buf = r.buf[i+1:]
+	}
+	if len(r.buf) > maxLine {
+		if _, err := r.w.Write(Bytes(r.buf)); err != nil {
+			r.err = err
+		}
+		r.buf = r.buf[:0]
+	}
+	return len(p), r.err
+}
+
+func (r *writer) Close() error {
+	if len(r.buf) > 0 && r.err == nil {
+		_, r.err = r.w.Write(Bytes(r.buf))
+		r.buf = nil
+	}
+	return r.err
+}
+
+// NCCLEnv keeps, of the "env" array that nccl-tests' -J report copies
+// from rank 0's environment, only the variables Env says a measurement
+// needs. The report is hand-written JSON that may not parse (a bare inf),
+// so the array is found and rewritten as text; anything else passes
+// through String.
+func NCCLEnv(report string) string {
+	i := strings.Index(report, `"env"`)
+	if i < 0 {
+		return String(report)
+	}
+	j := i + len(`"env"`)
+	for j < len(report) && (report[j] == ' ' || report[j] == ':' || report[j] == '\n' || report[j] == '\t') {
+		j++
+	}
+	if j >= len(report) || report[j] != '[' {
+		return String(report)
+	}
+	var kept []string
+	k := j + 1
+	for k < len(report) {
+		c := report[k]
+		switch {
+		case c == ']':
+			out := report[:j] + "[" + strings.Join(kept, ", ") + "]" + report[k+1:]
+			return String(out)
+		case c == '"':
+			end := k + 1
+			for end < len(report) && report[end] != '"' {
+				if report[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(report) {
+				return String(report[:j]) + `[]`
+			}
+			entry := report[k : end+1]
+			name, _, _ := strings.Cut(strings.Trim(entry, `"`), "=")
+			if Env(name) {
+				kept = append(kept, entry)
+			}
+			k = end + 1
+		default:
+			k++
+		}
+	}
+	// Cut short (a run that died mid-write): nothing of the array is kept.
+	return String(report[:j]) + `[]`
+}
+
+// Controls is s made safe for a terminal: control characters other than
+// newline and tab (escape sequences that set a window title, move the
+// cursor or colour what follows), DEL, C1 controls and invalid UTF-8 are
+// shown escaped, as Go writes them (\x1b, \u009b), so a node's output can
+// never drive the operator's terminal.
+func Controls(s string) string {
+	clean := true
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return r == utf8.RuneError || r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f ||
+		r == '\u2028' || r == '\u2029' || r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+}
+
+// Shown is s as a person may see it: secrets out, controls escaped.
+func Shown(s string) string { return Controls(String(s)) }
