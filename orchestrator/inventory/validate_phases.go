@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"gpuaccept/orchestrator/redact"
 	"net/url"
 	"os"
 	"regexp"
@@ -161,9 +162,19 @@ func (v *validator) staging(st *Staging) {
 		}
 		switch {
 		case src.URL != "":
+			// A URL is shown everywhere without credentials or query
+			// (redact.URL): so are the messages about it.
 			scheme, _, ok := strings.Cut(src.URL, "://")
-			if !ok || !slices.Contains([]string{"http", "https", "s3", "gs", "az"}, scheme) {
-				v.problem(key+".url", "%q: expected http://, https://, s3://, gs:// or az://", short(src.URL))
+			u, err := url.Parse(src.URL)
+			switch {
+			case !ok || !slices.Contains([]string{"http", "https", "s3", "gs", "az"}, scheme):
+				v.problem(key+".url", "%q: expected http://, https://, s3://, gs:// or az://", short(redact.URL(src.URL)))
+			case err != nil || u.Host == "":
+				v.problem(key+".url", "%q: not a URL with a host", short(redact.URL(src.URL)))
+			case u.User != nil:
+				v.problem(key+".url", "%q: credentials in a URL (user:password@) would be copied into the evidence and shown in ps on every node; give the node's tool its credentials (~/.netrc, aws configure, gcloud auth) or use a signed URL", short(redact.URL(src.URL)))
+			case strings.ContainsAny(src.URL, "\n\r"):
+				v.problem(key+".url", "%q: no line breaks in a URL", short(redact.URL(src.URL)))
 			}
 		case src.Path != "":
 			if !strings.HasPrefix(src.Path, "/") {
@@ -179,9 +190,9 @@ func (v *validator) staging(st *Staging) {
 			case !strings.HasPrefix(src.URL, "s3://"):
 				v.problem(key+".endpoint", "only for an s3:// url (an S3-compatible store's address); this source is not one")
 			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-				v.problem(key+".endpoint", "%q: expected the store's http:// or https:// address, e.g. https://object.example.com", short(src.Endpoint))
+				v.problem(key+".endpoint", "%q: expected the store's http:// or https:// address without credentials or query, e.g. https://object.example.com", short(redact.URL(src.Endpoint)))
 			case strings.ContainsAny(src.Endpoint, "'\"\n$`\\ "):
-				v.problem(key+".endpoint", "%q: no quotes, spaces, $ or backquotes in an address", short(src.Endpoint))
+				v.problem(key+".endpoint", "%q: no quotes, spaces, $ or backquotes in an address", short(redact.URL(src.Endpoint)))
 			}
 		}
 		if src.SHA256 != "" && !sha256Hex.MatchString(src.SHA256) {

@@ -13,6 +13,7 @@ import (
 	"gpuaccept/orchestrator/fabric"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
 
@@ -274,7 +275,10 @@ func (j job) supportsJSON(ctx context.Context, w *orchestrator.Window) bool {
 // text's (nccl-tests' JSON lists one device per process).
 func (j job) mergeJSON(ctx context.Context, w *orchestrator.Window, r *parse.NCCL) bool {
 	for _, n := range j.nodes {
-		out, err := runOn(ctx, w, n, "cat "+j.bench.json+" 2>/dev/null && rm -f "+j.bench.json)
+		// The report copies rank 0's whole environment (tokens and keys
+		// on a real node): neither the log nor the record keeps more of
+		// it than the measurement needs.
+		out, err := runLogged(ctx, w, n, "cat "+j.bench.json+" 2>/dev/null && rm -f "+j.bench.json, nil, redact.NCCLEnv)
 		if err != nil || len(out) == 0 {
 			continue
 		}

@@ -26,6 +26,13 @@ func runOn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, co
 
 // runIn is runOn with stdin.
 func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string, stdin io.Reader) ([]byte, error) {
+	return runLogged(ctx, w, n, command, stdin, nil)
+}
+
+// runLogged is runIn whose stdout reaches the raw log through filter (when
+// set) once the command ended: a report that copies an environment is
+// logged with only what the measurement needs (redact.NCCLEnv).
+func runLogged(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string, stdin io.Reader, filter func(string) string) ([]byte, error) {
 	e, err := execOf(n)
 	if err != nil {
 		return nil, err
@@ -37,17 +44,26 @@ func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, co
 	defer log.Close()
 	fmt.Fprintf(log, "$ %s\n", firstLine(command))
 	var out capture
+	stdout := io.MultiWriter(&out, log)
+	if filter != nil {
+		stdout = &out
+	}
 	err = e.Run(ctx, remote.Cmd{
 		Command: command,
 		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},
 		Stdin:   stdin,
-		Stdout:  io.MultiWriter(&out, log),
+		Stdout:  stdout,
 		Stderr:  log,
 	})
+	b := out.Bytes()
+	if filter != nil {
+		b = []byte(filter(string(b)))
+		log.Write(b)
+	}
 	if err != nil {
 		fmt.Fprintf(log, "# %v\n", err)
 	}
-	return out.Bytes(), err
+	return b, err
 }
 
 // execOf is n's executor, or why there is none.

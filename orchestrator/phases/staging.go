@@ -18,6 +18,7 @@ import (
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
 
@@ -194,8 +195,10 @@ func sourceOf(src inventory.StagingSource) StagedSource {
 	case src.Path != "":
 		s.Kind, s.From = "path", src.Path
 	case src.URL != "":
+		// Every record shows the URL without a query (a signed URL's
+		// signature); the node gets the whole URL on stdin only.
 		scheme, _, _ := strings.Cut(src.URL, "://")
-		s.Kind, s.From = scheme, src.URL
+		s.Kind, s.From = scheme, redact.URL(src.URL)
 		if scheme == "https" {
 			s.Kind = "http"
 		}
@@ -215,7 +218,9 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	if s.Kind == "synthetic" {
 		return stageSynthetic(ctx, w, n, dir, src, s, &sent)
 	}
-	out, err := runOn(ctx, w, n, stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From, s.Endpoint))
+	// The source itself travels on stdin, never in argv (which every user
+	// of the node sees in ps): the command line names it as shown.
+	out, err := runIn(ctx, w, n, stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From, s.Endpoint), strings.NewReader(sourceText(src)+"\n"))
 	if err != nil {
 		s.Error = stageError(out, err, s.Name+" ("+s.From+"): ").Error()
 		return s
@@ -309,6 +314,14 @@ func stillStaging(w *orchestrator.Window, n *orchestrator.Node, name string, sen
 		}
 	}()
 	return func() { close(stop); <-done }
+}
+
+// sourceText is what stage.sh fetches: the path or the whole URL.
+func sourceText(src inventory.StagingSource) string {
+	if src.URL != "" {
+		return src.URL
+	}
+	return src.Path
 }
 
 func stageCommand(w *orchestrator.Window, n *orchestrator.Node, op, dir string, args ...string) string {

@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/scripts"
 )
 
@@ -256,7 +260,22 @@ func stageScript(t *testing.T, args ...string) (string, error) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
+	return stageScriptEnv(t, nil, args...)
+}
+
+// stageScriptEnv runs stage.sh as the staging phase does: a fetch's
+// source on stdin, its argv naming it as records show it.
+func stageScriptEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	var stdin string
+	if len(args) > 4 && args[0] == "fetch" {
+		stdin = args[4] + "\n"
+		args = append([]string(nil), args...)
+		args[4] = redact.URL(args[4])
+	}
 	cmd := exec.Command("bash", append([]string{"-c", scripts.Stage, "stage"}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -323,5 +342,49 @@ func TestStageErrorPrefersTheScriptsWords(t *testing.T) {
 	}
 	if err := stageError(nil, errors.New("connection lost"), "x"); err.Error() != "connection lost" {
 		t.Errorf("got %q", err)
+	}
+}
+
+// TestStageScriptKeepsASignedURLOutOfArgv: the URL's query (a signed
+// URL's credential) reaches curl in a file, never in any argv, and the
+// script's words show it without the query.
+func TestStageScriptKeepsASignedURLOutOfArgv(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl")
+	}
+	data := bytes.Repeat([]byte("weights"), 1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("X-Amz-Signature") != "s3cr3tsig" {
+			http.Error(w, "unsigned", http.StatusForbidden)
+			return
+		}
+		w.Write(data)
+	}))
+	defer srv.Close()
+	bin := t.TempDir()
+	argv := filepath.Join(bin, "argv")
+	wrapper := "#!/bin/bash\nprintf '%s\\n' \"$0\" \"$@\" >>" + argv + "\nexec " + curl + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "curl"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "gpuaccept-run")
+	signed := srv.URL + "/w.bin?X-Amz-Signature=s3cr3tsig&X-Amz-Expires=300"
+	out, err := stageScriptEnv(t, []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, "fetch", dst, "weights", "http", signed)
+	kv, ok := stagedLine([]byte(out))
+	if err != nil || !ok || kv["tool"] != "curl" || kv["bytes"] != fmt.Sprint(len(data)) {
+		t.Fatalf("fetch: %v %q", err, out)
+	}
+	got, _ := os.ReadFile(argv)
+	if strings.Contains(string(got), "s3cr3tsig") || strings.Contains(out, "s3cr3tsig") || !strings.Contains(string(got), "-K") {
+		t.Errorf("the signature reached argv or the output:\nargv: %s\nout: %s", got, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "gpuaccept-url.*")); len(left) > 0 {
+		t.Errorf("the URL file was left behind: %v", left)
+	}
+	// A refusal names the source as shown, never with its query.
+	out, err = stageScriptEnv(t, []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, "fetch", dst, "weights", "http", srv.URL+"/w.bin?X-Amz-Signature=wrong")
+	if err == nil || strings.Contains(out, "wrong") || !strings.Contains(out, "error weights ("+srv.URL+"/w.bin?…)") {
+		t.Errorf("refused: %v %q", err, out)
 	}
 }

@@ -2,8 +2,9 @@
 # training job's setup would, and says how long it took and what it wrote.
 #
 #   bash -c STAGE stage prepare DIR                 make DIR afresh; prints "avail BYTES"
-#   bash -c STAGE stage fetch DIR NAME KIND SOURCE [ENDPOINT]
-#                                                   stage SOURCE as DIR/NAME
+#   bash -c STAGE stage fetch DIR NAME KIND SHOWN [ENDPOINT] <SOURCE
+#                                                   stage SOURCE (one line on
+#                                                   stdin) as DIR/NAME
 #
 # KIND is path (a file or directory on shared storage), http (http:// and
 # https://, with curl or wget), s3 (aws s3 cp; ENDPOINT, when given, is an
@@ -26,6 +27,11 @@
 #   error MESSAGE            (exit 1; MESSAGE names the source and says why)
 # The copy is written as DIR/.NAME.gpuaccept-part and renamed to DIR/NAME
 # once complete, so DIR/NAME is never a partial copy.
+#
+# SOURCE comes on stdin, not in argv, which every user of the node sees:
+# a signed URL carries its credential in the query. SHOWN is how messages
+# name it (the URL without its query). curl and wget read the URL from a
+# file only this user can read.
 set -u -o pipefail
 op=$1 dir=$2
 
@@ -59,18 +65,20 @@ fetch) ;;
   ;;
 esac
 
-name=$3 kind=$4 src=$5 endpoint=${6:-}
+name=$3 kind=$4 shown=$5 endpoint=${6:-}
+IFS= read -r src || [ -n "$src" ] || { echo "error $name ($shown): no source on stdin"; exit 2; }
 dst=$dir/$name
 part=$dir/.$name.gpuaccept-part
-errf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-stage.XXXXXX") || { echo "error $name ($src): mktemp failed"; exit 1; }
+errf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-stage.XXXXXX") || { echo "error $name ($shown): mktemp failed"; exit 1; }
+urlf=
 # What the tool said goes to stderr at the end (the window's raw log).
-trap 'cat -- "$errf" >&2 2>/dev/null; rm -f -- "$errf"' EXIT
+trap 'cat -- "$errf" >&2 2>/dev/null; rm -f -- "$errf" ${urlf:+"$urlf"}' EXIT
 
 fail() {
   local msg
   msg=$(grep -v '^[[:space:]]*$' "$errf" 2>/dev/null | tail -n 3 | tr '\n' ' ' | sed 's/[[:space:]]*$//')
   rm -rf -- "$part"
-  echo "error $name ($src): $1${msg:+: $msg}"
+  echo "error $name ($shown): $1${msg:+: $msg}"
   exit 1
 }
 need() { command -v "$1" >/dev/null 2>&1; }
@@ -86,7 +94,7 @@ single() {
 }
 
 rm -rf -- "$part"
-mkdir -p -- "$dir" || { echo "error $name ($src): cannot create $dir"; exit 1; }
+mkdir -p -- "$dir" || { echo "error $name ($shown): cannot create $dir"; exit 1; }
 prefix=
 case $src in */) prefix=1 ;; esac
 checksum=tee tool='' sum=''
@@ -104,14 +112,20 @@ path)
   fi
   ;;
 http)
+  # The URL goes to the tool in a file of this user's (mktemp: 0600).
+  urlf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-url.XXXXXX") || fail "mktemp failed"
   if need curl; then
     tool=curl
     # -f: an HTTP error is an error (404 is not retried); --retry covers
-    # transient failures only, a few times.
-    single curl -fsSL --connect-timeout 20 --retry 2 --retry-delay 1 "$src"
+    # transient failures only, a few times. The config file's url line
+    # takes the URL as written (quotes and backslashes escaped).
+    esc=${src//\\/\\\\}
+    printf 'url = "%s"\n' "${esc//\"/\\\"}" >"$urlf"
+    single curl -fsSL --connect-timeout 20 --retry 2 --retry-delay 1 -K "$urlf"
   elif need wget; then
     tool=wget
-    single wget -q --tries=3 --timeout=20 -O - "$src"
+    printf '%s\n' "$src" >"$urlf"
+    single wget -q --tries=3 --timeout=20 -O - -i "$urlf"
   else
     fail "neither curl nor wget is installed on this node"
   fi
