@@ -183,6 +183,15 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	defer w.closeClients()
 	w.j = j
 	defer func() { w.j = nil }()
+	ends := time.Now()
+	for i := range phases {
+		if p := &phases[i]; p.enabled(w.Inv) && (!done[p.Name] || p.AlwaysRun) {
+			ends = ends.Add(p.deadline(w.Inv))
+		}
+	}
+	w.mu.Lock()
+	w.ends = ends
+	w.mu.Unlock()
 	var ioErr error
 	for i := range phases {
 		p := &phases[i]

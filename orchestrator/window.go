@@ -31,6 +31,20 @@ type Window struct {
 	login  *Node
 	dial   remote.Dialer
 	j      *journal
+	ends   time.Time
+}
+
+// Deadline is when the window will be over at the latest: when it (or its
+// resumption) began, plus every phase's deadline still to run, plus
+// teardown's. What must not outlive the window (the window key) expires
+// by it.
+func (w *Window) Deadline() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ends.IsZero() {
+		return time.Now().Add(time.Hour)
+	}
+	return w.ends
 }
 
 // Node is one node of the window.

@@ -228,7 +228,24 @@ func checkAddress(a string) string {
 	if host, port, err := net.SplitHostPort(a); err == nil {
 		return fmt.Sprintf("%q: give the port in port (address: %s, port: %s)", short(a), host, port)
 	}
+	if !ValidHost(a) {
+		return fmt.Sprintf("%q is not an IP address or host name (letters, digits, '-', '_' and '.'; an IP literal)", short(a))
+	}
 	return ""
+}
+
+// hostName is a DNS name or an ssh_config alias of the same characters.
+var hostName = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?$`)
+
+// ValidHost says whether a is an address gpuaccept will put on a command
+// line (mpirun's -H, srun's --nodelist, a node's known_hosts): a host name
+// or an IP literal, nothing a shell could read as more. The one pattern,
+// in one place.
+func ValidHost(a string) bool {
+	if net.ParseIP(a) != nil {
+		return true
+	}
+	return len(a) <= 253 && hostName.MatchString(a)
 }
 
 // users fills each node's user from ssh.user, or says who has none.

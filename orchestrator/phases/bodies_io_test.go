@@ -285,7 +285,7 @@ func fabricFleet(t *testing.T, nodes int, slow string) (*fake.Fleet, *inventory.
 	model := fabricHosts(nodes, slow)
 	for _, n := range inv.Nodes {
 		answerFabric(f.Host(n.Name), model, n.Address)
-		onScript(f.Host(n.Name), "windowkey.sh", func(*fake.Call, []string) fake.Reply { return fake.Reply{} })
+		answerWindowKey(f.Host(n.Name), nil)
 	}
 	return f, inv
 }

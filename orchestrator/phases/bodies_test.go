@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote/fake"
@@ -217,11 +219,10 @@ func TestWindowKeyInstallsOneKeyPairTrustingThePeersVerifiedKeys(t *testing.T) {
 	var args [][]string
 	var stdins []string
 	for _, h := range f.Hosts() {
-		onScript(h, "windowkey.sh", func(c *fake.Call, a []string) fake.Reply {
+		answerWindowKey(h, func(c *fake.Call, a []string) {
 			mu.Lock()
 			defer mu.Unlock()
 			args, stdins = append(args, a), append(stdins, string(c.Stdin))
-			return fake.Reply{}
 		})
 	}
 	r := runFake(t, inv, f, WindowKey)
@@ -229,14 +230,19 @@ func TestWindowKeyInstallsOneKeyPairTrustingThePeersVerifiedKeys(t *testing.T) {
 		t.Fatalf("windowkey.sh ran %d times", len(args))
 	}
 	for i, a := range args {
-		if len(a) != 4 || !strings.HasSuffix(a[1], KeyMark(r.ID)) || a[1] != args[0][1] {
-			t.Errorf("run %d: args %q", i, a)
+		if len(a) != 6 || !strings.HasSuffix(a[1], KeyMark(r.ID)) || a[1] != args[0][1] {
+			t.Fatalf("run %d: args %q", i, a)
 		}
-		if !strings.Contains(stdins[i], "BEGIN OPENSSH PRIVATE KEY") || stdins[i] != stdins[0] {
-			t.Errorf("run %d: the private key is not on stdin, or differs", i)
+		if strings.Contains(stdins[i]+strings.Join(a, " "), "PRIVATE KEY") {
+			t.Errorf("run %d: the private key is on stdin or in argv (the guard passes stdin through files)", i)
 		}
-		if strings.Contains(strings.Join(a, " "), "PRIVATE KEY") {
-			t.Errorf("run %d: the private key is in argv", i)
+		// Usable only from the window's nodes, and only until a little
+		// past the window's end.
+		if a[5] != "192.0.2.11,192.0.2.12,192.0.2.13" {
+			t.Errorf("run %d: the key's peers %q", i, a[5])
+		}
+		if exp, err := strconv.ParseInt(a[4], 10, 64); err != nil || time.Until(time.Unix(exp, 0)) < 30*time.Minute || time.Until(time.Unix(exp, 0)) > 48*time.Hour {
+			t.Errorf("run %d: expiry %q", i, a[4])
 		}
 		for _, peer := range []string{"192.0.2.11 ssh-ed25519 FAKE-h1", "192.0.2.12 ssh-ed25519 FAKE-h2", "192.0.2.13 ssh-ed25519 FAKE-h3"} {
 			if !strings.Contains(a[2], peer) {
@@ -245,8 +251,18 @@ func TestWindowKeyInstallsOneKeyPairTrustingThePeersVerifiedKeys(t *testing.T) {
 		}
 	}
 	var k KeyInstalled
-	if err := json.Unmarshal(resultOf(t, r, "windowkey", 2).Data, &k); err != nil || k.Fingerprint == "" || k.AuthorizedKey != args[0][1] {
+	if err := json.Unmarshal(resultOf(t, r, "windowkey", 2).Data, &k); err != nil || k.Fingerprint == "" || k.AuthorizedKey != args[0][1] ||
+		!strings.HasPrefix(k.Installed, "restrict,from=") || k.Expires.IsZero() {
 		t.Errorf("recorded %+v %v", k, err)
+	}
+	// The private half: one file per node, the same pair everywhere.
+	var first string
+	for _, h := range f.Hosts() {
+		file, ok := h.File(".gpuaccept/" + r.ID + "/ssh/id_ed25519")
+		if !ok || !strings.Contains(string(file.Data), "BEGIN OPENSSH PRIVATE KEY") || first != "" && file.SHA256 != first {
+			t.Errorf("%s: private key %v %q", h.Name(), ok, file.SHA256)
+		}
+		first = file.SHA256
 	}
 }
 

@@ -72,6 +72,20 @@ func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 	return f
 }
 
+// answerWindowKey makes h install the window key as windowkey.sh does:
+// the restricted line it printed, from the arguments it was given.
+func answerWindowKey(h *fake.Host, seen func(c *fake.Call, args []string)) {
+	onScript(h, "windowkey.sh", func(c *fake.Call, a []string) fake.Reply {
+		if seen != nil {
+			seen(c, a)
+		}
+		if len(a) != 6 {
+			return fake.Reply{Exit: 1, Stderr: fmt.Sprintf("windowkey.sh: %d arguments", len(a))}
+		}
+		return fake.Reply{Stdout: fmt.Sprintf("authorized restrict,from=%q,expiry-time=\"20261201230000\" %s\n", a[5], a[1])}
+	})
+}
+
 // runFake runs phases over the fleet as a window does (connect and tools
 // first, teardown last, whatever is given in between).
 func runFake(t *testing.T, inv *inventory.Inventory, f *fake.Fleet, middle ...orchestrator.Phase) *record.Run {

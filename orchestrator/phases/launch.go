@@ -77,7 +77,8 @@ func (j job) command(w *orchestrator.Window) string {
 	for _, n := range j.nodes {
 		hosts = append(hosts, fmt.Sprintf("%s:%d", w.FabricHost(n), j.ranksPerNode))
 	}
-	args := []string{"mpirun", "$ROOT", "-np", fmt.Sprint(len(j.nodes) * j.ranksPerNode), "-H", strings.Join(hosts, ","),
+	// Addresses are validated (inventory.ValidHost); quoted all the same.
+	args := []string{"mpirun", "$ROOT", "-np", fmt.Sprint(len(j.nodes) * j.ranksPerNode), "-H", remote.Quote(strings.Join(hosts, ",")),
 		// mpirun's daemons reach the nodes with the window's key only.
 		"--mca", "plm_rsh_args", `"-F ` + nodeDir(w) + `/ssh/config"`, "-x", "GPUACCEPT_RUN"}
 	for _, e := range ncclEnv(len(j.nodes)) {

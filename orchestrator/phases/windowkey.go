@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -16,7 +17,11 @@ import (
 type KeyInstalled struct {
 	Fingerprint   string `json:"fingerprint"`
 	AuthorizedKey string `json:"authorized_key"`
-	Config        string `json:"ssh_config"` // on the node; launchers pass it with -F
+	// Installed is the authorized_keys line as the node wrote it: its
+	// options restrict the key to the window's nodes and its time.
+	Installed string    `json:"installed,omitempty"`
+	Expires   time.Time `json:"expires"`
+	Config    string    `json:"ssh_config"` // on the node; launchers pass it with -F
 }
 
 // WindowKey installs a key pair made for this window on every node, so
@@ -41,13 +46,37 @@ var WindowKey = orchestrator.Phase{
 			return nil, err
 		}
 		key := v.(remote.WindowKey)
-		known, portLines := peerHosts(w)
+		known, portLines, peers := peerHosts(w)
 		dir := nodeDir(w)
-		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines))
-		if _, err := runIn(ctx, w, n, cmd, strings.NewReader(string(key.PrivatePEM))); err != nil {
+		// A little past the window's own end: a node whose teardown is
+		// never reached closes the key itself.
+		expires := w.Deadline().Add(30 * time.Minute).UTC().Truncate(time.Second)
+		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines),
+			fmt.Sprint(expires.Unix()), remote.Quote(strings.Join(peers, ",")))
+		out, err := runOn(ctx, w, n, cmd)
+		if err != nil {
 			return nil, err
 		}
-		return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Config: dir + "/ssh/config"}, nil
+		// The private half goes as its one 0600 file, over SFTP into the
+		// 0700 directory the script made: never on a command's stdin
+		// (the guard passes stdin through temporary files), never in argv.
+		e, err := execOf(n)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := e.UploadFrom(ctx, bytes.NewReader(key.PrivatePEM), int64(len(key.PrivatePEM)), keyFile(w), remote.TransferOptions{Mode: 0o600}); err != nil {
+			return nil, fmt.Errorf("the window's private key: %w", err)
+		}
+		installed := ""
+		for _, line := range strings.Split(string(out), "\n") {
+			if l, ok := strings.CutPrefix(line, "authorized "); ok && strings.HasSuffix(l, " "+key.AuthorizedKey) {
+				installed = l
+			}
+		}
+		if installed == "" {
+			return nil, fmt.Errorf("windowkey.sh did not say which line it installed: %.200q", strings.TrimSpace(string(out)))
+		}
+		return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Installed: installed, Expires: expires, Config: dir + "/ssh/config"}, nil
 	},
 }
 
@@ -57,9 +86,14 @@ func KeyMark(runID string) string { return "gpuaccept-window-" + runID }
 // nodeDir is the window's directory on a node (as a shell word to expand).
 func nodeDir(w *orchestrator.Window) string { return "$HOME/.gpuaccept/" + w.RunID() }
 
+// keyFile is the window key's private half on a node, as SFTP names it
+// (relative to the login directory).
+func keyFile(w *orchestrator.Window) string { return ".gpuaccept/" + w.RunID() + "/ssh/id_ed25519" }
+
 // peerHosts gives every connected node's host key under the names the
-// others use for it, and ssh_config Port lines for nodes not on 22.
-func peerHosts(w *orchestrator.Window) (known, ports string) {
+// others use for it, ssh_config Port lines for nodes not on 22, and the
+// names themselves (the key is usable from these only).
+func peerHosts(w *orchestrator.Window) (known, ports string, peers []string) {
 	var k, p []string
 	for _, m := range w.Nodes {
 		hk, ok := m.Exec().(remote.HostKeyed)
@@ -67,6 +101,7 @@ func peerHosts(w *orchestrator.Window) (known, ports string) {
 			continue
 		}
 		host := w.FabricHost(m)
+		peers = append(peers, host)
 		names := []string{host}
 		if m.Config.Port != 0 && m.Config.Port != 22 {
 			names = append(names, fmt.Sprintf("[%s]:%d", host, m.Config.Port))
@@ -76,5 +111,5 @@ func peerHosts(w *orchestrator.Window) (known, ports string) {
 			k = append(k, line)
 		}
 	}
-	return strings.Join(k, "\n"), strings.Join(p, "\n")
+	return strings.Join(k, "\n"), strings.Join(p, "\n"), peers
 }

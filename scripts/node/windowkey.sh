@@ -1,16 +1,37 @@
 # gpuaccept window key: let the window's nodes ssh to each other (mpirun
 # starts its daemons that way) with a key pair made for this window only.
-# stdin: the private key. $1: the window's directory on the node, $2: the
-# authorized_keys line (its comment marks it for teardown), $3: known_hosts
-# lines for every node, $4: ssh_config lines for nodes on another port.
+# $1: the window's directory on the node, $2: the public key and its
+# comment (which marks it for teardown), $3: known_hosts lines for every
+# node, $4: ssh_config lines for nodes on another port, $5: when the key
+# expires (seconds since the epoch), $6: the window's nodes as their peers
+# reach them, comma-separated. The private key is not here: the
+# coordinator copies it into the directory this makes (0700) once it is
+# made, as its one 0600 file.
+#
+# The authorized_keys line is restricted: no forwarding, pty or X11
+# (restrict), usable only from the window's own nodes (from=, host names
+# resolved here, since sshd matches addresses), and only until the window
+# is over (expiry-time, in this node's local time as sshd reads it), so a
+# node teardown never reached still closes it. Prints "authorized LINE".
 set -eu
 umask 077
 d="$1/ssh"
 mkdir -p "$d"
+chmod 700 "$1" "$d"
+from=
+IFS=, read -r -a peers <<<"$6"
+for p in "${peers[@]}"; do
+  [ -n "$p" ] || continue
+  from="$from,$p"
+  for a in $(getent ahosts "$p" 2>/dev/null | awk '{ print $1 }' | sort -u); do
+    case ",$from," in *",$a,"*) ;; *) from="$from,$a" ;; esac
+  done
+done
+expiry=$(date -d "@$5" +%Y%m%d%H%M%S)
+line="restrict,from=\"${from#,}\",expiry-time=\"$expiry\" $2"
 # Nodes may share one home (NFS): each writes its own temporary file and
 # renames it; they all write the same bytes.
 put() { t=$(mktemp "$d/.$1.XXXXXX") && cat >"$t" && mv -f "$t" "$d/$1"; }
-put id_ed25519
 printf '%s\n' "$3" | put known_hosts
 {
   printf '%s\n' "$4"
@@ -34,6 +55,6 @@ chmod 700 "$HOME/.ssh"
   if [ -s "$HOME/.ssh/authorized_keys" ] && [ -n "$(tail -c1 "$HOME/.ssh/authorized_keys")" ]; then
     echo >>"$HOME/.ssh/authorized_keys"
   fi
-  grep -qxF "$2" "$HOME/.ssh/authorized_keys" || printf '%s\n' "$2" >>"$HOME/.ssh/authorized_keys"
+  grep -qxF "$line" "$HOME/.ssh/authorized_keys" || printf '%s\n' "$line" >>"$HOME/.ssh/authorized_keys"
 ) 9>>"$HOME/.ssh/.gpuaccept.lock"
-echo "installed $d/config"
+echo "authorized $line"
