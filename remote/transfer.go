@@ -331,8 +331,11 @@ func (c *Client) DownloadDir(ctx context.Context, remoteDir, localDir string, o 
 		if !walker.Stat().Mode().IsRegular() {
 			continue
 		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(walker.Path(), remoteDir), "/")
-		files = append(files, file{walker.Path(), filepath.Join(localDir, filepath.FromSlash(rel))})
+		local, err := localName(localDir, remoteDir, walker.Path())
+		if err != nil {
+			return TransferResult{}, fmt.Errorf("%s: download %s: %w", c.cfg.Name, remoteDir, err)
+		}
+		files = append(files, file{walker.Path(), local})
 		total += walker.Stat().Size()
 	}
 	p := newProgress(o.Progress, total)
@@ -347,6 +350,21 @@ func (c *Client) DownloadDir(ctx context.Context, remoteDir, localDir string, o 
 	}
 	sum.Elapsed = time.Since(start)
 	return sum, nil
+}
+
+// localName is where the server's file remotePath lands under localDir:
+// the server names it, so a name that would leave localDir ("../..", an
+// absolute path, a path outside remoteDir) is refused.
+func localName(localDir, remoteDir, remotePath string) (string, error) {
+	rel, ok := strings.CutPrefix(remotePath, strings.TrimSuffix(remoteDir, "/")+"/")
+	if !ok || rel == "" {
+		return "", fmt.Errorf("the server named %q, which is not under %s", remotePath, remoteDir)
+	}
+	rel = filepath.FromSlash(rel)
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("the server named %q, which would land outside %s", remotePath, localDir)
+	}
+	return filepath.Join(localDir, rel), nil
 }
 
 func (c *Client) downloadFile(ctx context.Context, sc *sftp.Client, remotePath, local string, p *progress) (TransferResult, error) {

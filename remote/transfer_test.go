@@ -248,3 +248,29 @@ func TestUploadFromStreamsAReaderAt(t *testing.T) {
 		t.Fatal("a failed upload replaced the target")
 	}
 }
+
+func TestDownloadNamesStayInsideTheDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		remote string
+		want   string
+	}{
+		{"/srv/out/a.bin", "/tmp/dl/a.bin"},
+		{"/srv/out/sub/b.bin", "/tmp/dl/sub/b.bin"},
+		{"/srv/out/../../etc/passwd", ""},
+		{"/srv/out/sub/../../../x", ""},
+		{"/etc/shadow", ""},
+		{"/srv/outside/a", ""},
+		{"/srv/out/", ""},
+	} {
+		got, err := localName("/tmp/dl", "/srv/out", tc.remote)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("%s: accepted as %s", tc.remote, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.remote, got, err, tc.want)
+		}
+	}
+}

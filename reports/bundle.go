@@ -129,7 +129,7 @@ func WriteBundle(dir string, run *record.Run) error {
 // when the manifest is missing or malformed (naming the line), or a file
 // cannot be read.
 func Verify(dir string) ([]Problem, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	data, err := readManifest(filepath.Join(dir, ManifestName))
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +161,36 @@ func Verify(dir string) ([]Problem, error) {
 	}
 	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
 	return problems, nil
+}
+
+// maxManifest bounds what verify reads as a manifest: a bundle of 1,000
+// nodes lists a few MiB.
+const maxManifest = 64 << 20
+
+// readManifest reads the manifest only if it is a regular file of a
+// manifest's size: a bundle is often someone else's, and a manifest that
+// is a link (to /dev/zero, say) must not be followed.
+func readManifest(path string) ([]byte, error) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): a bundle's manifest is never a link or a device", path, st.Mode().Type())
+	}
+	if st.Size() > maxManifest {
+		return nil, fmt.Errorf("%s is %d bytes, more than a manifest can be (%d)", path, st.Size(), maxManifest)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err == nil && len(data) > maxManifest {
+		err = fmt.Errorf("%s grew past %d bytes while read", path, maxManifest)
+	}
+	return data, err
 }
 
 // parseManifest reads sha256sum lines ("<hex>  <path>", or " *" for binary

@@ -217,3 +217,32 @@ func TestBundleRejectsLinks(t *testing.T) {
 		t.Fatalf("got %v, want an error naming raw/link.log", err)
 	}
 }
+
+// TestVerifyDoesNotFollowAManifestLink: a bundle is often someone else's;
+// a MANIFEST that is a link (to /dev/zero it ran verify out of memory) or
+// a giant file is refused, not read.
+func TestVerifyDoesNotFollowAManifestLink(t *testing.T) {
+	dir, _ := newBundle(t)
+	m := filepath.Join(dir, ManifestName)
+	if err := os.Remove(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("a manifest linked to /dev/zero: %v", err)
+	}
+	os.Remove(m)
+	f, err := os.Create(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxManifest + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := Verify(dir); err == nil || !strings.Contains(err.Error(), "more than a manifest can be") {
+		t.Fatalf("a manifest of %d bytes: %v", maxManifest+1, err)
+	}
+}
