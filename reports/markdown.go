@@ -14,6 +14,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 )
 
 // Markdown writes report.md: what Summary shows, plus where the window's
@@ -183,15 +184,18 @@ func logLink(path string) string {
 	return fmt.Sprintf("[%s](%s)", md(path), (&url.URL{Path: path}).EscapedPath())
 }
 
-// mdEscaper neutralises what would break a table row (|) or hide text as
-// HTML (<); other Markdown only restyles text, so it is left readable.
-var mdEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `<`, `\<`)
+// mdEscaper neutralises what a node's text could do to the page: break a
+// table row (|), hide text as HTML or make an autolink (<, >), make a link
+// or an image that loads when the page is shown ([, ]: a node's
+// "![x](http://...)"), or open a code span that swallows the rest (`).
+// What only restyles text (*, _) is left readable.
+var mdEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`, `<`, `\<`, `>`, `\>`, `[`, `\[`, `]`, `\]`, "`", "\\`")
 
 // md makes s safe for a Markdown line or table cell.
-func md(s string) string { return mdEscaper.Replace(orNone(oneLine(s))) }
+func md(s string) string { return mdEscaper.Replace(redact.Controls(orNone(oneLine(s)))) }
 
 func escapeAll(rows [][]string) [][]string {
-	return cells(rows, func(_ int, s string) string { return mdEscaper.Replace(s) })
+	return cells(rows, func(_ int, s string) string { return mdEscaper.Replace(redact.Controls(s)) })
 }
 
 // mdTable renders a GitHub-flavoured Markdown table; cells must already be

@@ -227,3 +227,32 @@ func TestJUnitParses(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTextCannotDriveTheTerminalOrThePage: what a node said (a
+// hostname that sets the window title, a coloured stderr tail, a Markdown
+// image) is shown escaped in the summary and inert in report.md.
+func TestNodeTextCannotDriveTheTerminalOrThePage(t *testing.T) {
+	run := failedRun()
+	run.Nodes[1].Reason = "preflight failed: \x1b]0;owned\x07 \x1b[31mred\x1b[0m"
+	run.Verdicts = append(run.Verdicts, record.Verdict{ID: "CONN-001", Title: "reachable", Node: "gpu-01", Status: record.Fail,
+		Measured: "\x1b[2J cleared", Detail: "see ![x](http://evil.example/p.png) and [click](http://evil.example) `code"})
+	var sum bytes.Buffer
+	if err := Summary(&sum, run, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(sum.String(), "\x1b\x07") || !strings.Contains(sum.String(), `\x1b]0;owned\a`) {
+		t.Errorf("control characters reached the summary raw:\n%s", sum.String())
+	}
+	var md bytes.Buffer
+	if err := Markdown(&md, run); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"![x](", "[click](", "\x1b", " `code"} {
+		if strings.Contains(md.String(), bad) {
+			t.Errorf("report.md keeps %q active", bad)
+		}
+	}
+	if !strings.Contains(md.String(), `!\[x\](http://evil.example/p.png)`) {
+		t.Errorf("the image is not shown escaped:\n%s", md.String())
+	}
+}

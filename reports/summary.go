@@ -11,6 +11,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 )
 
 const (
@@ -38,7 +39,7 @@ func Summary(w io.Writer, run *record.Run, color bool) error {
 	// Render into a buffer first so that a failing writer yields one
 	// error instead of half a table.
 	var b bytes.Buffer
-	head := banner(run)
+	head := redact.Controls(banner(run))
 	if run.Simulated {
 		head = paint(ansiYellow+ansiBold, head)
 	} else {
@@ -46,7 +47,7 @@ func Summary(w io.Writer, run *record.Run, color bool) error {
 	}
 	fmt.Fprintf(&b, "%s\n\n", head)
 
-	nodes := cells(nodeRows(run), func(col int, s string) string {
+	nodes := cells(shown(nodeRows(run)), func(col int, s string) string {
 		if col == 2 && s == "yes" {
 			return paint(ansiRed, s)
 		}
@@ -57,7 +58,7 @@ func Summary(w io.Writer, run *record.Run, color bool) error {
 	}
 	b.WriteString("\n")
 
-	rows := cells(verdictRows(run), func(col int, s string) string {
+	rows := cells(shown(verdictRows(run)), func(col int, s string) string {
 		if col != statusCol {
 			return s
 		}
@@ -95,6 +96,12 @@ func Summary(w io.Writer, run *record.Run, color bool) error {
 // textTable renders an ASCII table. ASCII rather than box drawing: the
 // summary gets pasted into tickets and mails, and box characters change
 // width under East Asian locales, which would also unsettle the goldens.
+// shown escapes the control characters in what nodes said (redact.Controls)
+// before the summary adds colours of its own.
+func shown(rows [][]string) [][]string {
+	return cells(rows, func(_ int, s string) string { return redact.Controls(s) })
+}
+
 func textTable(b *bytes.Buffer, header []string, rows [][]string, empty string) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(b, empty)

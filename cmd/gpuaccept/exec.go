@@ -15,6 +15,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
 
@@ -109,14 +110,15 @@ func writeCollated(w io.Writer, outs []nodeOutput) {
 			continue
 		}
 		bar := strings.Repeat("-", 16)
-		fmt.Fprintf(w, "%s\n%s\n%s\n%s", bar, compressNames(g.names), bar, g.key)
+		// What a node printed cannot drive the terminal.
+		fmt.Fprintf(w, "%s\n%s\n%s\n%s", bar, compressNames(g.names), bar, redact.Controls(g.key))
 		if !strings.HasSuffix(g.key, "\n") {
 			fmt.Fprintln(w)
 		}
 	}
 	fmt.Fprintln(w, strings.Repeat("=", 16))
 	for _, g := range group(outs, func(o nodeOutput) string { return o.status }) {
-		fmt.Fprintf(w, "%s: %s\n", compressNames(g.names), g.key)
+		fmt.Fprintf(w, "%s: %s\n", compressNames(g.names), redact.Controls(g.key))
 	}
 }
 
