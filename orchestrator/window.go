@@ -200,27 +200,15 @@ func (w *Window) LogFile(n *Node, phase string) (io.WriteCloser, string, error) 
 		f.Close()
 		return nil, "", fmt.Errorf("%s: %s: %w", n.Name, phase, err)
 	}
-	c := &cappedLog{f: f, left: MaxLogBytes - st.Size(), room: st.Size() < MaxLogBytes}
-	return &rawLog{WriteCloser: redact.Writer(c), c: c}, rel, nil
+	// Capped before it is scrubbed: a node that prints without end costs
+	// the scrubbing of one log's worth, no more.
+	return &cappedLog{w: redact.Writer(f), f: f, left: MaxLogBytes - st.Size(), room: st.Size() < MaxLogBytes}, rel, nil
 }
 
-// rawLog is a raw log: scrubbed, then capped.
-type rawLog struct {
-	io.WriteCloser
-	c *cappedLog
-}
-
-func (l *rawLog) Close() error {
-	err := l.WriteCloser.Close()
-	if cerr := l.c.close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// cappedLog writes up to left bytes, then one line saying how much more
-// was not kept.
+// cappedLog writes up to left bytes (scrubbed, through w), then one line
+// saying how much more was not kept.
 type cappedLog struct {
+	w       io.WriteCloser
 	f       *os.File
 	left    int64
 	dropped int64
@@ -233,7 +221,7 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	k := min(int64(len(p)), c.left)
-	n, err := c.f.Write(p[:k])
+	n, err := c.w.Write(p[:k])
 	c.left -= int64(n)
 	c.dropped += int64(len(p)) - k
 	if err != nil {
@@ -242,11 +230,15 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *cappedLog) close() error {
+func (c *cappedLog) Close() error {
+	err := c.w.Close()
 	if c.dropped > 0 && c.room {
 		fmt.Fprintf(c.f, "\n[gpuaccept: raw log cut at %d bytes; %d more bytes of this command's output not kept]\n", MaxLogBytes, c.dropped)
 	}
-	return c.f.Close()
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Log opens the raw log of the work ctx carries (LogOf) on n.

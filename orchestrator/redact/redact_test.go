@@ -93,3 +93,23 @@ func TestControlsAreShownEscaped(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStringPlainLog: a raw log's common case, text with no secret.
+func BenchmarkStringPlainLog(b *testing.B) {
+	line := "   268435456      67108864     float     sum      -1   1234.5  217.50  407.81      0   1230.1  218.22  409.16      0\n"
+	s := strings.Repeat(line, 64<<10/len(line))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		String(s)
+	}
+}
+
+// BenchmarkStringWithSecrets: every line holds a URL and a token.
+func BenchmarkStringWithSecrets(b *testing.B) {
+	line := "GET https://bucket.example.com/d.tar?X-Amz-Signature=abc HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz01\n"
+	s := strings.Repeat(line, 64<<10/len(line))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		String(s)
+	}
+}
