@@ -281,6 +281,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency, Timeout: deadline},
 		func(ctx context.Context, i int) (any, error) {
 			starts[i] = time.Now().UTC()
+			w.redialLost(ctx, nodes[i])
 			v, err := p.PerNode(ctx, w, nodes[i])
 			if err != nil {
 				w.Progress.Node(nodes[i].Name, "%s failed: %s", p.Name, firstLine(explain(err, deadline)))
@@ -342,6 +343,10 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	dctx, cancel := context.WithTimeout(ctx, p.deadline(w.Inv))
 	defer cancel()
 	start := time.Now().UTC()
+	remote.Each(dctx, len(w.Active()), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+		w.redialLost(ctx, w.Active()[i])
+		return nil, nil
+	})
 	v, err := guarded(func() (any, error) { return p.Cluster(dctx, w) })
 	// The tally: every node took part; a failed phase failed them all, a
 	// quarantine the nodes it names.
@@ -500,6 +505,19 @@ func scrubbed(rec *record.Run) *record.Run {
 		return rec
 	}
 	return &out
+}
+
+// redialLost gives a node whose connection dropped during an earlier
+// phase one more dial before the next: the window owns its connections,
+// and a resumed window, which dials afresh, must judge the node as an
+// uninterrupted one does. A node never connected (connect failed) is
+// left alone; a failed redial leaves the phase to fail on it.
+func (w *Window) redialLost(ctx context.Context, n *Node) {
+	if e := n.Exec(); e != nil && e.Lost() {
+		if _, err := w.Reconnect(ctx, n); err != nil {
+			w.Progress.Node(n.Name, "reconnect: %s", firstLine(err.Error()))
+		}
+	}
 }
 
 // guarded runs fn, turning a panic into its error (with the stack): a bug

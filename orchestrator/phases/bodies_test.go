@@ -2,6 +2,7 @@ package phases
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -102,7 +103,7 @@ func TestConnectFailsOnlyTheUnreachableNode(t *testing.T) {
 func TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush(t *testing.T) {
 	inv := fakeInventory(t, 2, "")
 	f := fakeFleet(inv)
-	f.Host("h2").FailUploads(func(p string) error {
+	f.Host("h2").FailUploads(func(_ context.Context, p string) error {
 		if strings.HasSuffix(p, "/stage.sh") {
 			return errors.New("h2: upload " + p + ": sftp: no space left on device")
 		}

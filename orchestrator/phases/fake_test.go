@@ -84,6 +84,14 @@ func answerWindowKey(h *fake.Host, seen func(c *fake.Call, args []string)) {
 		}
 		return fake.Reply{Stdout: fmt.Sprintf("authorized restrict,from=%q,expiry-time=\"20261201230000\" %s\n", a[5], a[1])}
 	})
+	// The uploaded private key renamed into place, as mv does.
+	h.On(`^cd && mv -f -- \S+/ssh/id_ed25519\.\S+ \S+/ssh/id_ed25519$`, func(c *fake.Call) fake.Reply {
+		w := shellWords(c.Command)
+		if !c.Host.Rename(w[len(w)-2], w[len(w)-1]) {
+			return fake.Reply{Exit: 1, Stderr: "mv: cannot stat '" + w[len(w)-2] + "': No such file or directory\n"}
+		}
+		return fake.Reply{}
+	})
 }
 
 // runFake runs phases over the fleet as a window does (connect and tools

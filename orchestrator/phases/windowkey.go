@@ -64,7 +64,14 @@ var WindowKey = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
-		if _, err := e.UploadFrom(ctx, bytes.NewReader(key.PrivatePEM), int64(len(key.PrivatePEM)), keyFile(w), remote.TransferOptions{Mode: 0o600}); err != nil {
+		// Homes may be one export for every node, and every node writes
+		// the same key: each uploads under a name of its own, then renames
+		// it into place (the same bytes, whichever rename is last).
+		mine := keyFile(w) + "." + n.Name
+		if _, err := e.UploadFrom(ctx, bytes.NewReader(key.PrivatePEM), int64(len(key.PrivatePEM)), mine, remote.TransferOptions{Mode: 0o600}); err != nil {
+			return nil, fmt.Errorf("the window's private key: %w", err)
+		}
+		if _, err := runOn(ctx, w, n, "cd && mv -f -- "+remote.Quote(mine)+" "+remote.Quote(keyFile(w))); err != nil {
 			return nil, fmt.Errorf("the window's private key: %w", err)
 		}
 		installed := ""

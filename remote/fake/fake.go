@@ -102,8 +102,9 @@ type Host struct {
 	// uploadFault, when set, fails the uploads it returns an error for;
 	// tamper rewrites what an upload left (another user of the node
 	// changing the file after it landed).
-	uploadFault func(path string) error
+	uploadFault func(ctx context.Context, path string) error
 	tamper      func(path string, f File) File
+	intercept   func(c *Call) (Reply, bool)
 }
 
 // NewHost is a host named name on which every command not scripted fails
@@ -140,11 +141,21 @@ func (h *Host) Default(handler Handler) *Host {
 }
 
 // FailUploads makes the uploads for which fault returns an error fail with
-// it.
-func (h *Host) FailUploads(fault func(path string) error) *Host {
+// it (ctx is the upload's).
+func (h *Host) FailUploads(fault func(ctx context.Context, path string) error) *Host {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.uploadFault = fault
+	return h
+}
+
+// Intercept sees every command before the rules do: when fn says so, its
+// reply is the command's (a fault schedule injecting failures into
+// whatever a host would otherwise answer).
+func (h *Host) Intercept(fn func(c *Call) (Reply, bool)) *Host {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.intercept = fn
 	return h
 }
 
@@ -211,6 +222,19 @@ func (h *Host) File(path string) (File, bool) {
 	defer h.mu.Unlock()
 	f, ok := h.files[path]
 	return f, ok
+}
+
+// Rename moves an uploaded file, as mv on the node would; false when there
+// is none at from.
+func (h *Host) Rename(from, to string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.files[from]
+	if ok {
+		delete(h.files, from)
+		h.files[to] = f
+	}
+	return ok
 }
 
 // Files is every uploaded file, by path.
@@ -379,7 +403,18 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 		h.mu.Unlock()
 	}()
 
-	r := h.handler(cmd.Command)(&Call{Ctx: cctx, Host: h, Command: cmd.Command, Env: cmd.Env, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	call := &Call{Ctx: cctx, Host: h, Command: cmd.Command, Env: cmd.Env, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	h.mu.Lock()
+	intercept := h.intercept
+	h.mu.Unlock()
+	var r Reply
+	taken := false
+	if intercept != nil {
+		r, taken = intercept(call)
+	}
+	if !taken {
+		r = h.handler(cmd.Command)(call)
+	}
 	io.WriteString(stdout, r.Stdout)
 	io.WriteString(stderr, r.Stderr)
 	if r.Drop {
@@ -460,7 +495,7 @@ func (c *conn) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remo
 	fault := h.uploadFault
 	h.mu.Unlock()
 	if fault != nil {
-		if err := fault(remotePath); err != nil {
+		if err := fault(ctx, remotePath); err != nil {
 			return remote.TransferResult{}, err
 		}
 	}

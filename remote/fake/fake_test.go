@@ -119,7 +119,7 @@ func TestUploadsAreCheckedAndKept(t *testing.T) {
 	if !ok || string(got.Data) != body || got.SHA256 != r.SHA256 || r.Bytes != int64(len(body)) || progressed != r.Bytes {
 		t.Errorf("file %+v, result %+v, progress %d", got, r, progressed)
 	}
-	h.FailUploads(func(p string) error { return errors.New("a: upload " + p + ": disk full") })
+	h.FailUploads(func(_ context.Context, p string) error { return errors.New("a: upload " + p + ": disk full") })
 	if _, err := e.UploadFrom(t.Context(), strings.NewReader(body), int64(len(body)), "bin/y.sh", remote.TransferOptions{}); err == nil {
 		t.Error("the upload fault was not applied")
 	}
