@@ -169,6 +169,15 @@ func (p *diagText) continuation(l line, raw, v string) {
 		return
 	}
 	if n := p.inNote; n != nil {
+		// A per-GPU result row after a note's last chunk ("GPU1: Pass",
+		// "Pass - GPU: 1") ends the note: it is the test's, not more of the
+		// message. A chunk that continues a cut word (the last one filled
+		// its 45 columns) is the message's whatever it says.
+		if !n.full && p.cur != nil && (reDiagStatus.MatchString(v) || reDiagEntity.MatchString(v)) {
+			p.flush()
+			p.status(v)
+			return
+		}
 		if n.full {
 			n.text.WriteString(raw)
 		} else {

@@ -202,6 +202,24 @@ func TestDCGMDiagTextVariants(t *testing.T) {
 		eq(t, "GPUs", tt.GPUs, []DiagGPU{{GPU: 1, Status: StatusPass}, {GPU: 0, Status: StatusFail, Warnings: []string{msg}}})
 		eq(t, "info", tt.Info, []string{"GPU 1 GPU to Host bandwidth:  12.33 GB/s, GPU  1 Host to GPU bandwidth:  13.15 GB/s"})
 	})
+	// A per-GPU result after a multi-row warning is the test's, not more of
+	// the warning (it was folded into the message, and the GPU's result
+	// lost).
+	t.Run("per-GPU results after a wrapped warning", func(t *testing.T) {
+		d := ok(DCGMDiag(renderDiag(
+			[]string{diagCategory("Hardware"), diagRow("Memory", "Fail"), diagRow("", "GPU0: Fail")},
+			diagNote("Warning: GPU0", msg),
+			[]string{diagRow("", "GPU1: Pass"), diagRow("", "GPU2: Pass")},
+			[]string{diagCategory("Stress"), diagRow("Targeted Stress", "Fail - GPU: 3")},
+			diagNote("Warning", "GPU 3 Thermal violations totaling 17.0 seconds"),
+			[]string{diagRow("", "Pass - GPUs: 0, 1, 2")},
+		))).must(t)
+		mem := d.Tests[0]
+		eq(t, "memory GPUs", mem.GPUs, []DiagGPU{{GPU: 0, Status: StatusFail, Warnings: []string{msg}}, {GPU: 1, Status: StatusPass}, {GPU: 2, Status: StatusPass}})
+		stress := d.Tests[1]
+		eq(t, "stress GPUs", stress.GPUs, []DiagGPU{{GPU: 3, Status: StatusFail, Warnings: []string{"GPU 3 Thermal violations totaling 17.0 seconds"}},
+			{GPU: 0, Status: StatusPass}, {GPU: 1, Status: StatusPass}, {GPU: 2, Status: StatusPass}})
+	})
 	t.Run("3.x Fail - All attributes the warning to its GPU", func(t *testing.T) {
 		d := ok(DCGMDiag(renderDiag(
 			[]string{diagCategory("Integration"), diagRow("PCIe", "Fail - All")},
