@@ -13,7 +13,7 @@ import (
 // that parses or replays them (see SOURCES.md in each directory).
 const samplesRoot = "../../../shared/samples"
 
-var sampleDirs = []string{"nvidia-smi", "dcgmi", "ib"}
+var sampleDirs = []string{"nvidia-smi", "dcgmi", "ib", "kernel"}
 
 type sample struct {
 	key  string // "<dir>/<file>", the key of sampleChecks
@@ -60,6 +60,7 @@ const (
 	pDiag      parserName = "DCGMDiag"
 	pIBStat    parserName = "IBStat"
 	pIBV       parserName = "IBVDevinfo"
+	pKernel    parserName = "KernelMessages"
 	pNone      parserName = ""
 )
 
@@ -73,6 +74,7 @@ var parsers = map[parserName]func(string) (any, error){
 	pDiag:      func(s string) (any, error) { return DCGMDiag(s) },
 	pIBStat:    func(s string) (any, error) { return IBStat(s) },
 	pIBV:       func(s string) (any, error) { return IBVDevinfo(s) },
+	pKernel:    func(s string) (any, error) { return KernelMessages(s) },
 }
 
 // sampleCheck says which parser owns a sample and what it must extract.
@@ -85,7 +87,7 @@ type sampleCheck struct {
 
 func allSampleChecks() map[string]sampleCheck {
 	all := map[string]sampleCheck{}
-	for _, m := range []map[string]sampleCheck{nvidiaSmiSamples, dcgmiSamples, ibSamples} {
+	for _, m := range []map[string]sampleCheck{nvidiaSmiSamples, dcgmiSamples, ibSamples, kernelSamples} {
 		for k, v := range m {
 			all[k] = v
 		}

@@ -373,10 +373,10 @@ func runNvidiaSMI(p *profile, args []string, stdout, stderr io.Writer) int {
 		stdout.Write(sample(p.smiTopo))
 		return 0
 	case c.query:
-		stdout.Write(sample(p.smiQuery))
+		stdout.Write(p.queryText())
 		return 0
 	}
-	l, err := parseSMILog(sample(p.smiQuery))
+	l, err := parseSMILog(p.queryText())
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s: %v\n", standinLabel(p), p.smiQuery, err)
 		return 1

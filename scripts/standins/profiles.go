@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // samples holds byte-for-byte copies of genuine tool outputs (see samples/SOURCES.md).
@@ -28,7 +29,13 @@ type profile struct {
 	about string
 
 	smiQuery string // nvidia-smi -q; -L and --query-gpu are derived from it
-	smiTopo  string // nvidia-smi topo -m
+	// idle replays smiQuery with every GPU's clock event (throttle)
+	// reasons as an idle GPU reports them ("Idle: Active", every other
+	// "Not Active"): the capture was taken with one GPU under load, and
+	// preflight reads an idle node. Only those values change; every line
+	// keeps the capture's format.
+	idle    bool
+	smiTopo string // nvidia-smi topo -m
 	// smiCSV is a genuine --query-gpu csv capture of the same GPU at the same moment as smiQuery (same capture
 	// session). When set, --query-gpu answers every field in it from it, and fields outside it from smiQuery.
 	smiCSV string
@@ -42,6 +49,7 @@ type profile struct {
 
 const (
 	qH100       = "nvidia-smi/gpud-q-8xH100-535.183.01-cuda12.2.txt"
+	qH100Slow   = "nvidia-smi/gpud-q-8xH100-535.161.08-hw-slowdown-power-brake-active.txt"
 	qH100Other  = "nvidia-smi/exporter-q-h100-590.48.01-cuda13.1-idle.txt"
 	qA10        = "nvidia-smi/gpud-q-1xA10-535.129.03.txt"
 	csvH100Othr = "nvidia-smi/exporter-query-gpu-csv-h100-590.48.01-idle.txt"
@@ -62,8 +70,9 @@ const (
 // h100 is the healthy reference node; the other profiles change one thing each.
 var h100 = profile{
 	name:          "h100",
-	about:         "healthy reference node: 8x H100 80GB HBM3, driver 535.183.01 / CUDA 12.2, diag passes, all IB/RoCE ports up, no ibv_devinfo",
+	about:         "healthy reference node: 8x H100 80GB HBM3, driver 535.183.01 / CUDA 12.2 (idle clocks), diag passes, all IB/RoCE ports up, no ibv_devinfo",
 	smiQuery:      qH100,
+	idle:          true,
 	smiTopo:       topoH100,
 	dcgmDiscovery: discoveryH800,
 	dcgmDiag:      diagPass,
@@ -74,6 +83,12 @@ var profiles = []profile{
 	h100,
 	with(h100, "h100-other-driver", "another driver: 1x H100 80GB HBM3, driver 590.48.01 / CUDA 13.1 (cloud VM capture)", func(p *profile) {
 		p.smiQuery, p.smiTopo, p.smiCSV = qH100Other, topoH100One, csvH100Othr
+	}),
+	with(h100, "h100-throttled", "one GPU slowed on an idle node: the -q capture as taken (00000000:75:00.0 HW Power Brake and SW Thermal Slowdown Active)", func(p *profile) {
+		p.idle = false
+	}),
+	with(h100, "h100-hw-slowdown", "every GPU in HW Slowdown and HW Power Brake Slowdown: 8x H100, driver 535.161.08", func(p *profile) {
+		p.smiQuery, p.idle = qH100Slow, false
 	}),
 	with(h100, "h100-diag-fail", "dcgmi diag fails (five Deployment checks Fail, DCGM 1.x layout; exit 226)", func(p *profile) {
 		p.dcgmDiag = diagFail
@@ -162,6 +177,46 @@ func lookup(name string) (*profile, error) {
 		}
 	}
 	return nil, fmt.Errorf("unknown stand-in profile %q (known: %v)", name, Profiles())
+}
+
+// queryText is the -q the profile answers.
+func (p *profile) queryText() []byte {
+	q := sample(p.smiQuery)
+	if !p.idle {
+		return q
+	}
+	return idleClocks(q)
+}
+
+// idleClocks sets every reason of the "Clocks Event Reasons" (or older
+// "Clocks Throttle Reasons") blocks of a -q to what an idle GPU shows,
+// keeping each line's indentation and alignment.
+func idleClocks(q []byte) []byte {
+	lines := strings.Split(string(q), "\n")
+	in := false
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case t == "Clocks Event Reasons" || t == "Clocks Throttle Reasons":
+			in = true
+			continue
+		case in && !strings.HasPrefix(l, "        "):
+			in = false
+		}
+		if !in {
+			continue
+		}
+		name, _, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		value := " Not Active"
+		if strings.TrimSpace(name) == "Idle" {
+			value = " Active"
+		}
+		lines[i] = name + ":" + value
+	}
+	return []byte(strings.Join(lines, "\n"))
 }
 
 func sample(name string) []byte {

@@ -251,8 +251,8 @@ func TestNvidiaSMIVerbatim(t *testing.T) {
 		p := mustProfile(t, name)
 		for _, args := range [][]string{{"-q"}, {"--query"}} {
 			out, errOut, code := run(t, name, NvidiaSMI, args...)
-			if code != 0 || errOut != "" || out != string(sample(p.smiQuery)) {
-				t.Errorf("%s %v: code %d stderr %q, output equal to %s: %v", name, args, code, errOut, p.smiQuery, out == string(sample(p.smiQuery)))
+			if code != 0 || errOut != "" || out != string(p.queryText()) {
+				t.Errorf("%s %v: code %d stderr %q, output equal to %s: %v", name, args, code, errOut, p.smiQuery, out == string(p.queryText()))
 			}
 		}
 		for _, args := range [][]string{{"topo", "-m"}, {"topo", "--matrix"}} {
@@ -906,5 +906,33 @@ func TestInstallKillMidDiag(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || o.Len() != 0 {
 		t.Errorf("killed mid-diag: err %v, %d bytes out", err, o.Len())
+	}
+}
+
+// TestIdleClocksChangeOnlyTheReasons: a profile replaying a capture with
+// idle clocks changes the values of the clock event reasons and nothing
+// else; the capture's other lines are byte for byte the same.
+func TestIdleClocksChangeOnlyTheReasons(t *testing.T) {
+	raw := strings.Split(string(sample(qH100)), "\n")
+	idle := strings.Split(string(idleClocks(sample(qH100))), "\n")
+	if len(raw) != len(idle) {
+		t.Fatalf("%d lines became %d", len(raw), len(idle))
+	}
+	changed := 0
+	for i := range raw {
+		if raw[i] == idle[i] {
+			continue
+		}
+		changed++
+		rn, rv, _ := strings.Cut(raw[i], ":")
+		in, iv, _ := strings.Cut(idle[i], ":")
+		if rn != in || strings.TrimSpace(rv) == "" || (strings.TrimSpace(iv) != "Active" && strings.TrimSpace(iv) != "Not Active") {
+			t.Errorf("line %d: %q became %q", i+1, raw[i], idle[i])
+		}
+	}
+	// The capture has one GPU under load (00000000:75:00.0: SW Power Cap,
+	// HW Power Brake and SW Thermal Slowdown active, Idle not).
+	if changed != 4 {
+		t.Errorf("%d lines changed, want the 4 of the loaded GPU", changed)
 	}
 }
