@@ -29,6 +29,12 @@ func standinTool(profile, tool string, args ...string) (string, int) {
 // the stand-in profile does: preflight.sh's sections from the stand-in
 // tools, in the script's framing.
 func answerAsStandin(h *fake.Host, profile string) {
+	answerAsStandinWithKernel(h, profile, "[    5.118273] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n", 0)
+}
+
+// answerAsStandinWithKernel is answerAsStandin whose kernel log (the
+// drivers' lines preflight.sh keeps) is klog, read with exit status krc.
+func answerAsStandinWithKernel(h *fake.Host, profile, klog string, krc int) {
 	onScript(h, "preflight.sh", func(c *fake.Call, _ []string) fake.Reply {
 		sections := map[string]string{
 			"hostname":   c.Host.Name() + "\n",
@@ -37,8 +43,9 @@ func answerAsStandin(h *fake.Host, profile string) {
 			"os-release": "NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 22.04.4 LTS\"\n",
 			"cpu":        "model name\t: Intel(R) Xeon(R) Platinum 8480+\n224\n",
 			"meminfo":    "MemTotal:       2113389512 kB\n",
+			"kernel-log": klog,
 		}
-		rc := map[string]int{}
+		rc := map[string]int{"kernel-log": krc}
 		for name, argv := range map[string][]string{
 			"nvidia-smi-L":     {"nvidia-smi", "-L"},
 			"nvidia-smi-query": {"nvidia-smi", "--query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version", "--format=csv"},

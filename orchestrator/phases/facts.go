@@ -31,10 +31,23 @@ type Facts struct {
 	GPUs         []GPUFact `json:"gpus,omitempty"`
 	NICs         []NICFact `json:"nics,omitempty"`
 	DCGMDevices  int       `json:"dcgm_devices,omitempty"`
+	// Health is what the idle node says of its GPUs' health, read once:
+	// nil in records made before it existed.
+	Health *Health `json:"health,omitempty"`
 	// Missing tools and Problems (sections that failed or did not parse)
 	// are kept, never hidden: they are part of what the provider delivered.
 	Missing  []string `json:"missing,omitempty"`
 	Problems []string `json:"problems,omitempty"`
+}
+
+// Health is the one-shot health check of preflight: the GPUs' state as
+// nvidia-smi -q gives it, and the kernel log since boot.
+type Health struct {
+	GPUs   []parse.GPUHealth `json:"gpus,omitempty"`
+	Kernel *parse.KernelLog  `json:"kernel,omitempty"`
+	// KernelUnread says why the kernel log could not be read (dmesg
+	// restricted and no journal access): its verdict is SKIP, not PASS.
+	KernelUnread string `json:"kernel_unread,omitempty"`
 }
 
 // GPUFact is one GPU.
@@ -149,7 +162,22 @@ func factsFrom(s map[string]section) *Facts {
 			f.Problems = append(f.Problems, err.Error())
 		}
 	}
+	if sec, ok := s["kernel-log"]; ok {
+		if sec.rc == 0 {
+			k := parse.ParseKernelLog(sec.out)
+			f.health().Kernel = &k
+		} else {
+			f.health().KernelUnread = fmt.Sprintf("exit %d: %s", sec.rc, lastLine(sec.out))
+		}
+	}
 	return f
+}
+
+func (f *Facts) health() *Health {
+	if f.Health == nil {
+		f.Health = &Health{}
+	}
+	return f.Health
 }
 
 // Parser errors name their tool already ("nvidia-smi -q: ...").
@@ -163,6 +191,7 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 			f.Problems = append(f.Problems, err.Error())
 		} else {
 			f.Driver, f.CUDA = q.DriverVersion, q.CUDAVersion
+			f.health().GPUs = parse.QHealth(q)
 			for i, g := range q.GPUs {
 				f.GPUs = append(f.GPUs, GPUFact{Index: i, Name: g.ProductName, UUID: g.UUID, Serial: g.Serial,
 					BusID: g.BusID, MemoryMiB: g.MemoryTotalMiB, VBIOS: g.VBIOS})

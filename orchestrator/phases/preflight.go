@@ -6,6 +6,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 )
 
 // Preflight collects each node's identity and GPU facts (nvidia-smi -L,
@@ -35,5 +36,5 @@ var Preflight = orchestrator.Phase{
 		}
 		return facts, nil
 	},
-	Judge: judgePreflight,
+	Judge: func(w *orchestrator.Window) []record.Verdict { return append(judgePreflight(w), judgeHealth(w)...) },
 }

@@ -80,6 +80,10 @@ var catalog = []Requirement{
 	req("NODE-001", "node matches the rest of the fleet", CardGPU),
 
 	req("DIAG-001", "DCGM diagnostic passes", CardHealth),
+	req("HEALTH-001", "no GPU slowed on an idle node (clock event reasons)", CardHealth),
+	req("HEALTH-002", "no uncorrectable memory error, no remap or retirement pending", CardHealth),
+	req("HEALTH-003", "no Xid or SXid in the kernel log since boot", CardHealth),
+	req("HEALTH-004", "no GPU fell off the bus", CardHealth),
 
 	req("NCCL-001", "collective results are correct", CardNCCL),
 	req("NCCL-002", "inter-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote(),

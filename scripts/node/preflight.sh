@@ -33,5 +33,23 @@ section nvidia-smi-query nvidia-smi --query-gpu=index,name,uuid,serial,pci.bus_i
 section nvidia-smi-q nvidia-smi -q
 section nvidia-smi-topo nvidia-smi topo -m
 optional dcgmi-discovery dcgmi discovery -l
+# The kernel log since boot, the NVIDIA drivers' lines only (Xid, SXid, a
+# GPU fallen off the bus): dmesg, else the journal where dmesg is
+# restricted (kernel.dmesg_restrict) and the user may read the journal.
+# Neither readable: the exit says so, and the check is not passed.
+kernel_messages() {
+  local out
+  if out=$(dmesg 2>&1); then
+    :
+  elif out=$(journalctl -k -b --no-pager 2>&1) && [ -n "$out" ]; then
+    :
+  else
+    printf '%s\n' "$out" | tail -n 3
+    return 1
+  fi
+  printf '%s\n' "$out" | grep -aE 'NVRM:|SXid|nvidia-nvswitch' | tail -n 4000
+  return 0
+}
+section kernel-log kernel_messages
 optional ibstat ibstat
 optional ibv_devinfo ibv_devinfo
