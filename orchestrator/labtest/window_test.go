@@ -123,7 +123,15 @@ func gpuaccept(t *testing.T, args ...string) result {
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("gpuaccept %v: %v", args, err)
 	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	res := result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	// Shown only when the test fails: what the CLI said last, so that a
+	// window that left no run.json says why.
+	tail := res.stderr
+	if len(tail) > 4000 {
+		tail = "..." + tail[len(tail)-4000:]
+	}
+	t.Logf("gpuaccept %s: exit %d; stderr ends:\n%s", strings.Join(args, " "), res.code, tail)
+	return res
 }
 
 // runWindow runs a window on inv into a runs directory of its own and
