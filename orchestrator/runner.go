@@ -88,6 +88,14 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	for _, p := range phases {
 		byName[p.Name] = p
 	}
+	// A node some phase ran on before the coordinator was lost is one
+	// teardown must visit, whether or not anything runs on it again.
+	reached := map[string]bool{}
+	for _, p := range r.run.Phases {
+		if p.Outcome == record.OK && p.Node != "" {
+			reached[p.Node] = true
+		}
+	}
 	r.keep(func(name string) bool { return byName[name].AlwaysRun })
 	if !validRunID(r.run.ID) || filepath.Base(filepath.Clean(dir)) != r.run.ID {
 		// The ID names directories on every node that teardown removes: a
@@ -105,6 +113,9 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 				n.quarantined, n.reason, n.quarantinedAt = true, q.Reason, q.At
 			}
 		}
+	}
+	for _, n := range w.Nodes {
+		n.reached = reached[n.Name]
 	}
 	for _, e := range r.notes {
 		for _, n := range w.Nodes {

@@ -64,7 +64,7 @@ func TestHTMLHasEveryPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	for _, want := range append(wantCharts, `id="simulated"`, "FAIL-001", "HEALTH-001", "raw/gpu-01/diag.log", "ab12", "535.183.01",
+	for _, want := range append(wantCharts, `id="simulated"`, "FAIL-001", "DIAG-001", "raw/gpu-01/diag.log", "ab12", "535.183.01",
 		"8 × NVIDIA H100 80GB HBM3", "x &lt;tag&gt; &amp; y", "<svg", "gating window", "quote 370 GB/s", "failure window", "gpu-03 (victim)") {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page has no %q", want)

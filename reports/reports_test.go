@@ -143,7 +143,7 @@ func TestVerdictOrder(t *testing.T) {
 	for _, v := range verdicts(run) {
 		got = append(got, v.ID+"/"+nodeLabel(v.Node))
 	}
-	want := "GPU-001/gpu-01 GPU-001/gpu-02 GPU-001/gpu-03 HEALTH-001/gpu-01 HEALTH-001/gpu-02 HEALTH-001/gpu-03 NCCL-001/cluster STAGE-001/gpu-01"
+	want := "DIAG-001/gpu-01 DIAG-001/gpu-02 DIAG-001/gpu-03 GPU-001/gpu-01 GPU-001/gpu-02 GPU-001/gpu-03 NCCL-001/cluster STAGE-001/gpu-01"
 	if strings.Join(got, " ") != want {
 		t.Errorf("order:\n got %s\nwant %s", strings.Join(got, " "), want)
 	}

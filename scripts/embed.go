@@ -25,6 +25,18 @@ var Teardown string
 //go:embed node/windowkey.sh
 var WindowKey string
 
+// Security reads a node's access, isolation and residue before the window
+// writes (see node/security.sh).
+//
+//go:embed node/security.sh
+var Security string
+
+// Left lists what of a window is still on a node after teardown; like
+// teardown it travels inline (the pushed scripts are gone by then).
+//
+//go:embed node/left.sh
+var Left string
+
 // Relay receives a file and passes it on along a chain of nodes.
 //
 //go:embed node/relay.sh
@@ -43,6 +55,7 @@ type File struct {
 func Pushed() []File {
 	return []File{
 		{"preflight.sh", Preflight},
+		{"security.sh", Security},
 		{"windowkey.sh", WindowKey},
 		{"relay.sh", Relay},
 		{"stage.sh", Stage},

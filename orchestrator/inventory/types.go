@@ -235,7 +235,10 @@ type Acceptance struct {
 
 // Phases says which phases run and with what parameters.
 type Phases struct {
-	Preflight  Toggle     `mapstructure:"preflight" json:"preflight"`
+	Preflight Toggle `mapstructure:"preflight" json:"preflight"`
+	// Security reads the node's access, isolation and residue before the
+	// window writes, and checks after teardown that nothing is left.
+	Security   Toggle     `mapstructure:"security" json:"security"`
 	Diag       Diag       `mapstructure:"diag" json:"diag"`
 	AllReduce  AllReduce  `mapstructure:"allreduce" json:"allreduce"`
 	ImagePh    Toggle     `mapstructure:"image" json:"image"`

@@ -102,6 +102,7 @@ func (v *validator) phases() {
 	p := &v.inv.Phases
 	v.nonNegativeDuration("phases.deadline", p.Deadline)
 	v.nonNegativeDuration("phases.preflight.timeout", p.Preflight.Timeout)
+	v.nonNegativeDuration("phases.security.timeout", p.Security.Timeout)
 	v.nonNegativeDuration("phases.diag.timeout", p.Diag.Timeout)
 	if !v.given("phases.diag.level") {
 		p.Diag.Level = DefaultDiagLevel

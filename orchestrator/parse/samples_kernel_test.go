@@ -92,7 +92,22 @@ func TestQHealthOfTheSamples(t *testing.T) {
 	}
 	idle := health("mangohud636-q-d-performance-495.44-1gpu-idle-active.txt")
 	eq(t, "idle is no fault", len(idle[0].Throttle), 0)
-	for _, rel := range []string{"exporter-q-h100-590.48.01-cuda13.1-idle.txt", "gpud-q-8xH100-535.183.01-cuda12.2.txt", "gpud-q-1xA10-535.129.03.txt", "q-i0-H800-driver525-cuda12.0.txt"} {
+	// Captured with one GPU under load: 00000000:75:00.0 in HW power brake
+	// and SW thermal slowdown, at its SW power cap.
+	for _, g := range health("gpud-q-8xH100-535.183.01-cuda12.2.txt") {
+		want := []string(nil)
+		if g.BusID == "00000000:75:00.0" {
+			want = []string{"HW Power Brake Slowdown", "SW Thermal Slowdown"}
+		}
+		eq(t, g.BusID+" throttle", g.Throttle, want)
+		eq(t, g.BusID+" power cap", g.PowerCap, want != nil)
+	}
+	// The A10 capture: four rows remapped for uncorrectable errors, one
+	// remap pending (the GPU needs a reset).
+	a10 := health("gpud-q-1xA10-535.129.03.txt")[0]
+	eq(t, "A10 remapped uncorrectable", *a10.RemapUncorrect, int64(4))
+	eq(t, "A10 remap pending", a10.RemapPending, true)
+	for _, rel := range []string{"exporter-q-h100-590.48.01-cuda13.1-idle.txt", "q-i0-H800-driver525-cuda12.0.txt"} {
 		for _, g := range health(rel) {
 			if len(g.Throttle) > 0 || g.PowerCap || g.RetirePending || g.RemapPending || g.RemapFailed ||
 				g.VolatileUncorrectable != nil && *g.VolatileUncorrectable > 0 {

@@ -7,6 +7,7 @@ package phases
 // nccl-tests), so a body is exercised end to end without the lab.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,8 +69,44 @@ func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 		h.On(`(?s)^(GPUACCEPT_TEARDOWN_CONTAINERS=1 )?bash -c .* teardown `, func(c *fake.Call) fake.Reply {
 			return fake.Reply{Stdout: "removed $HOME/.gpuaccept/window\nprocesses ended: 0\n"}
 		})
+		h.Reply(`(?s)^bash -c .* left `, fake.Reply{Stdout: "checked\n"})
+		answerSecurity(h, soundPosture)
 	}
 	return f
+}
+
+// soundPosture is what security.sh prints on a node a buyer can sign
+// for, section by section (the residue section is made from the
+// directories it is given).
+var soundPosture = map[string]string{
+	"sshd":       "source sshd -T -f /etc/ssh/sshd_config\npasswordauthentication no\nkbdinteractiveauthentication no\npermitrootlogin prohibit-password\npermitemptypasswords no\nusepam yes\npubkeyauthentication yes\n",
+	"accounts":   "root:0:/bin/bash\n",
+	"authorized": "",
+	"foreign":    "",
+	"gpu-apps":   "",
+	"mounts":     "/ /dev/nvme0n1p1 ext4\n",
+}
+
+// answerSecurity makes h answer security.sh with posture's sections (a
+// section absent from it: the tool is not installed, rc 127).
+func answerSecurity(h *fake.Host, posture map[string]string) {
+	onScript(h, "security.sh", func(c *fake.Call, a []string) fake.Reply {
+		var b strings.Builder
+		for _, name := range []string{"sshd", "accounts", "authorized", "foreign", "gpu-apps", "containers", "mounts", "residue"} {
+			out, ok := posture[name]
+			rc := 0
+			switch {
+			case name == "residue" && !ok:
+				for _, d := range a[1:] {
+					out += d + " absent\n"
+				}
+			case !ok:
+				rc = 127
+			}
+			fmt.Fprintf(&b, "@@gpuaccept@@ begin %s\n%s@@gpuaccept@@ end %s rc=%d\n", name, out, name, rc)
+		}
+		return fake.Reply{Stdout: b.String()}
+	})
 }
 
 // answerWindowKey makes h install the window key as windowkey.sh does:
@@ -223,3 +260,6 @@ func resultOf(t *testing.T, r *record.Run, phase string, i int) record.PhaseResu
 	t.Fatalf("no %s result for node %d", phase, i)
 	return record.PhaseResult{}
 }
+
+// jsonOf decodes a result's data.
+func jsonOf(r record.PhaseResult, v any) error { return json.Unmarshal(r.Data, v) }

@@ -318,6 +318,7 @@ func TestDegenerateWindows(t *testing.T) {
 	}{
 		{"every node unreachable", schedule{nodes: 3, faults: []fault{{"h1", "connect", unreachable}, {"h2", "connect", unreachable}, {"h3", "connect", unreachable}}, cut: 0.5}},
 		{"one node", schedule{nodes: 1, cut: 0.7}},
+		{"four sound nodes", schedule{nodes: 4, cut: 0.3}},
 		{"two nodes, one failing preflight", schedule{nodes: 2, faults: []fault{{"h2", "preflight", exitFault}}, cut: 0.4}},
 		{"every node failing preflight", schedule{nodes: 3, faults: []fault{{"h1", "preflight", exitFault}, {"h2", "preflight", hang}, {"h3", "preflight", drop}}, cut: 0.9}},
 		{"the launcher dropping mid-collective", schedule{nodes: 4, faults: []fault{{"h1", "allreduce", drop}}, cut: 0.6}},

@@ -108,6 +108,11 @@ var catalog = []Requirement{
 	req("RECOV-002", "work lost to the failure is within the checkpoint interval", CardFailure).measured(UnitSteps),
 	req("RECOV-003", "the failed node came back into the job", CardFailure).measured(UnitSeconds),
 	req("RECOV-004", "nothing of the test is left running", CardFailure),
+
+	req("SEC-001", "access: key login only, no other key for the window's user", CardSecurity),
+	req("SEC-002", "isolation: no other user's or GPU process, no container running", CardSecurity),
+	req("SEC-003", "no residue of an earlier tenant before the window", CardSecurity),
+	req("SEC-004", "nothing of the window left after teardown", CardSecurity),
 }
 
 var byID = func() map[string]Requirement {

@@ -294,6 +294,7 @@ type smiCall struct {
 	topoArgs          []string
 	queryGPU          string
 	hasQueryGPU       bool
+	computeApps       bool // --query-compute-apps
 	format            string
 	hasFormat         bool
 }
@@ -337,6 +338,10 @@ func runNvidiaSMI(p *profile, args []string, stdout, stderr io.Writer) int {
 			c.list = true
 		case a == "-q" || a == "--query":
 			c.query = true
+		case name == "--query-compute-apps":
+			if _, c.computeApps = takeValue(); !c.computeApps {
+				return notSimulated(p, NvidiaSMI, args, stderr)
+			}
 		case name == "--query-gpu":
 			if c.queryGPU, c.hasQueryGPU = takeValue(); !c.hasQueryGPU {
 				return notSimulated(p, NvidiaSMI, args, stderr)
@@ -353,6 +358,14 @@ func runNvidiaSMI(p *profile, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "ERROR: Option %s is not recognized. Please run 'nvidia-smi -h' for help.\n\n", a)
 			return smiExitInvalidArg
 		}
+	}
+	if c.computeApps {
+		// The node is idle: no process on its GPUs. With noheader that is
+		// no output at all; a header is in no sample, so it is not made up.
+		if !c.hasFormat || !strings.Contains(c.format, "noheader") || c.list || c.query || c.topo || c.hasQueryGPU {
+			return notSimulated(p, NvidiaSMI, args, stderr)
+		}
+		return 0
 	}
 	modes := 0
 	for _, m := range []bool{c.list, c.query, c.topo, c.hasQueryGPU} {
