@@ -18,14 +18,29 @@ import (
 // provider's staff, with a shell on the nodes.
 const tenant = "ga-tnt" // 8 characters at most: ps shows longer names cut
 
+const tenantUID = 4999
+
+// needTenant makes the tenant's account; at the end of the test every
+// process of theirs is ended (and waited for) before the account goes, so
+// no later test meets them.
 func needTenant(t *testing.T) {
 	t.Helper()
+	made := false
 	if exec.Command("id", tenant).Run() != nil {
-		if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", "--uid", "4999", tenant).CombinedOutput(); err != nil {
+		if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/bin/sh", "--uid", fmt.Sprint(tenantUID), tenant).CombinedOutput(); err != nil {
 			t.Fatalf("useradd %s: %v: %s", tenant, err, out)
 		}
-		t.Cleanup(func() { exec.Command("userdel", tenant).Run() })
+		made = true
 	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && exec.Command("pgrep", "-U", fmt.Sprint(tenantUID)).Run() == nil; i++ {
+			exec.Command("pkill", "-KILL", "-U", fmt.Sprint(tenantUID)).Run()
+			time.Sleep(100 * time.Millisecond)
+		}
+		if made {
+			exec.Command("userdel", tenant).Run()
+		}
+	})
 }
 
 // asTenant runs a shell command as the tenant inside a lab host.
@@ -70,7 +85,6 @@ func TestSecurityChecksAndPlantedFiles(t *testing.T) {
 	}
 	// h3: the other tenant's process runs in the node.
 	asTenant(t, l, "h3", "setsid sleep 600 >/dev/null 2>&1 < /dev/null &")
-	t.Cleanup(func() { exec.Command("pkill", "-u", tenant).Run() })
 	// h4: what an earlier tenant left in the staging directory.
 	for _, h := range hosts {
 		os.RemoveAll(filepath.Join(l.Dir, "hosts", h, "srv", "scratch"))
@@ -80,6 +94,10 @@ func TestSecurityChecksAndPlantedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(left, "adapter.safetensors"), []byte("someone else's weights"), 0o644)
+	// The earlier tenant's: their files, not the provider's (root's).
+	os.Chown(left, tenantUID, tenantUID)
+	// What root keeps there is the provider's, perhaps: a warning.
+	os.MkdirAll(filepath.Join(l.Dir, "hosts", "h1", "srv", "scratch", "lost+found"), 0o700)
 
 	runs := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs)
@@ -139,7 +157,8 @@ echo 'podman sha256:%s' > /var/tmp/gpuaccept-images-%s-h1`, marker, id, id, stri
 		{"SEC-001", "h2", record.Fail, "password login enabled"},
 		{"SEC-002", "h1", record.Pass, ""},
 		{"SEC-002", "h3", record.Fail, tenant},
-		{"SEC-003", "h1", record.Pass, "/srv/scratch"},
+		{"SEC-003", "h1", record.Warn, "lost+found"},
+		{"SEC-003", "h2", record.Pass, "/srv/scratch"},
 		{"SEC-003", "h4", record.Fail, "llama-70b-finetune"},
 	} {
 		v := verdict(r, tc.id, tc.node)

@@ -48,10 +48,13 @@ type AuthorizedKey struct {
 
 // ResidueDir is one directory as an earlier tenant left it.
 type ResidueDir struct {
-	Dir     string   `json:"dir"`
-	Absent  bool     `json:"absent,omitempty"`
-	Entries int      `json:"entries"`
-	Listed  []string `json:"listed,omitempty"` // the first 20, "MODE OWNER SIZE PATH"
+	Dir     string `json:"dir"`
+	Absent  bool   `json:"absent,omitempty"`
+	Entries int    `json:"entries"`
+	// Others: how many belong to another user than root and the window's
+	// (another tenant's files).
+	Others int      `json:"others"`
+	Listed []string `json:"listed,omitempty"` // the first 20, "MODE OWNER SIZE PATH"
 }
 
 // Security reads access, isolation and residue on every node before the
@@ -158,7 +161,9 @@ func postureFrom(s map[string]section, mark string, ours []string) Posture {
 		}
 		if i := strings.LastIndex(l, " entries="); i > 0 {
 			r := ResidueDir{Dir: l[:i]}
-			r.Entries = atoi(l[i+len(" entries="):])
+			counts := l[i+len(" entries="):]
+			n, others, _ := strings.Cut(counts, " others=")
+			r.Entries, r.Others = atoi(n), atoi(others)
 			p.Residue = append(p.Residue, r)
 			continue
 		}

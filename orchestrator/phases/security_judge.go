@@ -147,13 +147,16 @@ func isolationVerdict(node string, p Posture) record.Verdict {
 
 func residueVerdict(node string, p Posture) record.Verdict {
 	v := record.NewVerdict("SEC-003", node)
-	var left, clean []string
+	var theirs, unowned, clean []string
 	for _, r := range p.Residue {
+		listed := fmt.Sprintf("%d entr%s in %s: %s", r.Entries, plural(r.Entries, "y", "ies"), r.Dir, strings.Join(first(r.Listed, 3), "; "))
 		switch {
 		case r.Absent:
 			clean = append(clean, r.Dir+" (absent)")
+		case r.Others > 0:
+			theirs = append(theirs, fmt.Sprintf("%d of another user's; %s", r.Others, listed))
 		case r.Entries > 0:
-			left = append(left, fmt.Sprintf("%d entr%s in %s: %s", r.Entries, plural(r.Entries, "y", "ies"), r.Dir, strings.Join(first(r.Listed, 3), "; ")))
+			unowned = append(unowned, listed)
 		default:
 			clean = append(clean, r.Dir+" (empty)")
 		}
@@ -162,8 +165,14 @@ func residueVerdict(node string, p Posture) record.Verdict {
 	// never passed over.
 	gpu := "GPU memory residue: not checked (no CUDA tool on the node to read it)"
 	switch {
-	case len(left) > 0:
-		v.Status, v.Measured, v.Detail = record.Fail, "left before the window: "+strings.Join(left, "; "), gpu
+	case len(theirs) > 0:
+		// Another user's files where this window writes: an earlier
+		// tenant's data, left for the next one to read.
+		v.Status, v.Measured, v.Detail = record.Fail, "left before the window: "+strings.Join(theirs, "; "), join(strings.Join(unowned, "; "), gpu)
+	case len(unowned) > 0:
+		// Root's or the window user's own: the provider's, perhaps; the
+		// buyer decides.
+		v.Status, v.Measured, v.Detail = record.Warn, "there before the window (root's or this user's): "+strings.Join(unowned, "; "), gpu
 	case len(p.Residue) == 0:
 		v.Status, v.Detail = record.Skip, "no staging or checkpoint directory to look in; "+gpu
 	default:

@@ -33,7 +33,7 @@ func TestSecurityVerdictsFailWhenPlanted(t *testing.T) {
 		"gpu-apps": "4242, python3, 30120 MiB\n",
 	}))
 	answerSecurity(f.Host("h4"), with(map[string]string{
-		"residue": "/scratch entries=2\n  drwxr-xr-x tenant 4096 /scratch/llama-70b\n  -rw-r--r-- tenant 88 /scratch/HF_TOKEN.txt\n",
+		"residue": "/scratch entries=2 others=2\n  drwxr-xr-x tenant 4096 /scratch/llama-70b\n  -rw-r--r-- tenant 88 /scratch/HF_TOKEN.txt\n",
 	}))
 	answerSecurity(f.Host("h5"), with(map[string]string{
 		"authorized": "256 SHA256:provider0staff0key0fingerprint0000000000000 support@provider (ED25519)\n",

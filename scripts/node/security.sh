@@ -78,7 +78,8 @@ authorized() {
 foreign() {
   local self uid user pid comm ns
   self=$(readlink /proc/self/ns/net)
-  ps -eo uid=,user=,pid=,comm= 2>/dev/null | awk -v me="$(id -u)" '$1 >= 1000 && $1 != me && $1 != 65534' |
+  # A zombie has ended (and shows no namespace): it is not counted.
+  ps -eo uid=,user=,pid=,stat=,comm= 2>/dev/null | awk -v me="$(id -u)" '$1 >= 1000 && $1 != me && $1 != 65534 && $4 !~ /^Z/ { print $1, $2, $3, $5 }' |
     while read -r uid user pid comm; do
       ns=$(readlink "/proc/$pid/ns/net" 2>/dev/null)
       [ -z "$ns" ] || [ "$ns" = "$self" ] && echo "$uid $user $pid $comm"
@@ -102,13 +103,14 @@ containers() {
 }
 
 # What DIR held before the window wrote anything there: its entries, not
-# the window's own (gpuaccept-RUN), the first 20 with a count.
+# the window's own (gpuaccept-RUN), the first 20 with a count, and how
+# many belong to another user than root and this one (another tenant's).
 residue() {
   local d
   for d in "$@"; do
     [ -d "$d" ] || { echo "$d absent"; continue; }
     n=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" 2>/dev/null | wc -l)
-    echo "$d entries=$n"
+    echo "$d entries=$n others=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" ! -uid 0 ! -uid "$(id -u)" 2>/dev/null | wc -l)"
     find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" -printf '  %M %u %s %p\n' 2>/dev/null | head -n 20
   done
 }
