@@ -5,14 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/redact"
@@ -111,14 +110,14 @@ func writeCollated(w io.Writer, outs []nodeOutput) {
 		}
 		bar := strings.Repeat("-", 16)
 		// What a node printed cannot drive the terminal.
-		fmt.Fprintf(w, "%s\n%s\n%s\n%s", bar, compressNames(g.names), bar, redact.Controls(g.key))
+		fmt.Fprintf(w, "%s\n%s\n%s\n%s", bar, hostlist.Compress(g.names), bar, redact.Controls(g.key))
 		if !strings.HasSuffix(g.key, "\n") {
 			fmt.Fprintln(w)
 		}
 	}
 	fmt.Fprintln(w, strings.Repeat("=", 16))
 	for _, g := range group(outs, func(o nodeOutput) string { return o.status }) {
-		fmt.Fprintf(w, "%s: %s\n", compressNames(g.names), redact.Controls(g.key))
+		fmt.Fprintf(w, "%s: %s\n", hostlist.Compress(g.names), redact.Controls(g.key))
 	}
 }
 
@@ -141,55 +140,6 @@ func group(outs []nodeOutput, key func(nodeOutput) string) []outGroup {
 		groups[i].names = append(groups[i].names, o.name)
 	}
 	return groups
-}
-
-var numbered = regexp.MustCompile(`^(.*?)(\d+)$`)
-
-// compressNames writes gpu-01,gpu-02,gpu-03,gpu-07 as gpu-[01-03,07], as
-// dshbak -c does; names without a number are listed as they are.
-func compressNames(names []string) string {
-	type num struct {
-		text string
-		n    int
-	}
-	byPrefix := map[string][]num{}
-	var prefixes, plain []string
-	for _, name := range names {
-		m := numbered.FindStringSubmatch(name)
-		if m == nil {
-			plain = append(plain, name)
-			continue
-		}
-		n, _ := strconv.Atoi(m[2])
-		if _, ok := byPrefix[m[1]]; !ok {
-			prefixes = append(prefixes, m[1])
-		}
-		byPrefix[m[1]] = append(byPrefix[m[1]], num{m[2], n})
-	}
-	var parts []string
-	for _, p := range prefixes {
-		nums := byPrefix[p]
-		if len(nums) == 1 {
-			parts = append(parts, p+nums[0].text)
-			continue
-		}
-		sort.Slice(nums, func(i, j int) bool { return nums[i].n < nums[j].n })
-		var ranges []string
-		for i := 0; i < len(nums); {
-			j := i
-			for j+1 < len(nums) && nums[j+1].n == nums[j].n+1 && len(nums[j+1].text) == len(nums[i].text) {
-				j++
-			}
-			if j > i {
-				ranges = append(ranges, nums[i].text+"-"+nums[j].text)
-			} else {
-				ranges = append(ranges, nums[i].text)
-			}
-			i = j + 1
-		}
-		parts = append(parts, p+"["+strings.Join(ranges, ",")+"]")
-	}
-	return strings.Join(append(parts, plain...), ",")
 }
 
 // lockedBuffer collects stdout and stderr in arrival order.

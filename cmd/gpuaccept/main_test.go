@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/record"
 )
 
@@ -205,11 +206,11 @@ func TestCompressNames(t *testing.T) {
 		"h1,h2,h3":                    "h[1-3]",
 		"h1":                          "h1",
 		"a,b":                         "a,b",
-		"n9,n10,n11":                  "n[9,10-11]",
+		"n9,n10,n11":                  "n[9-11]",
 		"x1,y1,x2":                    "x[1-2],y1",
 	} {
-		if got := compressNames(strings.Split(in, ",")); got != want {
-			t.Errorf("compressNames(%s) = %s, want %s", in, got, want)
+		if got := hostlist.Compress(strings.Split(in, ",")); got != want {
+			t.Errorf("hostlist.Compress(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

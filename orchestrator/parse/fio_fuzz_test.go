@@ -12,13 +12,13 @@ import (
 // Run: go test -run '^$' -fuzz FuzzFio -fuzztime 20s ./orchestrator/parse/
 func FuzzFio(f *testing.F) {
 	for _, s := range loadFioSamples(f) {
-		f.Add(s)
+		addSeed(f, s)
 	}
-	f.Add(fioSmallWith("0"))
-	f.Add(fioSmallWith("5"))
-	f.Add(fioClient)
-	f.Add(fioNormalOutput)
-	f.Add(ncclJSONSample)
+	addSeed(f, fioSmallWith("0"))
+	addSeed(f, fioSmallWith("5"))
+	addSeed(f, fioClient)
+	addSeed(f, fioNormalOutput)
+	addSeed(f, ncclJSONSample)
 	addSampleSeeds(f)
 	f.Fuzz(func(t *testing.T, in string) {
 		v, err := checkCommon(t, in, func(s string) (any, error) { return Fio(s) })

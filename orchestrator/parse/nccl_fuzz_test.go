@@ -12,10 +12,10 @@ import (
 // Run: go test -run '^$' -fuzz FuzzNCCLTests -fuzztime 20s ./orchestrator/parse/
 func FuzzNCCLTests(f *testing.F) {
 	for _, s := range loadNCCLSamples(f) {
-		f.Add(s)
+		addSeed(f, s)
 	}
-	f.Add(ncclSmall)
-	f.Add(ncclJSONSample)
+	addSeed(f, ncclSmall)
+	addSeed(f, ncclJSONSample)
 	addSampleSeeds(f)
 	f.Fuzz(func(t *testing.T, in string) {
 		v, err := checkCommon(t, in, func(s string) (any, error) { return NCCLTests(s) })
