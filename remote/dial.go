@@ -46,12 +46,12 @@ func (c *Client) Addr() string { return c.cfg.target.addr() }
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	r, err := cfg.resolve()
 	if err != nil {
-		return nil, err
+		return nil, &SetupError{Err: err}
 	}
 	c := &Client{cfg: r, done: make(chan struct{})}
 	auth, err := c.authMethods()
 	if err != nil {
-		return nil, err
+		return nil, &SetupError{Err: err}
 	}
 	var via *ssh.Client
 	hops := append(append([]endpoint{}, r.jumps...), r.target)
@@ -248,7 +248,7 @@ func handshakeError(addr, user string, err error) error {
 	}
 	var se *ssh.ServerAuthError
 	if errors.As(err, &se) || isAuthFailure(err) {
-		return fmt.Errorf("ssh to %s as %s: authentication refused (check the user and identity files): %w", addr, user, err)
+		return &AuthError{Addr: addr, User: user, Err: err}
 	}
 	return fmt.Errorf("ssh handshake with %s: %w", addr, err)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -163,11 +165,80 @@ func filesOrNone(files []string) string {
 	return strings.Join(files, ", ")
 }
 
+// AuthError: the node (or a jump host) refused every key offered.
+type AuthError struct {
+	Addr, User string
+	Err        error
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("ssh to %s as %s: authentication refused (check the user and identity files): %v", e.Addr, e.User, e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// SetupError: the coordinator's own means of reaching nodes are wrong
+// (an identity file that is no key, an ssh_config that does not parse):
+// nothing was sent to the node.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// Cause is what kept the coordinator from a node, and whose side of the
+// contract it is on: the buyer's (its names, keys, known hosts and jump
+// hosts: the window could not measure, and is incomplete) or the
+// provider's (the node refused, timed out or went away: a failure).
+type Cause struct {
+	Kind  string `json:"kind"`
+	Buyer bool   `json:"buyer_side,omitempty"`
+}
+
+// CauseOf classifies an error of Dial.
+func CauseOf(err error) Cause {
+	var (
+		unknown *UnknownHostKeyError
+		changed *HostKeyChangedError
+		auth    *AuthError
+		dns     *net.DNSError
+		ne      *nodeError
+		lost    *ConnectionLostError
+		setup   *SetupError
+	)
+	switch {
+	case err == nil:
+		return Cause{}
+	case errors.As(err, &setup):
+		return Cause{Kind: "ssh setup", Buyer: true}
+	case errors.As(err, &ne) && ne.jump:
+		return Cause{Kind: "jump host", Buyer: true}
+	case errors.As(err, &unknown):
+		return Cause{Kind: "unknown host key", Buyer: true}
+	case errors.As(err, &changed):
+		return Cause{Kind: "host key changed", Buyer: true}
+	case errors.As(err, &auth):
+		return Cause{Kind: "authentication", Buyer: true}
+	case errors.As(err, &dns):
+		return Cause{Kind: "name resolution", Buyer: true}
+	case errors.As(err, &lost):
+		return Cause{Kind: "connection lost"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return Cause{Kind: "timeout"}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return Cause{Kind: "refused"}
+	case errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH):
+		return Cause{Kind: "unreachable"}
+	}
+	return Cause{Kind: "unreachable"}
+}
+
 // nodeError puts the node name first exactly once, whatever the wrapped
-// error already says, and keeps the chain for errors.As.
+// error already says, and keeps the chain for errors.As. jump: the error
+// is a jump host's.
 type nodeError struct {
-	msg string
-	err error
+	msg  string
+	err  error
+	jump bool
 }
 
 func (e *nodeError) Error() string { return e.msg }
@@ -180,5 +251,5 @@ func withNode(node, step string, err error) error {
 	} else if rest != err.Error() {
 		return err // already "node: ..."
 	}
-	return &nodeError{msg: node + ": " + rest, err: err}
+	return &nodeError{msg: node + ": " + rest, err: err, jump: strings.HasPrefix(step, "jump host ")}
 }

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -192,4 +194,27 @@ func readLines(t *testing.T, path string) []string {
 		}
 	}
 	return lines
+}
+
+// TestCauseOfSaysWhoseSideAFailureIsOn: a window that cannot reach a node
+// for the buyer's own reasons is incomplete, not a provider's failure.
+func TestCauseOfSaysWhoseSideAFailureIsOn(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, tc := range []struct {
+		err   error
+		kind  string
+		buyer bool
+	}{
+		{withNode("n1", "", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "bastion.vendor-a", IsNotFound: true}}), "name resolution", true},
+		{withNode("n1", "jump host bastion:22", refused), "jump host", true},
+		{&UnknownHostKeyError{Node: "n1", Host: "h:22"}, "unknown host key", true},
+		{&HostKeyChangedError{Node: "n1", Host: "h:22"}, "host key changed", true},
+		{withNode("n1", "", &AuthError{Addr: "h:22", User: "root", Err: errors.New("ssh: unable to authenticate")}), "authentication", true},
+		{withNode("n1", "", refused), "refused", false},
+		{&TimeoutError{Node: "n1", Step: "handshake"}, "timeout", false},
+	} {
+		if c := CauseOf(tc.err); c.Kind != tc.kind || c.Buyer != tc.buyer {
+			t.Errorf("CauseOf(%v) = %+v, want %s (buyer %v)", tc.err, c, tc.kind, tc.buyer)
+		}
+	}
 }

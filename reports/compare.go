@@ -382,7 +382,7 @@ func (c *Comparison) notes(runs []*record.Run) {
 	}
 	for i, r := range runs {
 		label := c.Runs[i].Label
-		if o := windowOutcome(r); strings.HasPrefix(o, "ABORTED") || o == "INTERRUPTED" {
+		if o := windowOutcome(r); strings.HasPrefix(o, "INCOMPLETE") || o == "INTERRUPTED" {
 			c.Notes = append(c.Notes, fmt.Sprintf("%s did not run to its end (%s): what it did not measure is missing", label, o))
 		}
 		if r.Ledger == nil {

@@ -75,6 +75,12 @@ func vendorRuns() []*record.Run {
 		Verdicts: []record.Verdict{
 			{ID: "GPU-001", Title: "GPU model matches the quote", Node: "b1", Status: record.Pass, Measured: "NVIDIA H100 NVL", Quoted: "NVIDIA H100 NVL"},
 			{ID: "GPU-001", Title: "GPU model matches the quote", Node: "b2", Status: record.Pass, Measured: "NVIDIA H100 NVL", Quoted: "NVIDIA H100 NVL"},
+			// Every figure vendor-b's quote states is measured: an accepted
+			// window holds the provider to each (record.Run.Result).
+			{ID: "GPU-002", Node: "b1", Status: record.Pass}, {ID: "GPU-002", Node: "b2", Status: record.Pass},
+			{ID: "GPU-003", Node: "b1", Status: record.Pass}, {ID: "GPU-003", Node: "b2", Status: record.Pass},
+			{ID: "GPU-004", Node: "b1", Status: record.Pass}, {ID: "GPU-004", Node: "b2", Status: record.Pass},
+			{ID: "NET-001", Node: "b1", Status: record.Pass}, {ID: "NET-001", Node: "b2", Status: record.Pass},
 			{ID: "NCCL-002", Title: "inter-node all_reduce bus bandwidth matches the quote", Status: record.Pass,
 				Measured: "372.4 GB/s median of 3 sweep(s)", Quoted: "360 GB/s", Ratio: num(1.0344), Value: num(372.4), Unit: record.UnitGBs},
 			{ID: "NCCL-003", Title: "intra-node all_reduce bus bandwidth matches the quote", Node: "b1", Status: record.Pass,
@@ -160,7 +166,7 @@ func TestCompareRunsCriteria(t *testing.T) {
 			t.Errorf("%s: %d cells, want one per run", cr.ID, len(cr.Runs))
 		}
 	}
-	if got := strings.Join(ids, " "); got != "GPU-001 IMG-001 NCCL-002 NCCL-003 RECOV-001 RECOV-003" {
+	if got := strings.Join(ids, " "); got != "GPU-001 GPU-002 GPU-003 GPU-004 IMG-001 NCCL-002 NCCL-003 NET-001 RECOV-001 RECOV-003" {
 		t.Errorf("criteria %s", got)
 	}
 

@@ -253,7 +253,7 @@ func verdictText(r ComparedRun) string {
 	switch {
 	case r.Accepted:
 		return "ACCEPTED"
-	case strings.HasPrefix(r.Result, "NOT ACCEPTED"):
+	case strings.HasPrefix(r.Result, "NOT ACCEPTED"), strings.HasPrefix(r.Result, "INCOMPLETE"):
 		return r.Result
 	}
 	return "NOT ACCEPTED: " + r.Result

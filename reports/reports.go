@@ -97,13 +97,16 @@ func result(run *record.Run) string {
 }
 
 func windowOutcome(run *record.Run) string {
-	switch {
-	case run.Aborted != "":
-		return "ABORTED: " + oneLine(run.Aborted)
-	case run.Interrupted:
-		return "INTERRUPTED"
-	case run.Accepted():
-		return "ACCEPTED"
+	res := run.Result()
+	switch res.Outcome {
+	case record.OutcomeInterrupted, record.OutcomeAccepted:
+		return res.Outcome
+	case record.OutcomeIncomplete:
+		s := "INCOMPLETE: " + oneLine(res.Incomplete[0])
+		if n := len(res.Incomplete); n > 1 {
+			s += fmt.Sprintf(" (and %d more)", n-1)
+		}
+		return s
 	}
 	return fmt.Sprintf("NOT ACCEPTED (%d FAIL, %d WARN, %d SKIP)",
 		count(run, record.Fail), count(run, record.Warn), count(run, record.Skip))

@@ -98,7 +98,7 @@ func TestSummaryLastLine(t *testing.T) {
 	want := map[string]string{
 		"failed":      "NOT ACCEPTED (2 FAIL, 1 WARN, 1 SKIP)",
 		"interrupted": "INTERRUPTED",
-		"aborted":     "ABORTED: --strict: gpu-02 failed preflight",
+		"aborted":     "INCOMPLETE: aborted: --strict: gpu-02 failed preflight",
 		"simulated":   "ACCEPTED (SIMULATED)",
 		"costed":      "NOT ACCEPTED (2 FAIL, 1 WARN, 1 SKIP)",
 	}

@@ -122,27 +122,17 @@ func finish(cmd *cobra.Command, rec *record.Run, dir string, runErr error, outpu
 
 // exitCode maps a finished window onto DESIGN.md's codes.
 func exitCode(rec *record.Run) int {
-	switch {
-	case rec.Interrupted:
+	switch rec.Result().Outcome {
+	case record.OutcomeInterrupted:
 		return exitInterrupted
-	case rec.Aborted != "":
+	case record.OutcomeIncomplete:
 		return exitCouldNotRun
-	case !anyConnected(rec):
-		return exitCouldNotRun
-	case !rec.Accepted():
+	case record.OutcomeNotAccepted:
 		return exitNotAccepted
 	}
 	return exitAccepted
 }
 
-func anyConnected(rec *record.Run) bool {
-	for _, p := range rec.Phases {
-		if p.Phase == "connect" && p.Outcome == record.OK {
-			return true
-		}
-	}
-	return false
-}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -15,6 +15,9 @@ import (
 type Reached struct {
 	Addr     string `json:"addr"`
 	Hostname string `json:"hostname"`
+	// Cause: why the node could not be reached, and whether that is on
+	// the buyer's side (recorded with the failure).
+	Cause *remote.Cause `json:"cause,omitempty"`
 }
 
 // Connect dials every node, host keys checked. Gating: a node that cannot
@@ -33,7 +36,8 @@ var Connect = orchestrator.Phase{
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		c, err := w.Connect(ctx, n)
 		if err != nil {
-			return nil, err
+			cause := remote.CauseOf(err)
+			return Reached{Cause: &cause}, err
 		}
 		out, err := runOn(ctx, w, n, "hostname")
 		if err != nil {
@@ -47,12 +51,18 @@ var Connect = orchestrator.Phase{
 		var vs []record.Verdict
 		for _, n := range w.Nodes {
 			v := record.NewVerdict("CONN-001", n.Name)
-			r, ok := w.Result("connect", n.Index, nil)
+			var reached Reached
+			r, ok := w.Result("connect", n.Index, &reached)
 			switch {
 			case !ok:
 				v.Status, v.Detail = record.Skip, "not attempted"
 			case r.Outcome == record.OK:
 				v.Status, v.Measured = record.Pass, "connected"
+			case reached.Cause != nil && reached.Cause.Buyer:
+				// The buyer's names, keys or jump hosts: the provider was
+				// never tested, so nothing is held against it.
+				v.Status, v.Measured, v.Detail = record.Skip, "not reached: "+reached.Cause.Kind, r.Error
+				v.Incomplete = "not reached for a reason on the buyer's side (" + reached.Cause.Kind + "): " + firstLine(trimNode(r.Error, n.Name))
 			default:
 				v.Status, v.Measured, v.Detail = record.Fail, string(r.Outcome), r.Error
 			}
@@ -72,6 +82,17 @@ func hostnameOf(out []byte) string {
 	}
 	return s
 }
+
+// buyerUnreached: the node was never reached, for the buyer's own reason.
+func buyerUnreached(w *orchestrator.Window, n *orchestrator.Node) bool {
+	var reached Reached
+	r, ok := w.Result("connect", n.Index, &reached)
+	return ok && r.Outcome != record.OK && reached.Cause != nil && reached.Cause.Buyer
+}
+
+// trimNode drops the node's name that starts an error: a reason line
+// names the nodes itself.
+func trimNode(err, node string) string { return strings.TrimPrefix(err, node+": ") }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {

@@ -76,7 +76,10 @@ func judgeWindow(w *orchestrator.Window) []record.Verdict {
 	for _, n := range w.Nodes {
 		v := record.NewVerdict("WIN-001", n.Name)
 		v.Status = record.Pass
-		if q, why := n.Quarantined(); q {
+		switch q, why := n.Quarantined(); {
+		case q && buyerUnreached(w, n):
+			v.Status, v.Measured, v.Detail = record.Skip, "not reached", why
+		case q:
 			v.Status, v.Measured, v.Detail = record.Fail, "quarantined", why
 		}
 		vs = append(vs, v)

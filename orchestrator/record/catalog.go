@@ -28,6 +28,12 @@ type Requirement struct {
 	// Tolerance: it is judged as a fraction of a quoted figure, which
 	// acceptance.thresholds may set.
 	Tolerance bool
+	// Quote: the quote's keys whose figure the requirement holds the node
+	// to (any of them stated makes it required); Enable: the inventory
+	// key that turns on what measures it. A quoted figure nothing
+	// measured leaves the window incomplete, never passed.
+	Quote  []string
+	Enable string
 }
 
 // The rows of the buyer's acceptance card (DESIGN.md), in its order.
@@ -59,6 +65,13 @@ func (r Requirement) measured(unit string) Requirement {
 	return r
 }
 
+// quoted names the quote keys a requirement holds the node to and the
+// inventory key that measures it.
+func (r Requirement) quoted(enable string, keys ...string) Requirement {
+	r.Quote, r.Enable = keys, enable
+	return r
+}
+
 // againstQuote marks a requirement judged as a fraction of a quoted
 // figure.
 func (r Requirement) againstQuote() Requirement {
@@ -66,17 +79,19 @@ func (r Requirement) againstQuote() Requirement {
 	return r
 }
 
+const preflight = "phases.preflight.enabled"
+
 var catalog = []Requirement{
 	req("CONN-001", "reachable over SSH, host key verified", ""),
 	req("WIN-001", "node took part in the whole window", ""),
 
-	req("GPU-001", "GPU model matches the quote", CardGPU),
-	req("GPU-002", "GPUs per node match the quote", CardGPU),
-	req("GPU-003", "GPU memory matches the quote", CardGPU).againstQuote(),
-	req("GPU-004", "GPU form factor matches the quote", CardGPU),
-	req("GPU-005", "driver version the same on every node (and as quoted)", CardGPU),
-	req("GPU-006", "CUDA version the same on every node (and as quoted)", CardGPU),
-	req("NET-001", "network ports active at the quoted count and speed", CardGPU).againstQuote(),
+	req("GPU-001", "GPU model matches the quote", CardGPU).quoted(preflight, "gpu_model"),
+	req("GPU-002", "GPUs per node match the quote", CardGPU).quoted(preflight, "gpus_per_node"),
+	req("GPU-003", "GPU memory matches the quote", CardGPU).againstQuote().quoted(preflight, "gpu_memory_gib"),
+	req("GPU-004", "GPU form factor matches the quote", CardGPU).quoted(preflight, "form_factor"),
+	req("GPU-005", "driver version the same on every node (and as quoted)", CardGPU).quoted(preflight, "driver"),
+	req("GPU-006", "CUDA version the same on every node (and as quoted)", CardGPU).quoted(preflight, "cuda"),
+	req("NET-001", "network ports active at the quoted count and speed", CardGPU).againstQuote().quoted(preflight, "nics_per_node", "nic_gbps"),
 	req("NODE-001", "node matches the rest of the fleet", CardGPU),
 
 	req("DIAG-001", "DCGM diagnostic passes", CardHealth),
@@ -86,8 +101,10 @@ var catalog = []Requirement{
 	req("HEALTH-004", "no GPU fell off the bus", CardHealth),
 
 	req("NCCL-001", "collective results are correct", CardNCCL),
-	req("NCCL-002", "inter-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote(),
-	req("NCCL-003", "intra-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote(),
+	req("NCCL-002", "inter-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote().
+		quoted("phases.allreduce.enabled", "inter_busbw_gbs"),
+	req("NCCL-003", "intra-node all_reduce bus bandwidth matches the quote", CardNCCL).measured(UnitGBs).againstQuote().
+		quoted("phases.allreduce.enabled (and phases.allreduce.intra_node)", "intra_busbw_gbs"),
 	req("NCCL-004", "no slow node or link (pairwise bisection)", CardNCCL).measured(UnitScore),
 	req("NCCL-005", "other collectives run correctly across the cluster", CardNCCL),
 
@@ -96,12 +113,15 @@ var catalog = []Requirement{
 	req("IMG-003", "the pinned image reaches every node", CardContainer).measured(UnitSeconds),
 
 	req("STAGE-001", "staged files' sha256 verified on every node", CardStaging),
-	req("STAGE-002", "staging throughput matches the quote", CardStaging).measured(UnitGBs).againstQuote(),
+	req("STAGE-002", "staging throughput matches the quote", CardStaging).measured(UnitGBs).againstQuote().
+		quoted("phases.staging.enabled", "staging_gbs"),
 	req("STAGE-003", "staging fits the planned setup window", CardStaging).measured(UnitSeconds),
 
 	req("CKPT-001", "checkpoint restore is byte-exact", CardCheckpoint),
-	req("CKPT-002", "checkpoint write throughput matches the quote", CardCheckpoint).measured(UnitGBs).againstQuote(),
-	req("CKPT-003", "checkpoint read throughput matches the quote", CardCheckpoint).measured(UnitGBs).againstQuote(),
+	req("CKPT-002", "checkpoint write throughput matches the quote", CardCheckpoint).measured(UnitGBs).againstQuote().
+		quoted("phases.checkpoint.enabled", "checkpoint_gbs"),
+	req("CKPT-003", "checkpoint read throughput matches the quote", CardCheckpoint).measured(UnitGBs).againstQuote().
+		quoted("phases.checkpoint.enabled", "checkpoint_gbs"),
 	req("CKPT-004", "GPU idle for a blocking checkpoint save and restore (cluster)", CardCheckpoint).measured(UnitSeconds).againstQuote(),
 
 	req("RECOV-001", "the job resumed after losing a node, in time", CardFailure).measured(UnitSeconds),

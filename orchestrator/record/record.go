@@ -200,6 +200,10 @@ type Verdict struct {
 	// Which way is better depends on the unit: see LowerIsBetter.
 	Value *float64 `json:"value,omitempty"`
 	Unit  string   `json:"unit,omitempty"`
+	// Incomplete says why the requirement could not be judged for a
+	// reason that is not the provider's (the node was not reached from
+	// the buyer's side): the window is INCOMPLETE, not failed or passed.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // Units of Verdict.Value.
@@ -230,17 +234,5 @@ func (v *Verdict) Measure(x float64, unit string) {
 	v.Value, v.Unit = &x, unit
 }
 
-// Accepted reports whether no verdict failed and at least one passed: a
-// window that judged nothing accepted nothing.
-func (r *Run) Accepted() bool {
-	passed := false
-	for _, v := range r.Verdicts {
-		switch v.Status {
-		case Fail:
-			return false
-		case Pass:
-			passed = true
-		}
-	}
-	return passed
-}
+// Accepted reports whether the window's outcome is ACCEPTED (Result).
+func (r *Run) Accepted() bool { return r.Result().Outcome == OutcomeAccepted }
