@@ -133,7 +133,6 @@ func exitCode(rec *record.Run) int {
 	return exitAccepted
 }
 
-
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
