@@ -37,7 +37,7 @@ JSON instead of the plan.`,
 			if err != nil {
 				return err
 			}
-			ws := inventory.LintQuote(inv)
+			ws := append(inventory.LintQuote(inv), phases.Unmeasured(inv)...)
 			out := cmd.OutOrStdout()
 			if output == "json" {
 				if err := printLintJSON(out, inv, ws); err != nil {

@@ -104,3 +104,39 @@ func TestCheckJSON(t *testing.T) {
 		t.Fatalf("--strict-quote with -o json: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }
+
+// TestCheckWarnsOfQuotedFiguresThePlanWillNotMeasure: a quote that states
+// an inter-node busbw and a checkpoint rate with those phases off would
+// pass the window with its key test unrun; check says so (PLAN-001, the
+// key that turns it on), and every example measures what it quotes.
+func TestCheckWarnsOfQuotedFiguresThePlanWillNotMeasure(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("../..", cleanOffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := strings.Replace(strings.Replace(string(src), "  allreduce:\n    enabled: true", "  allreduce:\n    enabled: false", 1),
+		"  checkpoint:\n    enabled: true", "  checkpoint:\n    enabled: false", 1)
+	inv := filepath.Join(dir, "off.yaml")
+	if err := os.WriteFile(inv, []byte(off), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := gpuaccept(t, "../..", "check", inv)
+	for _, want := range []string{
+		"PLAN-001  quote.inter_busbw_gbs (370) will not be measured: NCCL-002 needs phases.allreduce.enabled",
+		"PLAN-001  quote.checkpoint_gbs (5) will not be measured: CKPT-002, CKPT-003 need phases.checkpoint.enabled",
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("check does not say %q:\n%s", want, res.stdout)
+		}
+	}
+	if res := gpuaccept(t, "../..", "check", "--strict-quote", inv); res.code != 1 {
+		t.Errorf("--strict-quote over an unmeasured figure: exit %d", res.code)
+	}
+	examples, _ := filepath.Glob("../../inventories/example-*.yaml")
+	for _, ex := range examples {
+		if res := gpuaccept(t, "../..", "check", strings.TrimPrefix(ex, "../../")); strings.Contains(res.stdout, "PLAN-001") {
+			t.Errorf("%s quotes what it does not measure:\n%s", ex, res.stdout)
+		}
+	}
+}

@@ -37,7 +37,11 @@ func TestEveryJudgedIDIsInTheCatalog(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range idLiteral.FindAllStringSubmatch(string(b), -1) {
-				written[m[1]] = f
+				// Lint findings (QUOTE-, PLAN-) are about the inventory,
+				// not requirements a window judges.
+				if !strings.HasPrefix(m[1], "QUOTE-") && !strings.HasPrefix(m[1], "PLAN-") {
+					written[m[1]] = f
+				}
 			}
 		}
 	}
