@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -181,14 +182,20 @@ func inject(f *fake.Fleet, s schedule) {
 
 // quick are the window's phases with deadlines short enough that a hang
 // costs seconds, long enough that a sound phase on a loaded machine never
-// misses one (a miss would differ between two runs).
+// misses one (a miss would differ between two runs). Under -fuzz they are
+// shorter: the fuzzer calls an input that runs past 10 s a crash, and
+// three hangs, resumed, would (no -race there, so the margin holds).
 func quick() []orchestrator.Phase {
+	d := 3 * time.Second
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		d = time.Second
+	}
 	var out []orchestrator.Phase
 	for _, p := range All() {
 		if p.Name == "failure" {
 			continue
 		}
-		p.Deadline = func(*inventory.Inventory) time.Duration { return 3 * time.Second }
+		p.Deadline = func(*inventory.Inventory) time.Duration { return d }
 		out = append(out, p)
 	}
 	return out

@@ -147,22 +147,25 @@ func (r *writer) Write(p []byte) (int, error) {
 		return 0, r.err
 	}
 	r.buf = append(r.buf, p...)
+	// Scrubbed a line at a time, passed on once a Write: a node printing
+	// a million short lines costs one write each call, not one a line.
+	var out []byte
 	for {
 		i := bytes.IndexByte(r.buf, '\n')
 		if i < 0 {
 			break
 		}
-		if _, err := r.w.Write(Bytes(r.buf[:i+1])); err != nil {
-			r.err = err
-			return len(p), err
-		}
+		out = append(out, Bytes(r.buf[:i+1])...)
 		r.buf = r.buf[i+1:]
 	}
 	if len(r.buf) > maxLine {
-		if _, err := r.w.Write(Bytes(r.buf)); err != nil {
+		out = append(out, Bytes(r.buf)...)
+		r.buf = r.buf[:0]
+	}
+	if len(out) > 0 {
+		if _, err := r.w.Write(out); err != nil {
 			r.err = err
 		}
-		r.buf = r.buf[:0]
 	}
 	return len(p), r.err
 }
