@@ -3,13 +3,16 @@ package orchestrator
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 )
 
@@ -31,7 +34,24 @@ type Progress struct {
 	// through it then, above the bars.
 	bars    *mpb.Progress
 	running int
+	// Node lines wait groupFor to be printed, so that what many nodes say
+	// at once is one line (as dshbak groups output): pending in order
+	// first said, the timer that flushes them.
+	pending   []*heldLine
+	pendingAt map[string]*heldLine
+	flush     *time.Timer
+	addresses map[string]string
 }
+
+// heldLine is a message and the nodes that said it.
+type heldLine struct {
+	msg   string
+	nodes []string
+}
+
+// groupFor is how long a node's line waits for others that say the same:
+// the nodes of a lockstep phase fail within it of one another.
+const groupFor = 300 * time.Millisecond
 
 // NewProgress writes to w; live enables the terminal status line.
 func NewProgress(w io.Writer, live bool) *Progress {
@@ -41,22 +61,91 @@ func NewProgress(w io.Writer, live bool) *Progress {
 	return &Progress{w: w, live: live}
 }
 
+// Addresses tells the node lines' grouping each node's address: a
+// message that differs between nodes only by their own name and address
+// ("dial tcp 10.0.0.7:22: i/o timeout") is one line for all of them.
+func (p *Progress) Addresses(nodes []inventory.Node) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addresses = map[string]string{}
+	for _, n := range nodes {
+		if n.Address != "" && n.Address != n.Name {
+			p.addresses[n.Name] = n.Address
+		}
+	}
+}
+
 // Phase starts a phase banner over total nodes.
 func (p *Progress) Phase(name string, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.flushHeld()
 	p.clearLive()
 	p.phase, p.total, p.done, p.failed, p.started = name, total, 0, 0, time.Now()
+	if total == 0 {
+		// Said once, with no tally after: there is nothing to count.
+		p.put(fmt.Sprintf("== %s: no node left in the window\n", name))
+		p.phase = ""
+		return
+	}
 	p.put(fmt.Sprintf("== %s (%d node%s)\n", name, total, plural(total)))
 	p.drawLive()
 }
 
-// Node reports an event on one node.
+// Node reports an event on one node. It is printed within groupFor, with
+// every other node's that says the same: "32 nodes gpu-[01-32]: ...".
 func (p *Progress) Node(node, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// The node's own name and address are what its line is about, not
+	// what it says (errors name their node first).
+	msg = record.Impersonal(msg, node, p.addresses[node])
+	if h := p.pendingAt[msg]; h != nil {
+		h.nodes = append(h.nodes, node)
+		return
+	}
+	if p.pendingAt == nil {
+		p.pendingAt = map[string]*heldLine{}
+	}
+	h := &heldLine{msg: msg, nodes: []string{node}}
+	p.pending = append(p.pending, h)
+	p.pendingAt[msg] = h
+	if p.flush == nil {
+		p.flush = time.AfterFunc(groupFor, p.Flush)
+	}
+}
+
+// Flush prints the node lines held for grouping now.
+func (p *Progress) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flushHeld()
+}
+
+func (p *Progress) flushHeld() {
+	if p.flush != nil {
+		p.flush.Stop()
+		p.flush = nil
+	}
+	if len(p.pending) == 0 {
+		return
+	}
 	p.clearLive()
-	p.put(fmt.Sprintf("%s: %s\n", node, fmt.Sprintf(format, args...)))
+	for _, h := range p.pending {
+		who := h.nodes[0]
+		if len(h.nodes) > 1 {
+			who = fmt.Sprintf("%d nodes %s", len(h.nodes), hostlist.Compress(h.nodes))
+		}
+		msg := h.msg
+		if len(h.nodes) == 1 {
+			if a := p.addresses[who]; a != "" {
+				msg = strings.ReplaceAll(msg, "<address>", a)
+			}
+		}
+		p.put(fmt.Sprintf("%s: %s\n", who, msg))
+	}
+	p.pending, p.pendingAt = nil, nil
 	p.drawLive()
 }
 
@@ -76,6 +165,7 @@ func (p *Progress) Finished(failed bool) {
 func (p *Progress) Line(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.flushHeld()
 	p.clearLive()
 	p.put(fmt.Sprintf(format+"\n", args...))
 	p.drawLive()
@@ -85,7 +175,11 @@ func (p *Progress) Line(format string, args ...any) {
 func (p *Progress) End() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.flushHeld()
 	p.clearLive()
+	if p.phase == "" {
+		return
+	}
 	p.put(fmt.Sprintf("== %s: %d/%d done, %d failed, %s\n", p.phase, p.done, p.total, p.failed,
 		time.Since(p.started).Round(10*time.Millisecond)))
 }
@@ -131,6 +225,7 @@ func (p *Progress) Transfer(node, what string, total int64) *Transfer {
 		return t
 	}
 	if p.bars == nil {
+		p.flushHeld()
 		p.clearLive()
 		// AutoRefresh: stderr was found to be a terminal already, and mpb
 		// would not draw to anything else (tests).

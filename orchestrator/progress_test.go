@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gpuaccept/orchestrator/inventory"
 )
 
 // syncBuffer: mpb draws from its own goroutine.
@@ -76,5 +78,41 @@ func TestTransferLinesWithoutATerminal(t *testing.T) {
 	}
 	if n := strings.Count(got, "n2: staging data: "); n != 10 || !strings.Contains(got, "n2: staging data: 100% of 1KB sent\n") {
 		t.Errorf("%d lines:\n%s", n, got)
+	}
+}
+
+// What many nodes say at once is one line, their own names and addresses
+// aside; a node alone keeps its address; a held line waits for the
+// phase's end at most, or groupFor.
+func TestNodeLinesGroup(t *testing.T) {
+	var out syncBuffer
+	p := NewProgress(&out, false)
+	p.Addresses([]inventory.Node{{Name: "gpu-01", Address: "10.0.0.1"}, {Name: "gpu-02", Address: "10.0.0.2"},
+		{Name: "gpu-03", Address: "10.0.0.3"}, {Name: "gpu-07", Address: "10.0.0.7"}})
+	p.Phase("connect", 4)
+	for _, n := range []string{"gpu-02", "gpu-01", "gpu-03"} {
+		p.Node(n, "connect failed: %s: dial tcp %s:22: i/o timeout", n, map[string]string{"gpu-01": "10.0.0.1", "gpu-02": "10.0.0.2", "gpu-03": "10.0.0.3"}[n])
+	}
+	p.Node("gpu-07", "connect failed: gpu-07: dial tcp 10.0.0.7:22: connection refused")
+	if s := out.String(); strings.Contains(s, "failed") {
+		t.Fatalf("printed before the group closed:\n%s", s)
+	}
+	p.End()
+	want := "== connect (4 nodes)\n" +
+		"3 nodes gpu-[01-03]: connect failed: dial tcp <address>:22: i/o timeout\n" +
+		"gpu-07: connect failed: dial tcp 10.0.0.7:22: connection refused\n"
+	if got := out.String(); !strings.HasPrefix(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+
+	var later syncBuffer
+	q := NewProgress(&later, false)
+	q.Node("n1", "reconnect: refused")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(later.String(), "n1: reconnect: refused\n") {
+		if time.Now().After(deadline) {
+			t.Fatal("a held line was never printed")
+		}
+		time.Sleep(groupFor / 4)
 	}
 }

@@ -146,6 +146,7 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 	if p == nil {
 		p = NewProgress(nil, false)
 	}
+	p.Addresses(inv.Nodes)
 	dial := o.Dial
 	if dial == nil {
 		dial = remote.DialSSH
@@ -192,6 +193,7 @@ func header(inv *inventory.Inventory, id string, now time.Time, tool string) *re
 // execute runs the phases not yet done, then teardown, then judges.
 func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done map[string]bool, o Options) (*record.Run, string, error) {
 	defer w.closeClients()
+	defer w.Progress.Flush() // no node's line held past the window
 	w.j = j
 	defer func() { w.j = nil }()
 	ends := time.Now()

@@ -325,7 +325,7 @@ func TestCompareTextRows(t *testing.T) {
 		`\| failure: stall billed\s+\| 28\.5 node-s\s+\| 63\.4 node-s\s+\| —\s+\|`,
 		`\| cost of the window\s+\| 59\.76 USD\s+\| 16\.80 EUR\s+\| —\s+\|`,
 		`\| cost per accepted unit\s+\| 29\.88 USD per accepted node \(2 accepted\)\s+\| 8\.40 EUR per accepted node \(2 accepted\)\s+\| —\s+\|`,
-		`\| verdict\s+\| NOT ACCEPTED \(2 FAIL, 0 WARN, 1 SKIP\)\s+\| ACCEPTED\s+\| NOT ACCEPTED: INTERRUPTED\s+\|`,
+		`\| verdict\s+\| NOT ACCEPTED: GPU-001, NCCL-002 failed \(2 FAIL, 0 WARN, 1 SKIP\)\s+\| ACCEPTED\s+\| NOT ACCEPTED: INTERRUPTED\s+\|`,
 		`\n3 runs compared: ACCEPTED vendor-b; NOT ACCEPTED vendor-a, vendor-c\n$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {

@@ -30,6 +30,19 @@ func costLine(l *record.Ledger) string {
 	return s + fmt.Sprintf(" (billed %s granularity)", orNone(oneLine(l.Granularity)))
 }
 
+// costBrief is the cost in a clause: "cost 1.33 USD, 0.66 USD per
+// accepted node".
+func costBrief(l *record.Ledger) string {
+	if l == nil {
+		return ""
+	}
+	s := "cost " + costMoney(l.TotalCost, l.Currency)
+	if l.CostPerUnit != nil {
+		return s + ", " + costMoney(*l.CostPerUnit, l.Currency) + " per " + orNone(oneLine(l.Unit))
+	}
+	return s + ", no " + orNone(oneLine(l.Unit))
+}
+
 // costIntro says how the nodes were billed.
 func costIntro(l *record.Ledger) string {
 	return fmt.Sprintf("Every node billed for the whole window, rounded up to %s, at %s per GPU-hour; "+

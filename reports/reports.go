@@ -108,7 +108,11 @@ func windowOutcome(run *record.Run) string {
 		}
 		return s
 	}
-	return fmt.Sprintf("NOT ACCEPTED (%d FAIL, %d WARN, %d SKIP)",
+	failed := res.Failed
+	if len(failed) > 6 {
+		failed = append(slices.Clone(failed[:5]), fmt.Sprintf("%d more", len(failed)-5))
+	}
+	return fmt.Sprintf("NOT ACCEPTED: %s failed (%d FAIL, %d WARN, %d SKIP)", strings.Join(failed, ", "),
 		count(run, record.Fail), count(run, record.Warn), count(run, record.Skip))
 }
 

@@ -42,7 +42,7 @@ func TestGolden(t *testing.T) {
 		ext    string
 		render func(io.Writer, *record.Run) error
 	}{
-		{"summary.txt", func(w io.Writer, r *record.Run) error { return Summary(w, r, false) }},
+		{"summary.txt", func(w io.Writer, r *record.Run) error { return Summary(w, r, SummaryOptions{}) }},
 		{"report.md", Markdown},
 		{"junit.xml", JUnit},
 	}
@@ -64,7 +64,7 @@ func TestSimulatedLabel(t *testing.T) {
 	for _, c := range cases {
 		run := c.run()
 		var s, m, j bytes.Buffer
-		if err := Summary(&s, run, false); err != nil {
+		if err := Summary(&s, run, SummaryOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := Markdown(&m, run); err != nil {
@@ -96,15 +96,15 @@ func TestSimulatedLabel(t *testing.T) {
 
 func TestSummaryLastLine(t *testing.T) {
 	want := map[string]string{
-		"failed":      "NOT ACCEPTED (2 FAIL, 1 WARN, 1 SKIP)",
+		"failed":      "NOT ACCEPTED: GPU-001, NCCL-001 failed (2 FAIL, 1 WARN, 1 SKIP)",
 		"interrupted": "INTERRUPTED",
 		"aborted":     "INCOMPLETE: aborted: --strict: gpu-02 failed preflight",
 		"simulated":   "ACCEPTED (SIMULATED)",
-		"costed":      "NOT ACCEPTED (2 FAIL, 1 WARN, 1 SKIP)",
+		"costed":      "NOT ACCEPTED: GPU-001, NCCL-001 failed (2 FAIL, 1 WARN, 1 SKIP)",
 	}
 	for _, c := range cases {
 		var b bytes.Buffer
-		if err := Summary(&b, c.run(), false); err != nil {
+		if err := Summary(&b, c.run(), SummaryOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
@@ -118,10 +118,10 @@ func TestSummaryLastLine(t *testing.T) {
 // them, so stripping them gives the plain output back exactly.
 func TestSummaryColor(t *testing.T) {
 	var plain, colored bytes.Buffer
-	if err := Summary(&plain, failedRun(), false); err != nil {
+	if err := Summary(&plain, failedRun(), SummaryOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Summary(&colored, failedRun(), true); err != nil {
+	if err := Summary(&colored, failedRun(), SummaryOptions{Color: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(colored.String(), "\x1b[") {
@@ -236,12 +236,15 @@ func TestNodeTextCannotDriveTheTerminalOrThePage(t *testing.T) {
 	run.Nodes[1].Reason = "preflight failed: \x1b]0;owned\x07 \x1b[31mred\x1b[0m"
 	run.Verdicts = append(run.Verdicts, record.Verdict{ID: "CONN-001", Title: "reachable", Node: "gpu-01", Status: record.Fail,
 		Measured: "\x1b[2J cleared", Detail: "see ![x](http://evil.example/p.png) and [click](http://evil.example) `code"})
-	var sum bytes.Buffer
-	if err := Summary(&sum, run, false); err != nil {
-		t.Fatal(err)
-	}
-	if strings.ContainsAny(sum.String(), "\x1b\x07") || !strings.Contains(sum.String(), `\x1b]0;owned\a`) {
-		t.Errorf("control characters reached the summary raw:\n%s", sum.String())
+	for _, detail := range []bool{false, true} {
+		var sum bytes.Buffer
+		if err := Summary(&sum, run, SummaryOptions{Detail: detail}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsAny(sum.String(), "\x1b\x07") || !strings.Contains(sum.String(), `\x1b[2J cleared`) ||
+			detail && !strings.Contains(sum.String(), `\x1b]0;owned\a`) {
+			t.Errorf("control characters reached the summary (detail %v) raw:\n%s", detail, sum.String())
+		}
 	}
 	var md bytes.Buffer
 	if err := Markdown(&md, run); err != nil {

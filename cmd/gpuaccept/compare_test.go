@@ -224,7 +224,7 @@ quote:
 		cols("DIAG-001", `FAIL \(1 of 4\) failed on gpu-04`, `FAIL \(1 of 4\) failed on gpu-04`, `FAIL \(1 of 4\) failed on gpu-04`),
 		// The demo runs no failure test.
 		cols("failure: time to detection", "—", "—", "—"),
-		cols("verdict", `NOT ACCEPTED \(4 FAIL, [^|]*`, `NOT ACCEPTED \(2 FAIL, [^|]*`, `NOT ACCEPTED \([34] FAIL, [^|]*`),
+		cols("verdict", `NOT ACCEPTED: [^(|]*\(4 FAIL, [^|]*`, `NOT ACCEPTED: [^(|]*\(2 FAIL, [^|]*`, `NOT ACCEPTED: [^(|]*\([34] FAIL, [^|]*`),
 		`\n3 runs compared: ACCEPTED none; NOT ACCEPTED demo #1, demo #2, demo #3 \(SIMULATED\)\n$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(res.stdout) {

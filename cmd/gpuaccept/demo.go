@@ -98,7 +98,7 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 				o.Progress.Line("demo: the quote of %s", quoteFile)
 			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
-			return finish(cmd, rec, dir, err, f.output)
+			return finish(cmd, rec, dir, err, f)
 		},
 	}
 	f.register(cmd)

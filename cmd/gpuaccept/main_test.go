@@ -127,7 +127,7 @@ func TestDemoWritesAVerifiableBundle(t *testing.T) {
 			t.Errorf("ledger node %+v", n)
 		}
 	}
-	if !strings.Contains(res.stdout, "USD for 2 accepted node(s) = ") || !strings.Contains(string(md), "## Cost") {
+	if !strings.Contains(res.stdout, "4 nodes: 2 accepted, ") || !strings.Contains(res.stdout, " USD per accepted node") || !strings.Contains(string(md), "## Cost") {
 		t.Errorf("no cost line in the summary or no Cost section in report.md:\n%s", res.stdout)
 	}
 	// Tampering with any evidence is caught and named.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -22,17 +24,27 @@ type windowFlags struct {
 	runsDir string
 	strict  bool
 	output  string
+	detail  bool
 }
 
 func (f *windowFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.runsDir, "runs-dir", "reports/runs", "where run directories are made")
 	cmd.Flags().BoolVar(&f.strict, "strict", false, "abort the window when a node fails a gating phase, instead of quarantining it")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "what to print on stdout: text (the summary) or json (run.json)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text",
+		"what to print on stdout: text (the summary: one line per requirement), table (the summary and every node's verdicts) or json (run.json)")
+	cmd.Flags().BoolVar(&f.detail, "detail", false, "print every node's verdicts under the summary (as -o table)")
 }
 
 func (f *windowFlags) validate() error {
-	if f.output != "text" && f.output != "json" {
-		return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text or json", f.output))
+	switch f.output {
+	case "text", "json":
+	case "table":
+		f.detail = true
+	default:
+		return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text, table or json", f.output))
+	}
+	if f.detail && f.output == "json" {
+		return exitWith(exitBadInput, fmt.Errorf("--detail: run.json holds every verdict already; give --detail or -o json, not both"))
 	}
 	return nil
 }
@@ -70,14 +82,14 @@ are not run again.`,
 					// inventory changed or is gone.
 					return exitWith(exitBadInput, err)
 				}
-				return finish(cmd, rec, dir, err, f.output)
+				return finish(cmd, rec, dir, err, f)
 			}
 			inv, err := inventory.Load(args[0])
 			if err != nil {
 				return err
 			}
 			rec, dir, err := orchestrator.Start(cmd.Context(), inv, phases.All(), o)
-			return finish(cmd, rec, dir, err, f.output)
+			return finish(cmd, rec, dir, err, f)
 		},
 	}
 	f.register(cmd)
@@ -96,7 +108,7 @@ func (f *windowFlags) options(cmd *cobra.Command) orchestrator.Options {
 }
 
 // finish writes the bundle, prints the result and picks the exit code.
-func finish(cmd *cobra.Command, rec *record.Run, dir string, runErr error, output string) error {
+func finish(cmd *cobra.Command, rec *record.Run, dir string, runErr error, f windowFlags) error {
 	if rec == nil {
 		return exitWith(exitCouldNotRun, runErr)
 	}
@@ -104,13 +116,13 @@ func finish(cmd *cobra.Command, rec *record.Run, dir string, runErr error, outpu
 		return exitWith(exitCouldNotRun, fmt.Errorf("write evidence to %s: %w", dir, err))
 	}
 	out := cmd.OutOrStdout()
-	if output == "json" {
+	if f.output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rec); err != nil {
 			return exitWith(exitCouldNotRun, err)
 		}
-	} else if err := reports.Summary(out, rec, isTerminal(out)); err != nil {
+	} else if err := reports.Summary(out, rec, summaryOptions(out, f.detail)); err != nil {
 		return exitWith(exitCouldNotRun, err)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "evidence: %s\n", dir)
@@ -131,6 +143,21 @@ func exitCode(rec *record.Run) int {
 		return exitNotAccepted
 	}
 	return exitAccepted
+}
+
+// summaryOptions fits the summary to where it goes: COLUMNS when set
+// (what a shell exports, and what a user sets to get another width),
+// else the terminal's width, else reports.DefaultWidth.
+func summaryOptions(w io.Writer, detail bool) reports.SummaryOptions {
+	o := reports.SummaryOptions{Color: isTerminal(w), Detail: detail}
+	if n, err := strconv.Atoi(strings.TrimSpace(os.Getenv("COLUMNS"))); err == nil && n > 0 {
+		o.Width = n
+	} else if f, ok := w.(*os.File); ok && o.Color {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			o.Width = cols
+		}
+	}
+	return o
 }
 
 func isTerminal(w io.Writer) bool {

@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,7 +64,7 @@ var Connect = orchestrator.Phase{
 				// The buyer's names, keys or jump hosts: the provider was
 				// never tested, so nothing is held against it.
 				v.Status, v.Measured, v.Detail = record.Skip, "not reached: "+reached.Cause.Kind, r.Error
-				v.Incomplete = "not reached for a reason on the buyer's side (" + reached.Cause.Kind + "): " + firstLine(trimNode(r.Error, n.Name))
+				v.Incomplete = "not reached for a reason on the buyer's side (" + reached.Cause.Kind + "): " + buyerSide(w, n, reached.Cause.Kind, r.Error)
 			default:
 				v.Status, v.Measured, v.Detail = record.Fail, string(r.Outcome), r.Error
 			}
@@ -70,6 +72,28 @@ var Connect = orchestrator.Phase{
 		}
 		return vs
 	},
+}
+
+// buyerSide says what the buyer must fix, in words that are the same for
+// every node with the same cause (so that the result says it once for
+// all): the node's name and address taken out, and for a host key (whose
+// fingerprint is each node's own, in its verdict's detail) what to do.
+func buyerSide(w *orchestrator.Window, n *orchestrator.Node, kind, err string) string {
+	switch kind {
+	case "unknown host key":
+		return "its host key is in none of ssh.known_hosts; confirm the fingerprint (in CONN-001's detail) " +
+			"with the provider, then add it (ssh-keyscan) or set ssh.accept_new: true"
+	case "host key changed":
+		return "its host key is not the one ssh.known_hosts holds, so gpuaccept refused to connect; " +
+			"ask the provider why (both fingerprints are in CONN-001's detail)"
+	}
+	inv := w.Inv.Nodes[n.Index]
+	port := inv.Port
+	if port == 0 {
+		port = 22
+	}
+	return firstLine(record.Impersonal(trimNode(err, n.Name), n.Name,
+		net.JoinHostPort(inv.Address, strconv.Itoa(port)), inv.Address))
 }
 
 // hostnameOf is what `hostname` printed, as much of it as a host name can

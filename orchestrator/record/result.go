@@ -156,3 +156,20 @@ func nodeList(nodes []string) string {
 	}
 	return hostlist.Compress(nodes)
 }
+
+// Impersonal is text with what names its node taken out: "NODE: "
+// (errors name their node first) and the node's address, as "<address>",
+// so that what many nodes say alike reads alike and is said once for all.
+// Each of addresses (longest first: "host:port" before "host") is
+// replaced.
+func Impersonal(text, node string, addresses ...string) string {
+	if node != "" {
+		text = strings.ReplaceAll(text, node+": ", "")
+	}
+	for _, a := range addresses {
+		if a != "" && a != node {
+			text = strings.ReplaceAll(text, a, "<address>")
+		}
+	}
+	return text
+}
