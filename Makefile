@@ -6,13 +6,15 @@ LAB       := bash scripts/lab/lab.sh
 
 .PHONY: build demo test unit lint deps lab-up lab-down bench
 
+# -buildvcs=auto: the commit goes into the binary (and the reports' sign-off)
+# whatever GOFLAGS says, when there is a git checkout to read it from.
 build:
-	$(GO) build -o bin/gpuaccept ./cmd/gpuaccept
+	$(GO) build -buildvcs=auto -o bin/gpuaccept ./cmd/gpuaccept
 
 # A whole window on four simulated nodes: no root, no network. It exits 1 on
 # purpose (one node fails its GPU diagnostic); make does not count that.
-demo:
-	@$(GO) run ./cmd/gpuaccept demo || [ $$? -eq 1 ]
+demo: build
+	@bin/gpuaccept demo || [ $$? -eq 1 ]
 
 # The whole suite, lab included: installs the lab's packages when missing
 # (root), and tears down every test lab whatever the outcome.

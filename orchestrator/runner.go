@@ -35,6 +35,11 @@ type Options struct {
 	// Dial reaches a node; remote.DialSSH when nil. Tests give a fake
 	// fleet's.
 	Dial remote.Dialer
+	// Lint is what the record keeps of the quote lint at the start
+	// (inventory.LintQuote when nil; the CLI adds the plan's PLAN-001).
+	Lint func(*inventory.Inventory) []inventory.Warning
+	// Build is the binary's build information, for the record.
+	Build *record.Build
 }
 
 // Start runs a new window over inv's nodes. The returned record is
@@ -53,6 +58,15 @@ func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Opti
 		return nil, dir, err
 	}
 	w.rec = header(inv, id, now, o.Tool)
+	w.rec.Build = o.Build
+	w.rec.Plan = plan(inv, phases)
+	lint := o.Lint
+	if lint == nil {
+		lint = inventory.LintQuote
+	}
+	for _, x := range lint(inv) {
+		w.rec.Lint = append(w.rec.Lint, record.Finding{ID: x.ID, Message: x.Message, Keys: x.Keys})
+	}
 	j, err := createJournal(dir)
 	if err != nil {
 		return nil, dir, err
@@ -188,6 +202,16 @@ func header(inv *inventory.Inventory, id string, now time.Time, tool string) *re
 		rec.Nodes = append(rec.Nodes, record.Node{Index: i, Name: n.Name, Address: n.Address, Labels: n.Labels})
 	}
 	return rec
+}
+
+// plan is the phases as the window will run them.
+func plan(inv *inventory.Inventory, phases []Phase) []record.PlannedPhase {
+	out := make([]record.PlannedPhase, 0, len(phases))
+	for i := range phases {
+		p := &phases[i]
+		out = append(out, record.PlannedPhase{Name: p.Name, Enabled: p.enabled(inv), Deadline: PhaseDeadline(p, inv).String(), Gating: p.Gating})
+	}
+	return out
 }
 
 // execute runs the phases not yet done, then teardown, then judges.

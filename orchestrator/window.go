@@ -208,6 +208,9 @@ func (w *Window) LogFile(n *Node, phase string) (io.WriteCloser, string, error) 
 // cappedLog writes up to left bytes (scrubbed, through w), then one line
 // saying how much more was not kept.
 type cappedLog struct {
+	// mu: a command's stdout and stderr are copied into one log by two
+	// goroutines.
+	mu      sync.Mutex
 	w       io.WriteCloser
 	f       *os.File
 	left    int64
@@ -216,6 +219,8 @@ type cappedLog struct {
 }
 
 func (c *cappedLog) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.left <= 0 {
 		c.dropped += int64(len(p))
 		return len(p), nil
@@ -231,6 +236,8 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 }
 
 func (c *cappedLog) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	err := c.w.Close()
 	if c.dropped > 0 && c.room {
 		fmt.Fprintf(c.f, "\n[gpuaccept: raw log cut at %d bytes; %d more bytes of this command's output not kept]\n", MaxLogBytes, c.dropped)

@@ -36,8 +36,11 @@ type Problem struct {
 
 func (p Problem) String() string {
 	s := p.Kind + ": " + p.Path
-	if p.Kind == Changed {
+	switch p.Kind {
+	case Changed:
 		s += fmt.Sprintf(" (sha256 %s, manifest says %s)", p.Got, p.Want)
+	case Rendered:
+		s = p.Path + ": not what run.json renders to (edited, or made by another gpuaccept version)"
 	}
 	return s
 }
@@ -45,11 +48,17 @@ func (p Problem) String() string {
 // HTMLName is the bundle's HTML report.
 const HTMLName = "report.html"
 
-// WriteBundle writes run.json, report.md, junit.xml and report.html into dir, next to the
-// raw logs the runner left there, then MANIFEST.sha256 over every file in
-// dir, so that `sha256sum -c MANIFEST.sha256` run in dir checks the lot.
-// Each file is replaced atomically: a crash leaves the old file or the new
-// one, never half of one.
+// Reports are the bundle's renderings of run.json: the manifest does not
+// list them (they show its digest), Verify renders them again instead.
+var Reports = []string{"report.md", HTMLName}
+
+// WriteBundle writes run.json and junit.xml into dir, next to the raw logs
+// the runner left there, then MANIFEST.sha256 over every file in dir (so
+// that `sha256sum -c MANIFEST.sha256` run in dir checks the lot), then
+// report.md and report.html, which show the manifest's digest. Each file
+// is replaced atomically: a crash leaves the old file or the new one,
+// never half of one. A signature of an older manifest is removed: it
+// signs what is no longer there.
 func WriteBundle(dir string, run *record.Run) error {
 	if run == nil {
 		return fmt.Errorf("bundle %s: nil run", dir)
@@ -61,10 +70,7 @@ func WriteBundle(dir string, run *record.Run) error {
 	if err != nil {
 		return fmt.Errorf("bundle %s: run.json: %w", dir, err)
 	}
-	var report, junit bytes.Buffer
-	if err := Markdown(&report, run); err != nil {
-		return fmt.Errorf("bundle %s: %w", dir, err)
-	}
+	var junit bytes.Buffer
 	if err := JUnit(&junit, run); err != nil {
 		return fmt.Errorf("bundle %s: %w", dir, err)
 	}
@@ -73,62 +79,93 @@ func WriteBundle(dir string, run *record.Run) error {
 		data []byte
 	}{
 		{"run.json", append(js, '\n')},
-		{"report.md", report.Bytes()},
 		{"junit.xml", junit.Bytes()},
 	} {
 		if err := writeAtomic(filepath.Join(dir, f.name), f.data); err != nil {
 			return err
 		}
 	}
-
-	// The HTML report lists the evidence written so far with checksums;
-	// the manifest comes last so that it covers everything, the page too.
-	files, err := listFiles(dir)
-	if err != nil {
+	if err := os.Remove(filepath.Join(dir, SignatureName)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	var evidence []EvidenceFile
-	for _, f := range files {
-		if f == HTMLName || f == ManifestName {
-			continue
-		}
-		sum, err := hashFile(dir, f)
-		if err != nil {
-			return err
-		}
-		fi, err := os.Stat(filepath.Join(dir, f))
-		if err != nil {
-			return err
-		}
-		evidence = append(evidence, EvidenceFile{Path: f, SHA256: sum, Bytes: fi.Size()})
-	}
-	var page bytes.Buffer
-	if err := HTML(&page, run, evidence); err != nil {
-		return fmt.Errorf("bundle %s: %w", dir, err)
-	}
-	if err := writeAtomic(filepath.Join(dir, HTMLName), page.Bytes()); err != nil {
-		return err
-	}
-	files, err = listFiles(dir)
+	evidence, err := evidenceOf(dir)
 	if err != nil {
 		return err
 	}
 	var m bytes.Buffer
-	for _, f := range files {
-		sum, err := hashFile(dir, f)
-		if err != nil {
+	for _, f := range evidence {
+		fmt.Fprintf(&m, "%s  %s\n", f.SHA256, f.Path)
+	}
+	if err := writeAtomic(filepath.Join(dir, ManifestName), m.Bytes()); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(m.Bytes())
+	bf := &BundleFacts{Evidence: evidence, Digest: hex.EncodeToString(sum[:])}
+	for name, data := range renderReports(run, bf) {
+		if data.err != nil {
+			return fmt.Errorf("bundle %s: %w", dir, data.err)
+		}
+		if err := writeAtomic(filepath.Join(dir, name), data.b); err != nil {
 			return err
 		}
-		fmt.Fprintf(&m, "%s  %s\n", sum, f)
 	}
-	return writeAtomic(filepath.Join(dir, ManifestName), m.Bytes())
+	return nil
+}
+
+type rendered struct {
+	b   []byte
+	err error
+}
+
+// renderReports is report.md and report.html of run in a bundle.
+func renderReports(run *record.Run, bf *BundleFacts) map[string]rendered {
+	var md, page bytes.Buffer
+	mdErr := MarkdownReport(&md, run, bf)
+	htmlErr := HTML(&page, run, bf)
+	return map[string]rendered{"report.md": {md.Bytes(), mdErr}, HTMLName: {page.Bytes(), htmlErr}}
+}
+
+// evidenceOf is every file of dir the manifest lists: all but the
+// reports and the signature, with their checksums.
+func evidenceOf(dir string) ([]EvidenceFile, error) {
+	files, err := listFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []EvidenceFile
+	for _, f := range files {
+		if !listed(f) {
+			continue
+		}
+		sum, err := hashFile(dir, f)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, EvidenceFile{Path: f, SHA256: sum, Bytes: fi.Size()})
+	}
+	return out, nil
+}
+
+// listed says whether the manifest lists f (a path relative to the bundle).
+func listed(f string) bool {
+	return f != SignatureName && !slices.Contains(Reports, f)
 }
 
 // Verify checks dir against its MANIFEST.sha256 and returns one Problem per
 // changed, missing or unlisted file, sorted by path. It returns an error only
 // when the manifest is missing or malformed (naming the line), or a file
 // cannot be read.
-func Verify(dir string) ([]Problem, error) {
+func Verify(dir string) ([]Problem, error) { return VerifyAs(dir, "") }
+
+// VerifyAs is Verify by the gpuaccept named tool (record.Run.Tool's
+// form): the reports of a run that tool made are rendered again and
+// compared whole; another version's are held to naming the manifest's
+// digest (its rendering may differ).
+func VerifyAs(dir, tool string) ([]Problem, error) {
 	data, err := readManifest(filepath.Join(dir, ManifestName))
 	if err != nil {
 		return nil, err
@@ -143,6 +180,9 @@ func Verify(dir string) ([]Problem, error) {
 	}
 	var problems []Problem
 	for _, f := range files {
+		if !listed(f) {
+			continue
+		}
 		got, err := hashFile(dir, f)
 		if err != nil {
 			return nil, err
@@ -159,7 +199,57 @@ func Verify(dir string) ([]Problem, error) {
 	for f, w := range want { // what is left was listed but not found
 		problems = append(problems, Problem{Path: f, Kind: Missing, Want: w})
 	}
+	rp, err := verifyReports(dir, data, tool)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, rp...)
 	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
+	return problems, nil
+}
+
+// Rendered is the kind of Problem of a report that is not what run.json
+// renders to.
+const Rendered = "not run.json's rendering"
+
+// verifyReports renders the reports again from the bundle's run.json and
+// its manifest, and names each that differs from what is there: a report
+// edited after the fact, or one of another bundle. A missing report is
+// not a problem (run.json and the manifest are the evidence); a run.json
+// that does not decode is left to the manifest check.
+func verifyReports(dir string, manifest []byte, tool string) ([]Problem, error) {
+	js, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		return nil, nil
+	}
+	var run record.Run
+	if json.Unmarshal(js, &run) != nil {
+		return nil, nil
+	}
+	evidence, err := evidenceOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(manifest)
+	bf := &BundleFacts{Evidence: evidence, Digest: hex.EncodeToString(sum[:])}
+	var problems []Problem
+	for name, want := range renderReports(&run, bf) {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		same := bytes.Equal(got, want.b)
+		if tool == "" || run.Tool != tool {
+			same = bytes.Contains(got, []byte(bf.Digest))
+		}
+		if want.err == nil && !same {
+			g, w := sha256.Sum256(got), sha256.Sum256(want.b)
+			problems = append(problems, Problem{Path: name, Kind: Rendered, Got: hex.EncodeToString(g[:]), Want: hex.EncodeToString(w[:])})
+		}
+	}
 	return problems, nil
 }
 

@@ -1,6 +1,9 @@
 package reports
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -46,6 +49,41 @@ func verify(t *testing.T, dir string) []Problem {
 	return problems
 }
 
+// The reports name the manifest's digest, and verify renders them again
+// from run.json: an edited report is caught (a report copied in from
+// another bundle too, by its digest, whichever gpuaccept verifies).
+func TestReportsAreRenderingsOfTheEvidence(t *testing.T) {
+	dir, _ := newBundle(t)
+	m, _ := os.ReadFile(filepath.Join(dir, ManifestName))
+	sum := sha256.Sum256(m)
+	digest := hex.EncodeToString(sum[:])
+	for _, r := range Reports {
+		b, _ := os.ReadFile(filepath.Join(dir, r))
+		if !bytes.Contains(b, []byte(digest)) {
+			t.Errorf("%s does not show the bundle digest %s", r, digest)
+		}
+	}
+	md := filepath.Join(dir, "report.md")
+	orig, _ := os.ReadFile(md)
+	os.WriteFile(md, bytes.Replace(orig, []byte("NOT ACCEPTED"), []byte("ACCEPTED"), 1), 0o644)
+	p, err := VerifyAs(dir, "gpuaccept v0.1.0")
+	if err != nil || len(p) != 1 || p[0].Path != "report.md" || p[0].Kind != Rendered {
+		t.Errorf("an edited report.md: %v, %v", p, err)
+	}
+	// Another version may render differently: only the digest is held.
+	if p := verify(t, dir); len(p) != 0 {
+		t.Errorf("another version: %v", p)
+	}
+	os.WriteFile(md, bytes.ReplaceAll(orig, []byte(digest), []byte(strings.Repeat("0", 64))), 0o644)
+	if p := verify(t, dir); len(p) != 1 || p[0].Path != "report.md" {
+		t.Errorf("a report of another bundle: %v", p)
+	}
+	os.Remove(md)
+	if p := verify(t, dir); len(p) != 0 {
+		t.Errorf("a removed report (run.json is the evidence): %v", p)
+	}
+}
+
 func TestBundleClean(t *testing.T) {
 	dir, run := newBundle(t)
 	if p := verify(t, dir); len(p) != 0 {
@@ -73,7 +111,7 @@ func TestBundleClean(t *testing.T) {
 		t.Errorf("files:\n got %v\nwant %v", got, want)
 	}
 
-	// The manifest lists every other file, sorted.
+	// The manifest lists every other file but the reports, sorted.
 	m, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +120,7 @@ func TestBundleClean(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSuffix(string(m), "\n"), "\n") {
 		listed = append(listed, line[66:])
 	}
-	if !slices.IsSorted(listed) || len(listed) != len(want)-1 {
+	if !slices.IsSorted(listed) || len(listed) != len(want)-3 || slices.Contains(listed, "report.md") || slices.Contains(listed, HTMLName) {
 		t.Errorf("manifest lists %v", listed)
 	}
 

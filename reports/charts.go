@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -28,8 +29,51 @@ type chart struct {
 
 var (
 	quoteColor = color.RGBA{R: 200, G: 30, B: 30, A: 255}
-	shade      = color.NRGBA{R: 255, G: 190, B: 0, A: 90}
+	shade      = color.NRGBA{R: 255, G: 190, B: 0, A: 110}
+	passColor  = color.RGBA{R: 46, G: 139, B: 87, A: 255}
+	failColor  = color.RGBA{R: 200, G: 30, B: 30, A: 255}
+	ruleColor  = color.RGBA{R: 90, G: 90, B: 90, A: 255}
 )
+
+// plainTicks are gonum's default ticks labelled as numbers are written
+// ("250", not "250.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// byteTicks marks a log axis of message sizes at powers of four, labelled
+// in binary units ("64MiB"), the sizes nccl-tests steps through.
+type byteTicks struct{}
+
+func (byteTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for x := 1.0; x <= hi*1.0001; x *= 4 {
+		if x >= lo*0.9999 {
+			ts = append(ts, plot.Tick{Value: x, Label: bytesLabel(x)})
+		}
+	}
+	return ts
+}
+
+func bytesLabel(x float64) string {
+	for _, u := range []struct {
+		n    float64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if x >= u.n {
+			return fmt.Sprintf("%g%s", x/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%gB", x)
+}
 
 func svgOf(p *plot.Plot, w, h vg.Length) ([]byte, error) {
 	wt, err := p.WriterTo(w, h, "svg")
@@ -71,9 +115,9 @@ func busbwChart(run *record.Run) (*chart, error) {
 	}
 	p := plot.New()
 	p.Title.Text = "Cluster all-reduce: bus bandwidth by message size"
-	p.X.Label.Text = "message size (bytes, log scale)"
+	p.X.Label.Text = "message size (log scale)"
 	p.Y.Label.Text = "busbw (GB/s)"
-	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, byteTicks{}
 	var quote float64
 	gate := int64(0)
 	minX, maxX, maxY := math.Inf(1), 0.0, 0.0
@@ -105,9 +149,14 @@ func busbwChart(run *record.Run) (*chart, error) {
 	if lines == 0 {
 		return nil, nil
 	}
+	// Half a step of the sweep's each side, so that a window of one size
+	// (the largest, often) shows as a band, not a line.
+	const half = 1.19 // 2^0.25
+	p.X.Min, p.X.Max = minX/half, maxX*half
 	if gate > 0 && float64(gate) <= maxX {
 		top := math.Max(maxY, quote) * 1.05
-		poly, err := plotter.NewPolygon(plotter.XYs{{X: math.Max(float64(gate), minX), Y: 0}, {X: maxX, Y: 0}, {X: maxX, Y: top}, {X: math.Max(float64(gate), minX), Y: top}})
+		lo := math.Max(float64(gate), minX) / half
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: lo, Y: 0}, {X: maxX * half, Y: 0}, {X: maxX * half, Y: top}, {X: lo, Y: top}})
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +174,7 @@ func busbwChart(run *record.Run) (*chart, error) {
 		p.Legend.Add(fmt.Sprintf("quote %.4g GB/s", quote), q)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
-	p.Y.Min = 0
+	p.Y.Min, p.Y.Tick.Marker = 0, plainTicks{}
 	p.Y.Max = math.Max(maxY, quote) * 1.4
 	svg, err := svgOf(p, 18*vg.Centimeter, 10*vg.Centimeter)
 	if err != nil {
@@ -135,52 +184,83 @@ func busbwChart(run *record.Run) (*chart, error) {
 		Caption: "nccl-tests out-of-place busbw of every repeat; the verdict gates on the median over the shaded sizes."}, nil
 }
 
-// perNodeBars draws one or more series of a value per node as grouped bars.
-func perNodeBars(id, title, ylabel, caption string, nodes []string, series []string, values [][]float64, quote float64) (*chart, error) {
+// perNodeBars draws one or more series of a value per node as grouped
+// bars. With a pass line (pass > 0) each bar is green when it reaches it
+// and red when not, and the quote and the pass line are drawn; what
+// colours mean is said in the caption, not in a legend over the bars.
+func perNodeBars(id, title, ylabel, caption string, nodes []string, series []string, values [][]float64, quote, pass float64) (*chart, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
 	w := vg.Points(40 / float64(max(len(series), 1)))
 	any := false
-	for i, s := range series {
-		b, err := plotter.NewBarChart(plotter.Values(values[i]), w)
-		if err != nil {
+	for i := range series {
+		vals := values[i]
+		add := func(vs plotter.Values, c color.Color) error {
+			b, err := plotter.NewBarChart(vs, w)
+			if err != nil {
+				return err
+			}
+			b.Color, b.LineStyle.Width = c, 0
+			b.Offset = w * vg.Length(float64(i)-float64(len(series)-1)/2)
+			p.Add(b)
+			return nil
+		}
+		if pass > 0 {
+			// Two bar series, one of the passing values, one of the rest,
+			// so each bar has its colour.
+			ok, low := make(plotter.Values, len(vals)), make(plotter.Values, len(vals))
+			for j, v := range vals {
+				if v >= pass {
+					ok[j] = v
+				} else {
+					low[j] = v
+				}
+			}
+			if err := add(ok, passColor); err != nil {
+				return nil, err
+			}
+			if err := add(low, failColor); err != nil {
+				return nil, err
+			}
+		} else if err := add(plotter.Values(vals), plotutil.Color(i+2)); err != nil {
 			return nil, err
 		}
-		b.Color = plotutil.Color(i)
-		b.LineStyle.Width = 0
-		b.Offset = w * vg.Length(float64(i)-float64(len(series)-1)/2)
-		p.Add(b)
-		if len(series) > 1 {
-			p.Legend.Add(s, b)
-		}
-		for _, v := range values[i] {
+		for _, v := range vals {
 			any = any || v > 0
 		}
 	}
 	if !any {
 		return nil, nil
 	}
-	if quote > 0 {
-		q, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: quote}, {X: float64(len(nodes)) - 0.5, Y: quote}})
+	for _, l := range []struct {
+		y float64
+		c color.Color
+	}{{quote, quoteColor}, {pass, ruleColor}} {
+		if l.y <= 0 {
+			continue
+		}
+		q, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: l.y}, {X: float64(len(nodes)) - 0.5, Y: l.y}})
 		if err != nil {
 			return nil, err
 		}
-		q.Color, q.Dashes = quoteColor, []vg.Length{vg.Points(4), vg.Points(3)}
+		q.Color, q.Dashes = l.c, []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(q)
-		p.Legend.Add(fmt.Sprintf("quote %.4g", quote), q)
 	}
 	p.NominalX(nodes...)
-	p.Legend.Top = true
+	p.Y.Tick.Marker = plainTicks{}
+	if len(nodes) > 12 {
+		p.X.Tick.Label.Rotation = math.Pi / 2
+		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1, -0.5
+	}
 	p.Y.Min = 0
-	// Room above the bars for the legend.
 	top := quote
 	for _, vs := range values {
 		for _, v := range vs {
 			top = math.Max(top, v)
 		}
 	}
-	p.Y.Max = top * 1.35
+	p.Y.Max = top * 1.1
 	svg, err := svgOf(p, 18*vg.Centimeter, 9*vg.Centimeter)
 	if err != nil {
 		return nil, err
@@ -219,8 +299,18 @@ func intraChart(run *record.Run) (*chart, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
+	pass := 0.0
+	for _, v := range run.Verdicts {
+		if b, atMost, ok := v.Bound(); v.ID == "NCCL-003" && ok && !atMost {
+			pass = b
+		}
+	}
+	caption := "The median of each node's repeats: green reached the pass line, red did not; dashed red is the quote, dashed grey the pass line (the quote × its tolerance)."
+	if pass == 0 {
+		caption = "The median of each node's repeats; dashed red is the quote."
+	}
 	return perNodeBars("chart-intranode", "Intra-node all-reduce busbw per node", "busbw (GB/s)",
-		"The median of each node's repeats; the line is the quote.", names, []string{"busbw"}, [][]float64{vals}, quote)
+		caption, names, []string{"busbw"}, [][]float64{vals}, quote, pass)
 }
 
 func ioChart(run *record.Run) (*chart, error) {
@@ -241,8 +331,8 @@ func ioChart(run *record.Run) (*chart, error) {
 		return nil, nil
 	}
 	return perNodeBars("chart-io", "Staging and checkpoint throughput per node", "GB/s",
-		"Staging (all sources), checkpoint write (with fsync) and restore of a neighbour's checkpoint.",
-		names, []string{"staging", "checkpoint write", "checkpoint restore"}, vals, 0)
+		"Per node, left to right: staging (all sources, blue), checkpoint write with fsync (orange), restore of a neighbour's checkpoint (purple).",
+		names, []string{"staging", "checkpoint write", "checkpoint restore"}, vals, 0, 0)
 }
 
 // failureChart: each node's steps over time, the failure window shaded.

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"gpuaccept/internal/browser"
 	"gpuaccept/orchestrator/record"
 )
 
@@ -233,4 +236,23 @@ func TestSummaryAtAThousandNodes(t *testing.T) {
 	if strings.Contains(bad, "WIN-001") && strings.Contains(bad, "gpu-0006: WIN-001") {
 		t.Errorf("a quarantined node's WIN-001 repeats the failure that quarantined it:\n%s", bad)
 	}
+}
+
+// A 256-node window's report.html prints with the result and the whole
+// card on its first page, however long the rest.
+func TestReportOf256NodesPrints(t *testing.T) {
+	var diag []int
+	for i := 3; i < 256; i += 37 {
+		diag = append(diag, i)
+	}
+	run := fleet{n: 256, interQuoted: 370, diagFail: diag, slow: []int{100, 101}}.run()
+	var b bytes.Buffer
+	if err := HTML(&b, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), HTMLName)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browser.CheckPrint(t, path, "report-256-nodes.pdf", 1000)
 }

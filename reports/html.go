@@ -22,11 +22,27 @@ type EvidenceFile struct {
 // requirement IDs, the nodes and their facts, the charts (SVG drawn with
 // gonum/plot), the pairwise bisection matrix, the failure test's timeline
 // and the evidence with checksums (nil: see MANIFEST.sha256).
-func HTML(w io.Writer, run *record.Run, evidence []EvidenceFile) error {
+func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	if run == nil {
 		return fmt.Errorf("html: nil run")
 	}
-	page := htmlPage{Run: run, Result: result(run), Evidence: evidence, Bisect: bisection(run)}
+	page := htmlPage{Run: run, Result: result(run), Bisect: bisection(run), Nodes0: nodeCounts(run),
+		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: run.Lint != nil || run.Build != nil,
+		Matrix: nodeMatrix(run), Signoff: signoffLines(run, bf), Outcome: run.Result().Outcome}
+	if bf != nil {
+		page.Evidence = bf.Evidence
+	}
+	for _, g := range reasons(run, record.Fail) {
+		page.Failed = append(page.Failed, g.line())
+	}
+	for _, g := range reasons(run, record.Warn) {
+		page.Warned = append(page.Warned, g.line())
+	}
+	page.Missing = run.Result().Incomplete
+	for _, r := range requirements(run) {
+		page.Reqs = append(page.Reqs, htmlReq{requirement: r, Anchor: reqAnchor(r.ID), Held: r.Worst.Rule(),
+			Worst: r.worstText(), Passed: r.passedText(), Class: statusClass(r.Status)})
+	}
 	for _, v := range verdicts(run) {
 		page.Verdicts = append(page.Verdicts, htmlVerdict{Verdict: v, NodeLabel: nodeLabel(v.Node),
 			Ratio: decimal(v.Ratio), Tolerance: decimal(v.Tolerance), Class: strings.ToLower(string(v.Status))})
@@ -69,15 +85,23 @@ func HTML(w io.Writer, run *record.Run, evidence []EvidenceFile) error {
 }
 
 type htmlPage struct {
-	Run      *record.Run
-	Result   string
-	Verdicts []htmlVerdict
-	Nodes    []htmlNode
-	Charts   []htmlChart
-	Bisect   *bisectMatrix
-	Timeline string
-	Evidence []EvidenceFile
-	Cost     *htmlCost
+	Run                     *record.Run
+	Result, Outcome, Nodes0 string
+	Card                    []cardRow
+	Failed, Missing, Warned []string
+	Quote                   [][]string
+	Lint                    []record.Finding
+	LintKnown               bool
+	Matrix                  matrix
+	Signoff                 []string
+	Reqs                    []htmlReq
+	Verdicts                []htmlVerdict
+	Nodes                   []htmlNode
+	Charts                  []htmlChart
+	Bisect                  *bisectMatrix
+	Timeline                string
+	Evidence                []EvidenceFile
+	Cost                    *htmlCost
 }
 
 // htmlCost is the ledger's tables, as report.md has them.
@@ -108,6 +132,14 @@ func newHTMLCost(l *record.Ledger) *htmlCost {
 	return c
 }
 
+type htmlReq struct {
+	requirement
+	Anchor, Held, Worst, Passed, Class string
+}
+
+// statusClass is the CSS class of a status ("not-run" for NOT RUN).
+func statusClass(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ", "-")) }
+
 type htmlVerdict struct {
 	record.Verdict
 	NodeLabel, Ratio, Tolerance, Class string
@@ -124,92 +156,168 @@ type htmlChart struct {
 }
 
 var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"stamp": stamp,
+	"stamp":  stamp,
+	"class":  statusClass,
+	"anchor": reqAnchor,
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>Acceptance report {{.Run.ID}}{{if .Run.Simulated}} (SIMULATED){{end}}</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; line-height: 1.35; }
+table { border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: left; vertical-align: top; overflow-wrap: normal; word-break: normal; hyphens: none; }
 th { background: #f4f4f4; }
-.pass { background: #e3f5e1; } .fail { background: #fbe0e0; } .warn { background: #fff3cd; } .skip { color: #777; }
+td.id, td.node, td.status, th.node { white-space: nowrap; }
+.pass { background: #e3f5e1; } .fail { background: #fbe0e0; } .warn, .incomplete { background: #fff3cd; } .skip, .not-run { color: #666; } .recorded { background: #e8f0fb; }
 .banner { background: #fff3cd; border: 2px solid #e0a800; padding: 0.6em 1em; font-weight: bold; }
-.result { font-size: 1.2em; font-weight: bold; }
-figure.chart { margin: 1em 0 2em; } figure.chart svg { max-width: 100%; height: auto; }
+.result { font-size: 1.3em; font-weight: bold; padding: 0.4em 0.6em; border: 2px solid #999; }
+.result.ACCEPTED { border-color: #2e8b57; background: #e3f5e1; } .result.NOT { border-color: #c81e1e; background: #fbe0e0; } .result.INCOMPLETE, .result.INTERRUPTED { border-color: #e0a800; background: #fff3cd; }
+dl.facts { display: grid; grid-template-columns: max-content auto; gap: 0.1em 1em; margin: 0.6em 0; }
+dl.facts dt { font-weight: bold; } dl.facts dd { margin: 0; }
+table.matrix td { text-align: center; min-width: 3.2em; font-size: 0.85em; }
+table.matrix td.node { text-align: left; }
+figure.chart { margin: 1em 0 1.5em; break-inside: avoid; } figure.chart svg { max-width: 100%; height: auto; }
 figcaption { font-size: 0.85em; color: #555; }
-pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; }
+pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
 td.num { text-align: right; font-family: monospace; }
-code { font-size: 0.85em; }
+code { font-size: 0.85em; overflow-wrap: anywhere; }
+.signoff td { height: 2.2em; min-width: 12em; }
+details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
+@page { size: A4; margin: 12mm; }
+@media print {
+  body { margin: 0; max-width: none; font-size: 9pt; }
+  table { font-size: 8pt; }
+  .page { break-before: page; }
+  tr, figure, dl, .result { break-inside: avoid; }
+  h2 { break-after: avoid; }
+  details:not([open]) { display: none; }
+  figure.chart { margin: 0.4em 0; }
+  h1 { font-size: 16pt; margin: 0.2em 0; } h2 { font-size: 12pt; margin: 0.8em 0 0.3em; }
+  ul { margin: 0.2em 0; }
+  #requirements, #matrix { font-size: 7pt; } #requirements td, #matrix td { padding: 0 0.3em; }
+  #requirements td:nth-child(2) { width: 30%; } #requirements td:nth-child(6) { width: 38%; }
+  figure.chart { display: inline-block; width: 49%; vertical-align: top; }
+  figure.chart svg { max-height: none; width: 100%; }
+  .pass, .fail, .warn, .incomplete, .recorded, .result, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
+}
 </style>
 </head>
 <body>
+<section id="first">
 {{if .Run.Simulated}}<p class="banner" id="simulated">SIMULATED — this window ran against simulated nodes and GPU tools; it is not evidence about real hardware.</p>{{end}}
 <h1>Acceptance report {{.Run.ID}}{{if .Run.Simulated}} (SIMULATED){{end}}</h1>
-<ul>
-<li>Provider: {{.Run.Provider}} · Region: {{.Run.Region}} · Window: {{.Run.Window}}</li>
-<li>Started {{stamp .Run.Started}} · ended {{stamp .Run.Ended}}</li>
-<li>Tool: {{.Run.Tool}} · Inventory: <code>{{.Run.Inventory.Path}}</code> (sha256 <code>{{.Run.Inventory.Digest}}</code>)</li>
-</ul>
-<p class="result" id="result">Result: {{.Result}}</p>
+<p class="result {{.Outcome}}" id="result">Result: {{.Result}}</p>
+<dl class="facts">
+<dt>Provider</dt><dd>{{.Run.Provider}}</dd>
+<dt>Region</dt><dd>{{.Run.Region}}</dd>
+<dt>Window</dt><dd>{{.Run.Window}} (started {{stamp .Run.Started}}, ended {{stamp .Run.Ended}}{{range .Run.Resumed}}, resumed {{stamp .}}{{end}})</dd>
+<dt>Nodes</dt><dd>{{.Nodes0}}</dd>
+</dl>
+<h2>Acceptance card</h2>
+<table id="card">
+<tr><th>Test</th><th>Pass condition</th><th>Result</th><th>Figure, against the quote</th><th>Evidence</th></tr>
+{{range .Card}}<tr class="{{class .Status}}"><td class="id">{{.Test}}</td><td>{{.Condition}}</td><td class="status">{{.Status}}</td><td>{{.Figure}}</td><td>{{range .IDs}}<a href="#{{anchor .}}">{{.}}</a> {{end}}</td></tr>
+{{end}}</table>
+</section>
 
-<h2>Verdicts</h2>
-<table id="verdicts">
-<tr><th>ID</th><th>Title</th><th>Node</th><th>Status</th><th>Measured</th><th>Quoted</th><th>Ratio</th><th>Tolerance</th><th>Detail</th></tr>
-{{range .Verdicts}}<tr class="{{.Class}}"><td>{{.ID}}</td><td>{{.Title}}</td><td>{{.NodeLabel}}</td><td>{{.Status}}</td><td>{{.Measured}}</td><td>{{.Quoted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Tolerance}}</td><td>{{.Detail}}</td></tr>
-{{else}}<tr><td colspan="9">No verdicts.</td></tr>{{end}}
+<section class="page" id="why">
+{{if .Failed}}<h2>Not accepted because</h2>
+<ul id="failed">{{range .Failed}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Missing}}<h2>Incomplete because</h2>
+<ul id="incomplete">{{range .Missing}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Warned}}<h2>Warnings</h2>
+<ul id="warnings">{{range .Warned}}<li>{{.}}</li>{{end}}</ul>{{end}}
+<h2>The quote against what was measured</h2>
+{{if .Quote}}<table id="quote">
+<tr><th>Quote</th><th>Quoted</th><th>Requirement</th><th>Measured (worst)</th><th>Result</th></tr>
+{{range .Quote}}<tr class="{{class (index . 4)}}"><td class="id"><code>{{index . 0}}</code></td><td>{{index . 1}}</td><td class="id"><a href="#{{anchor (index . 2)}}">{{index . 2}}</a></td><td>{{index . 3}}</td><td class="status">{{index . 4}}</td></tr>
+{{end}}</table>{{else}}<p>The quote states no figure a requirement holds the nodes to.</p>{{end}}
+<h3>Quote lint</h3>
+{{if not .LintKnown}}<p id="lint">Not recorded (a run made before gpuaccept kept it).</p>{{else if .Lint}}<ul id="lint">{{range .Lint}}<li><b>{{.ID}}</b> {{.Message}}</li>{{end}}</ul>{{else}}<p id="lint">No warnings.</p>{{end}}
+<h2>Sign-off</h2>
+<ul id="signoff">{{range .Signoff}}<li>{{.}}</li>{{end}}</ul>
+<table class="signoff"><tr><th></th><th>Name</th><th>Signature</th><th>Date</th></tr>
+<tr><th>Prepared by</th><td></td><td></td><td></td></tr>
+<tr><th>Approved by</th><td></td><td></td><td></td></tr></table>
+</section>
+
+<section id="detail">
+<h2>Requirements</h2>
+<table id="requirements">
+<tr><th>ID</th><th>Requirement</th><th>Status</th><th>Passed</th><th>Held to</th><th>Worst</th></tr>
+{{range .Reqs}}<tr class="{{.Class}}" id="{{.Anchor}}"><td class="id">{{.ID}}</td><td>{{.Title}}</td><td class="status">{{.Status}}</td><td class="num">{{.Passed}}</td><td>{{.Held}}</td><td>{{.Worst}}</td></tr>
+{{else}}<tr><td colspan="6">No verdicts.</td></tr>{{end}}
 </table>
+{{with .Matrix}}{{if .Rows}}{{if .Families}}<h2>Nodes by requirement family</h2>
+<table id="matrix" class="matrix">
+<tr><th class="node">Node</th>{{range .Families}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><td class="node">{{.Node}}</td>{{range .Cells}}<td class="{{.Class}}"{{if .Reasons}} title="{{range $i, $r := .Reasons}}{{if $i}}; {{end}}{{$r}}{{end}}"{{end}}>{{.Mark}}</td>{{end}}</tr>
+{{end}}</table>
+<ul class="footnotes">{{range .Rows}}{{$n := .Node}}{{range .Cells}}{{range .Reasons}}<li>{{$n}}: {{.}}</li>{{end}}{{end}}{{end}}</ul>
+{{end}}{{end}}{{end}}
+</section>
 
-<h2>Nodes</h2>
-<table id="nodes">
-<tr><th>Node</th><th>Address</th><th>GPUs</th><th>Driver</th><th>CUDA</th><th>Kernel</th><th>OS</th><th>Quarantined</th></tr>
-{{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td>{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td><td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
-{{end}}</table>
-
-{{with .Cost}}<h2>Cost</h2>
-<p>{{.Intro}}</p>
-<table id="cost-nodes">
-<tr>{{range .NodeHeader}}<th>{{.}}</th>{{end}}</tr>
-{{range .Nodes}}<tr{{if not .Accepted}} class="fail"{{end}}>{{range $i, $c := .Cells}}<td{{if and (ge $i 1) (le $i 6)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
-{{end}}</table>
-<table id="cost-components">
-<tr>{{range .ComponentHeader}}<th>{{.}}</th>{{end}}</tr>
-{{range .Components}}<tr><td>{{index . 0}}</td><td class="num">{{index . 1}}</td></tr>
-{{end}}</table>
-<p id="cost-per-unit">{{.PerUnit}}</p>
-{{if .TCO}}<h3>Monthly TCO</h3>
-<table id="cost-tco">
-<tr>{{range .TCOHeader}}<th>{{.}}</th>{{end}}</tr>
-{{range .TCO}}<tr><td>{{index . 0}}</td><td class="num">{{index . 1}}</td></tr>
-{{end}}</table>
-{{end}}{{end}}
-{{if .Charts}}<h2>Charts</h2>{{end}}
+{{if .Charts}}<section id="charts"><h2>Charts</h2>
 {{range .Charts}}<figure class="chart" id="{{.ID}}">
 {{.SVG}}
 <figcaption>{{.Title}}. {{.Caption}}</figcaption>
 </figure>
 {{end}}
-{{with .Bisect}}<h2>Pairwise bisection</h2>
-<figure class="chart" id="chart-bisection">
+{{with .Bisect}}<figure class="chart" id="chart-bisection">
 <table>
 <tr><th></th>{{range .Nodes}}<th>{{.}}</th>{{end}}</tr>
 {{range $i, $row := .Rows}}<tr><th>{{index $.Bisect.Nodes $i}}</th>{{range $row}}<td class="num" style="{{.Style}}">{{.Text}}</td>{{end}}</tr>
 {{end}}</table>
-<figcaption>Each pair's all-reduce busbw over the typical pair's ({{printf "%.4g" .Reference}} GB/s), median of its runs, in {{.Rounds}} round(s).</figcaption>
+<figcaption>Pairwise bisection: each pair's all-reduce busbw over the typical pair's ({{printf "%.4g" .Reference}} GB/s), median of its runs, in {{.Rounds}} round(s).</figcaption>
 </figure>
-{{end}}
+{{end}}</section>{{end}}
+
+<section id="more">
 {{if .Timeline}}<h2>Failure test timeline</h2>
 <pre id="timeline">{{.Timeline}}</pre>
 {{end}}
+{{with .Cost}}<h2>Cost</h2>
+<p>{{.Intro}}</p>
+<p id="cost-per-unit">{{.PerUnit}}</p>
+<table id="cost-components">
+<tr>{{range .ComponentHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .Components}}<tr><td>{{index . 0}}</td><td class="num">{{index . 1}}</td></tr>
+{{end}}</table>
+{{if .TCO}}<h3>Monthly TCO</h3>
+<table id="cost-tco">
+<tr>{{range .TCOHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .TCO}}<tr><td>{{index . 0}}</td><td class="num">{{index . 1}}</td></tr>
+{{end}}</table>
+{{end}}<details><summary>Billed time per node</summary>
+<table id="cost-nodes">
+<tr>{{range .NodeHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .Nodes}}<tr{{if not .Accepted}} class="fail"{{end}}>{{range $i, $c := .Cells}}<td{{if and (ge $i 1) (le $i 6)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table></details>
+{{end}}
+<h2>Nodes</h2>
+<details><summary>{{len .Nodes}} node(s): addresses, GPUs, driver, CUDA, kernel, OS</summary>
+<table id="nodes">
+<tr><th>Node</th><th>Address</th><th>GPUs</th><th>Driver</th><th>CUDA</th><th>Kernel</th><th>OS</th><th>Quarantined</th></tr>
+{{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td class="node">{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td><td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
+{{end}}</table></details>
+<h2>Verdicts</h2>
+<details><summary>Every verdict of every node ({{len .Verdicts}})</summary>
+<table id="verdicts">
+<tr><th>ID</th><th>Title</th><th>Node</th><th>Status</th><th>Measured</th><th>Quoted</th><th>Ratio</th><th>Tolerance</th><th>Detail</th></tr>
+{{range .Verdicts}}<tr class="{{.Class}}"><td class="id">{{.ID}}</td><td>{{.Title}}</td><td class="node">{{.NodeLabel}}</td><td class="status">{{.Status}}</td><td>{{.Measured}}</td><td>{{.Quoted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Tolerance}}</td><td>{{.Detail}}</td></tr>
+{{else}}<tr><td colspan="9">No verdicts.</td></tr>{{end}}
+</table></details>
 <h2>Evidence</h2>
-{{if .Evidence}}<table id="evidence">
+<p>Tool: {{.Run.Tool}} · Inventory: <code>{{.Run.Inventory.Path}}</code> (sha256 <code>{{.Run.Inventory.Digest}}</code>)</p>
+{{if .Evidence}}<details><summary>{{len .Evidence}} file(s) with their sha256</summary><table id="evidence">
 <tr><th>File</th><th>Bytes</th><th>sha256</th></tr>
 {{range .Evidence}}<tr><td><code>{{.Path}}</code></td><td class="num">{{.Bytes}}</td><td><code>{{.SHA256}}</code></td></tr>
-{{end}}</table>
-<p>This page and the other reports are listed with every file in <code>MANIFEST.sha256</code>; <code>gpuaccept verify</code> checks the bundle.</p>
+{{end}}</table></details>
+<p>Every file is listed in <code>MANIFEST.sha256</code>; <code>gpuaccept verify</code> checks the bundle and this page.</p>
 {{else}}<p id="evidence">Every file of the bundle is listed with its sha256 in <code>MANIFEST.sha256</code>; <code>gpuaccept verify</code> checks it.</p>{{end}}
+</section>
 </body>
 </html>
 `))

@@ -60,7 +60,7 @@ var wantCharts = []string{"chart-busbw", "chart-intranode", "chart-io", "chart-f
 
 func TestHTMLHasEveryPart(t *testing.T) {
 	var b bytes.Buffer
-	if err := HTML(&b, fullRun(), []EvidenceFile{{Path: "raw/gpu-01/diag.log", SHA256: "ab12", Bytes: 3}}); err != nil {
+	if err := HTML(&b, fullRun(), &BundleFacts{Evidence: []EvidenceFile{{Path: "raw/gpu-01/diag.log", SHA256: "ab12", Bytes: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()

@@ -17,10 +17,25 @@ import (
 	"gpuaccept/orchestrator/redact"
 )
 
-// Markdown writes report.md: what Summary shows, plus where the window's
-// input came from, every phase result per node with a link to its raw log,
-// and the provider's quote.
-func Markdown(w io.Writer, run *record.Run) error {
+// BundleFacts are what the reports say of the bundle they are part of:
+// the evidence with checksums and the digest of its manifest.
+type BundleFacts struct {
+	Evidence []EvidenceFile
+	// Digest is the sha256 of MANIFEST.sha256, which lists every file of
+	// the bundle but the reports (they are renderings of run.json, which
+	// it lists) and the signature of it.
+	Digest string
+}
+
+// Markdown writes report.md outside a bundle (no digest to sign).
+func Markdown(w io.Writer, run *record.Run) error { return MarkdownReport(w, run, nil) }
+
+// MarkdownReport writes report.md: first what a buyer signs (the result,
+// the window, the acceptance card, why, the quote against what was
+// measured and its lint, the node × family matrix, the sign-off), then
+// the evidence behind it: every requirement, every verdict, the cost,
+// every phase result per node with a link to its raw log, the quote.
+func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	if run == nil {
 		return fmt.Errorf("markdown: nil run")
 	}
@@ -33,28 +48,130 @@ func Markdown(w io.Writer, run *record.Run) error {
 	if run.Simulated {
 		title += " (SIMULATED)"
 	}
-	fmt.Fprintf(&b, "%s\n\n", title)
-	fmt.Fprintf(&b, "- Provider: %s\n- Region: %s\n- Window: %s\n", md(run.Provider), md(run.Region), md(run.Window))
-	fmt.Fprintf(&b, "- Started: %s\n- Ended: %s\n", stamp(run.Started), stamp(run.Ended))
+	fmt.Fprintf(&b, "%s\n\n**Result: %s**\n\n", title, md(result(run)))
+	facts := [][]string{
+		{"Provider", run.Provider}, {"Region", run.Region}, {"Window", run.Window},
+		{"Started", stamp(run.Started)}, {"Ended", stamp(run.Ended)},
+	}
 	if len(run.Resumed) > 0 {
 		var ts []string
 		for _, t := range run.Resumed {
 			ts = append(ts, stamp(t))
 		}
-		fmt.Fprintf(&b, "- Resumed: %s\n", strings.Join(ts, ", "))
+		facts = append(facts, []string{"Resumed", strings.Join(ts, ", ")})
 	}
-	fmt.Fprintf(&b, "- Tool: %s\n- Inventory: %s (sha256 %s)\n\n", md(run.Tool), md(run.Inventory.Path), md(run.Inventory.Digest))
-	fmt.Fprintf(&b, "**Result: %s**\n\n", md(result(run)))
+	facts = append(facts, []string{"Nodes", nodeCounts(run)}, []string{"Tool", run.Tool},
+		[]string{"Inventory", run.Inventory.Path + " (sha256 " + run.Inventory.Digest + ")"})
+	if err := mdTable(&b, []string{"Window", ""}, escapeAll(facts), ""); err != nil {
+		return err
+	}
 
-	b.WriteString("## Nodes\n\n")
+	b.WriteString("\n## Acceptance card\n\n")
+	var rows [][]string
+	for _, r := range card(run) {
+		var links []string
+		for _, id := range r.IDs {
+			links = append(links, fmt.Sprintf("[%s](#%s)", id, reqAnchor(id)))
+		}
+		rows = append(rows, []string{md(r.Test), md(r.Condition), "**" + md(r.Status) + "**", md(r.Figure), orNone(strings.Join(links, " "))})
+	}
+	if err := mdTable(&b, []string{"Test", "Pass condition", "Result", "Figure, against the quote", "Evidence"}, rows, ""); err != nil {
+		return err
+	}
+
+	res := run.Result()
+	reasonList := func(title string, lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "\n%s\n\n", title)
+		for _, l := range lines {
+			fmt.Fprintf(&b, "- %s\n", md(l))
+		}
+	}
+	lines := func(gs []reasonGroup) []string {
+		var out []string
+		for _, g := range gs {
+			out = append(out, g.line())
+		}
+		return out
+	}
+	reasonList("**Not accepted because:**", lines(reasons(run, record.Fail)))
+	reasonList("**Incomplete because:**", res.Incomplete)
+	reasonList("**Warnings:**", lines(reasons(run, record.Warn)))
+
+	b.WriteString("\n## The quote against what was measured\n\n")
+	if q := quoteRows(run); len(q) > 0 {
+		if err := mdTable(&b, []string{"Quote", "Quoted", "Requirement", "Measured (worst)", "Result"}, escapeAll(q), ""); err != nil {
+			return err
+		}
+	} else {
+		b.WriteString("The quote states no figure a requirement holds the nodes to.\n")
+	}
+	b.WriteString("\n### Quote lint\n\n")
+	switch {
+	case run.Lint == nil && run.Build == nil:
+		b.WriteString("Not recorded (a run made before gpuaccept kept it; `gpuaccept check` the inventory).\n")
+	case len(run.Lint) == 0:
+		b.WriteString("No warnings.\n")
+	default:
+		for _, f := range run.Lint {
+			fmt.Fprintf(&b, "- %s %s\n", md(f.ID), md(f.Message))
+		}
+	}
+
+	m := nodeMatrix(run)
+	if len(m.Rows) > 0 && len(m.Families) > 0 {
+		b.WriteString("\n## Nodes by requirement family\n\n")
+		var mrows [][]string
+		var notes []string
+		for _, r := range m.Rows {
+			row := []string{md(r.Node)}
+			var why []string
+			for _, c := range r.Cells {
+				row = append(row, md(c.Mark()))
+				why = append(why, c.Reasons...)
+			}
+			mrows = append(mrows, row)
+			if len(why) > 0 {
+				notes = append(notes, r.Node+": "+strings.Join(why, "; "))
+			}
+		}
+		if err := mdTable(&b, append([]string{"Node"}, m.Families...), mrows, ""); err != nil {
+			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(&b, "\n- %s", md(n))
+		}
+		if len(notes) > 0 {
+			b.WriteString("\n")
+		}
+	}
+
+	b.WriteString("\n## Sign-off\n\n")
+	for _, l := range signoffLines(run, bf) {
+		fmt.Fprintf(&b, "- %s\n", md(l))
+	}
+	b.WriteString("\n| | Name | Signature | Date |\n|---|---|---|---|\n| Prepared by | | | |\n| Approved by | | | |\n")
+
+	b.WriteString("\n## Requirements\n\n")
+	rows = nil
+	for _, r := range requirements(run) {
+		held := r.Worst.Rule()
+		rows = append(rows, []string{fmt.Sprintf(`<a id="%s"></a>%s`, reqAnchor(r.ID), md(r.ID)), md(r.Title), md(r.Status),
+			md(r.passedText()), md(held), md(r.worstText())})
+	}
+	if err := mdTable(&b, []string{"ID", "Requirement", "Status", "Passed", "Held to", "Worst"}, rows, "No verdicts."); err != nil {
+		return err
+	}
+
+	b.WriteString("\n## Nodes\n\n")
 	if err := mdTable(&b, nodeHeader(), escapeAll(nodeRows(run)), "No nodes."); err != nil {
 		return err
 	}
 
-	// Markdown has room for the requirement's title, which the terminal
-	// table leaves out.
 	b.WriteString("\n## Verdicts\n\n")
-	var rows [][]string
+	rows = nil
 	for _, v := range verdicts(run) {
 		rows = append(rows, []string{v.ID, v.Title, nodeLabel(v.Node), string(v.Status), v.Measured, v.Quoted,
 			decimal(v.Ratio), decimal(v.Tolerance), v.Detail})

@@ -90,10 +90,10 @@ Exit codes: 0 accepted, 1 acceptance failed, 2 bad input or usage, 3 the window 
 run, 130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       toolName(),
 	}
 	root.AddCommand(newRunCmd(), newCheckCmd(), newExecCmd(), newVerifyCmd(), newDiffCmd(), newCompareCmd(), newParseCmd(),
-		newDemoCmd(), newVersionCmd(), newStandinCmd())
+		newDemoCmd(), newVersionCmd(), newStandinCmd(), newSignCmd())
 	return root
 }
 
@@ -103,7 +103,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "gpuaccept", version)
+			fmt.Fprintln(cmd.OutOrStdout(), toolName())
 		},
 	}
 }

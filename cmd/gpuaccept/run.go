@@ -103,7 +103,11 @@ func (f *windowFlags) options(cmd *cobra.Command) orchestrator.Options {
 		RunsDir:  f.runsDir,
 		Strict:   f.strict,
 		Progress: orchestrator.NewProgress(stderr, isTerminal(stderr)),
-		Tool:     version,
+		Tool:     toolName(),
+		Build:    buildInfo(),
+		Lint: func(inv *inventory.Inventory) []inventory.Warning {
+			return append(inventory.LintQuote(inv), phases.Unmeasured(inv)...)
+		},
 	}
 }
 

@@ -317,7 +317,7 @@ func TestStagingNodeKilledMidway(t *testing.T) {
 	if v := verdict(r, "STAGE-002", ""); !strings.Contains(v.Measured, "over 2 node(s)") || !strings.Contains(v.Detail, "h3") {
 		t.Errorf("aggregate STAGE-002: %s %s", v.Measured, v.Detail)
 	}
-	if !strings.Contains(errb.String(), "h3: staging failed: weights (synthetic 48MiB): h3: connection lost") {
+	if !strings.Contains(errb.String(), "h3: staging failed: weights (synthetic 48MiB): connection lost") {
 		t.Errorf("progress does not say h3 was lost while staging:\n%s", errb.String())
 	}
 }

@@ -48,6 +48,16 @@ type Run struct {
 	Verdicts []Verdict     `json:"verdicts"`
 	// Quote is the provider's quote as given in the inventory.
 	Quote json.RawMessage `json:"quote,omitempty"`
+	// Plan is what the window set out to run: every phase, on or off, in
+	// order, with its deadline.
+	Plan []PlannedPhase `json:"plan,omitempty"`
+	// Lint is what `gpuaccept check` said of the quote and the plan when
+	// the window started (QUOTE-..., PLAN-...): the red flags a buyer signs
+	// over.
+	Lint []Finding `json:"lint,omitempty"`
+	// Build is the gpuaccept binary that made the run, from its build
+	// information.
+	Build *Build `json:"build,omitempty"`
 	// Regression is how much worse than in an earlier run of the same
 	// cluster a measured figure may be before `gpuaccept diff` calls it a
 	// regression (the inventory's acceptance.regression and
@@ -139,6 +149,31 @@ func (r *Regression) For(id string) float64 {
 }
 
 // Inventory identifies the input exactly.
+// PlannedPhase is one phase of the plan.
+type PlannedPhase struct {
+	Name     string `json:"name"`
+	Enabled  bool   `json:"enabled"`
+	Deadline string `json:"deadline,omitempty"` // a Go duration, e.g. "10m0s"
+	Gating   bool   `json:"gating,omitempty"`   // a node that fails it is quarantined
+}
+
+// Finding is one warning of the quote lint: a stable ID, what it says, and
+// the inventory keys it is about.
+type Finding struct {
+	ID      string   `json:"id"`
+	Message string   `json:"message"`
+	Keys    []string `json:"keys,omitempty"`
+}
+
+// Build is what the Go toolchain stamped into the binary.
+type Build struct {
+	Version  string `json:"version"`            // the module version, "(devel)" for a plain go build
+	Commit   string `json:"commit,omitempty"`   // vcs.revision
+	Time     string `json:"time,omitempty"`     // vcs.time
+	Modified bool   `json:"modified,omitempty"` // built from a tree with uncommitted changes
+	Go       string `json:"go,omitempty"`
+}
+
 type Inventory struct {
 	Path   string `json:"path"`
 	Digest string `json:"sha256"`

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -133,16 +134,20 @@ const maxLine = 64 << 10
 
 // Writer scrubs what is written through it a line at a time (a secret
 // never spans lines in what tools print) and passes it to w. Close passes
-// on a last line without its newline; it does not close w.
+// on a last line without its newline; it does not close w. It is safe for
+// concurrent use (a command's stdout and stderr are often one log).
 func Writer(w io.Writer) io.WriteCloser { return &writer{w: w} }
 
 type writer struct {
+	mu  sync.Mutex
 	w   io.Writer
 	buf []byte
 	err error
 }
 
 func (r *writer) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.err != nil {
 		return 0, r.err
 	}
@@ -171,6 +176,8 @@ func (r *writer) Write(p []byte) (int, error) {
 }
 
 func (r *writer) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.buf) > 0 && r.err == nil {
 		_, r.err = r.w.Write(Bytes(r.buf))
 		r.buf = nil

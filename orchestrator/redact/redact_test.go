@@ -2,7 +2,9 @@ package redact
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -111,5 +113,27 @@ func BenchmarkStringWithSecrets(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		String(s)
+	}
+}
+
+// Two goroutines write one log (a command's stdout and stderr): no line is
+// torn or lost, and nothing races (go test -race).
+func TestWriterConcurrent(t *testing.T) {
+	var out bytes.Buffer
+	w := Writer(&out)
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				fmt.Fprintf(w, "writer %d line %d\n", g, i)
+			}
+		}()
+	}
+	wg.Wait()
+	w.Close()
+	if n := strings.Count(out.String(), "\n"); n != 4000 {
+		t.Errorf("%d lines, want 4000", n)
 	}
 }
