@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gpuaccept/internal/browser"
+	"gpuaccept/remote"
 	"gpuaccept/reports"
 )
 
@@ -25,4 +27,42 @@ func TestDemoReportPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	browser.CheckPrint(t, runs[0], "demo-report.pdf", 4)
+}
+
+// sign, then verify --allowed-signers: the buyer's signature over the demo
+// bundle checks; another signer, a changed file, a missing signature fail.
+func TestSignAndVerifyABundle(t *testing.T) {
+	dir := t.TempDir()
+	if res := gpuaccept(t, dir, "demo", "--runs-dir", "runs"); res.code != 1 {
+		t.Fatalf("demo exit %d\n%s", res.code, res.stderr)
+	}
+	runs, _ := filepath.Glob(filepath.Join(dir, "runs", "*"))
+	run := runs[0]
+	key, err := remote.NewWindowKey("buyer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "id"), key.PrivatePEM, 0o600)
+	os.WriteFile(filepath.Join(dir, "allowed"), []byte("buyer@example.com "+key.AuthorizedKey+"\n"), 0o644)
+	if res := gpuaccept(t, dir, "verify", run, "--allowed-signers", "allowed"); res.code != 1 || !strings.Contains(res.stderr, "not signed") {
+		t.Errorf("unsigned: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := gpuaccept(t, dir, "sign", run, "--key", "id"); res.code != 0 || !strings.Contains(res.stdout, key.Fingerprint) {
+		t.Fatalf("sign: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := gpuaccept(t, dir, "verify", run, "--allowed-signers", "allowed", "--signer", "buyer@example.com"); res.code != 0 || !strings.Contains(res.stdout, "signed by buyer@example.com") {
+		t.Errorf("signed: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := gpuaccept(t, dir, "verify", run, "--allowed-signers", "allowed", "--signer", "mallory@example.com"); res.code != 1 {
+		t.Errorf("another signer: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	js := filepath.Join(run, "run.json")
+	b, _ := os.ReadFile(js)
+	os.WriteFile(js, append(b, ' '), 0o644)
+	if res := gpuaccept(t, dir, "verify", run, "--allowed-signers", "allowed"); res.code != 1 || !strings.Contains(res.stdout, "changed: run.json") {
+		t.Errorf("a changed run.json: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := gpuaccept(t, dir, "sign", run, "--key", "id"); res.code != 1 {
+		t.Errorf("signing a changed bundle: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }
