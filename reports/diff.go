@@ -107,7 +107,10 @@ type Change struct {
 // is set when that is every node compared (or the cluster, for a
 // cluster-wide item).
 type NotRecorded struct {
-	Item  string   `json:"item"`
+	Item string `json:"item"`
+	// Field is where run.json would keep it: "<phase> data.<field>" of
+	// the phase results (SCHEMA.md).
+	Field string   `json:"field"`
 	Nodes []string `json:"nodes"`
 	Every bool     `json:"every"`
 }
@@ -129,6 +132,49 @@ type Metric struct {
 	// (within it), "better" or "same".
 	Change     string `json:"change"`
 	Regression bool   `json:"regression"`
+	// Spread is the larger of the two runs' own spread over their repeats
+	// of the figure ((max - min) / median; absent when each measured it
+	// once): a change within it is noise, and is a regression only past
+	// the larger of it and Threshold.
+	Spread float64 `json:"spread,omitempty"`
+	// Note says why a change past the threshold is not a regression.
+	Note string `json:"note,omitempty"`
+}
+
+// timingFloor is the smallest change in a duration that is a
+// regression: the coordinator times commands over SSH, whose round trips
+// jitter by tens of milliseconds (an image loaded in 0.02 s, then 0.05 s,
+// is no slower image).
+const timingFloor = 0.25
+
+// withSpread holds the change to the larger of the threshold and the
+// runs' own spread, and a duration's to timingFloor.
+func (m *Metric) withSpread(s float64) {
+	m.Spread = s
+	if m.Regression && m.Unit == record.UnitSeconds && math.Abs(m.Candidate-m.Baseline) < timingFloor {
+		m.Regression, m.Change = false, ChangeWorse
+		m.Note = fmt.Sprintf("%s slower, less than the %g s a timing over SSH resolves", figure(m.Candidate-m.Baseline, "s"), timingFloor)
+		return
+	}
+	if !m.Regression || s <= m.Threshold {
+		return
+	}
+	worse := m.worseBy()
+	if worse <= s {
+		m.Regression, m.Change = false, ChangeWorse
+		m.Note = fmt.Sprintf("worse by %s, within the %s the runs' own repeats spread over", percent(worse), percent(s))
+	}
+}
+
+// worseBy is the fraction of the baseline the candidate is worse by.
+func (m *Metric) worseBy() float64 {
+	if m.Baseline == 0 {
+		return math.Inf(1)
+	}
+	if m.LowerIsBetter {
+		return (m.Candidate - m.Baseline) / math.Abs(m.Baseline)
+	}
+	return (m.Baseline - m.Candidate) / math.Abs(m.Baseline)
 }
 
 // MissingMetric is a figure only one run measured (or measured in other
@@ -304,16 +350,21 @@ type itemDef struct {
 	name  string
 	kind  itemKind
 	label string // keyedItem: what a component key is, e.g. "GPU "
+	// field is where run.json keeps it: a phase's result's data field.
+	field string
 }
 
 var (
 	nodeItemDefs = []itemDef{
-		{name: "driver"}, {name: "CUDA"}, {name: "NCCL (intra-node)"}, {name: "kernel"},
-		{name: "image ID"}, {name: "image digest", kind: setItem},
-		{name: "VBIOS", kind: keyedItem, label: "GPU "}, {name: "IB firmware", kind: keyedItem},
-		{name: "GPU serials", kind: setItem},
+		{name: "driver", field: "preflight data.driver"}, {name: "CUDA", field: "preflight data.cuda"},
+		{name: "NCCL (intra-node)", field: "intranode data.repeats[].nccl_version"}, {name: "kernel", field: "preflight data.kernel"},
+		{name: "image ID", field: "image data.nodes{}.image_id"}, {name: "image digest", kind: setItem, field: "image data.nodes{}.repo_digests"},
+		{name: "VBIOS", kind: keyedItem, label: "GPU ", field: "preflight data.gpus[].vbios"},
+		{name: "IB firmware", kind: keyedItem, field: "preflight data.nics[].firmware"},
+		{name: "GPU serials", kind: setItem, field: "preflight data.gpus[].serial"},
 	}
-	clusterItemDefs = []itemDef{{name: "NCCL (all-reduce)"}, {name: "image reference"}, {name: "image pin"}}
+	clusterItemDefs = []itemDef{{name: "NCCL (all-reduce)", field: "allreduce data.repeats[].nccl_version"},
+		{name: "image reference", field: "image data.reference"}, {name: "image pin", field: "image data.pin"}}
 )
 
 // items is what one run recorded of one node: item name → component →
@@ -407,7 +458,7 @@ func (d *Diff) compareItems(b, c *record.Run, nodes []string) {
 			case len(bv) == 0 && len(cv) == 0:
 				nr := notRec[def.name]
 				if nr == nil {
-					nr = &NotRecorded{Item: def.name}
+					nr = &NotRecorded{Item: def.name, Field: def.field}
 					notRec[def.name] = nr
 					order = append(order, def.name)
 				}
@@ -569,6 +620,36 @@ func (d *Diff) compareVerdicts(b, c *record.Run, reg *record.Regression) {
 	bKeys, bv := keyed(b)
 	cKeys, cv := keyed(c)
 	var metricRegs, statusRegs []string
+	// A requirement judged once in each run is the same verdict even when
+	// one run keyed it by the node it named and the other by the cluster
+	// (NCCL-004 names its slow node, or none).
+	once := func(keys []verdictKey) map[string]verdictKey {
+		n, at := map[string]int{}, map[string]verdictKey{}
+		for _, k := range keys {
+			n[k.id]++
+			at[k.id] = k
+		}
+		for id, c := range n {
+			if c != 1 {
+				delete(at, id)
+			}
+		}
+		return at
+	}
+	bOnce, cOnce := once(bKeys), once(cKeys)
+	for id, ck := range cOnce {
+		if bk, ok := bOnce[id]; ok && bk != ck {
+			if _, clash := bv[ck]; !clash {
+				bv[ck] = bv[bk]
+				delete(bv, bk)
+				for i := range bKeys {
+					if bKeys[i] == bk {
+						bKeys[i] = ck
+					}
+				}
+			}
+		}
+	}
 
 	// The figures: in the candidate's order, then what only the baseline
 	// measured.
@@ -586,6 +667,7 @@ func (d *Diff) compareVerdicts(b, c *record.Run, reg *record.Regression) {
 				Candidate: x.Value, CandidateUnit: x.Unit, Why: "not comparable: measured in other units"})
 		default:
 			m := compareMetric(x, *y.Value, *x.Value, reg.For(k.id))
+			m.withSpread(max(spread(b, y), spread(c, x)))
 			d.Metrics = append(d.Metrics, m)
 			if m.Regression {
 				metricRegs = append(metricRegs, metricLine(m))
@@ -687,8 +769,12 @@ func compareMetric(v record.Verdict, base, cand, threshold float64) Metric {
 }
 
 func metricLine(m Metric) string {
+	limit := percent(m.Threshold)
+	if m.Spread > m.Threshold {
+		limit += fmt.Sprintf(" and the runs' own spread of %s", percent(m.Spread))
+	}
 	return fmt.Sprintf("%s %s: %s → %s (%s; more than %s worse)", m.ID, nodeLabel(m.Node),
-		figure(m.Baseline, ""), figure(m.Candidate, m.Unit), deltaText(m.DeltaPct), percent(m.Threshold))
+		figure(m.Baseline, ""), figure(m.Candidate, m.Unit), deltaText(m.DeltaPct), limit)
 }
 
 // figure writes a measured value: four significant digits, whole

@@ -309,7 +309,8 @@ func TestDiffNotRecorded(t *testing.T) {
 	if err := DiffText(&out, d, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"  NCCL (all-reduce): on the cluster\n", "  NCCL (intra-node): on every node\n"} {
+	for _, line := range []string{"  NCCL (all-reduce) (run.json: the allreduce phase's data.repeats[].nccl_version): on the cluster\n",
+		"  NCCL (intra-node) (run.json: the intranode phase's data.repeats[].nccl_version): on every node\n"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("text lacks %q", line)
 		}
@@ -330,8 +331,9 @@ func TestDiffMetrics(t *testing.T) {
 		"NCCL-003 gpu-03":   "worse -10.0% 0.15",
 		"CKPT-004 cluster":  "worse +13.3% 0.2",
 		"RECOV-002 cluster": "regression from 0 0.05",
-		// NCCL-004 is not compared: the baseline's is the cluster's, the
-		// candidate's names gpu-03.
+		// The baseline's NCCL-004 is the cluster's, the candidate's names
+		// gpu-03: one verdict in each run, so the same one.
+		"NCCL-004 gpu-03": "regression -46.9% 0.05",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("metrics:\n got %v\nwant %v", got, want)
@@ -342,8 +344,6 @@ func TestDiffMetrics(t *testing.T) {
 	}
 	wantMissing := []string{
 		"IMG-001 gpu-01: not measured in the candidate",
-		"NCCL-004 cluster: not measured in the candidate",
-		"NCCL-004 gpu-03: not measured in the baseline",
 		"STAGE-002 gpu-01: not comparable: measured in other units",
 		"STAGE-002 gpu-02: not measured in the candidate",
 		"STAGE-002 gpu-03: not measured in the baseline",
@@ -383,6 +383,9 @@ func TestDiffStatuses(t *testing.T) {
 	}
 	wantRegs := []string{
 		"NCCL-002 cluster: 370.2 → 296.1 GB/s (-20.0%; more than 5% worse)",
+		// The cluster's score in the baseline, gpu-03's in the candidate:
+		// the same verdict, compared.
+		"NCCL-004 gpu-03: 0.98 → 0.52 (-46.9%; more than 5% worse)",
 		"RECOV-002 cluster: 0 → 3 steps (from 0; more than 5% worse)",
 		"IMG-001 gpu-01: PASS → FAIL",
 		"NCCL-002 cluster: PASS → FAIL",
@@ -537,5 +540,47 @@ func TestLoadRun(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), path) {
 			t.Errorf("%s: %v, want %q naming the path", path, err, want)
 		}
+	}
+}
+
+// One run keys a requirement by the node it named, the other by the
+// cluster: still one verdict, compared.
+func TestDiffMatchesANodeVerdictWithTheClusters(t *testing.T) {
+	b, c := failedRun(), failedRun()
+	score := func(node string, x float64) record.Verdict {
+		v := record.Verdict{ID: "NCCL-004", Node: node, Status: record.Pass}
+		v.Measure(x, record.UnitScore)
+		return v
+	}
+	b.Verdicts = append(b.Verdicts, score("", 1.0))
+	c.Verdicts = append(c.Verdicts, score("gpu-03", 0.5))
+	c.Verdicts[len(c.Verdicts)-1].Status = record.Fail
+	d := Compare(b, c)
+	found := false
+	for _, m := range d.Metrics {
+		found = found || m.ID == "NCCL-004" && m.Regression
+	}
+	if !found {
+		t.Errorf("NCCL-004 not compared: metrics %+v, missing %+v", d.Metrics, d.Missing)
+	}
+	for _, m := range d.Missing {
+		if m.ID == "NCCL-004" {
+			t.Errorf("NCCL-004 listed as measured in one run only: %+v", m)
+		}
+	}
+}
+
+// A change within what the runs' own repeats spread over is noise: not a
+// regression, and said so; past the spread it is one.
+func TestDiffHoldsAChangeToTheRunsSpread(t *testing.T) {
+	m := compareMetric(record.Verdict{ID: "CKPT-002", Unit: record.UnitGBs}, 1.0, 0.6, 0.05)
+	m.withSpread(0.5)
+	if m.Regression || !strings.Contains(m.Note, "within the 50% the runs' own repeats spread over") {
+		t.Errorf("40%% worse within a 50%% spread: %+v", m)
+	}
+	m = compareMetric(record.Verdict{ID: "CKPT-002", Unit: record.UnitGBs}, 1.0, 0.4, 0.05)
+	m.withSpread(0.5)
+	if !m.Regression || !strings.Contains(metricLine(m), "the runs' own spread of 50%") {
+		t.Errorf("60%% worse past a 50%% spread: %+v %s", m, metricLine(m))
 	}
 }

@@ -90,7 +90,7 @@ func notRecordedLines(d *Diff) []string {
 		case n.Every:
 			where = "every node"
 		}
-		out = append(out, fmt.Sprintf("%s: on %s", n.Item, where))
+		out = append(out, fmt.Sprintf("%s (run.json: the %s phase's %s): on %s", n.Item, strings.Fields(n.Field)[0], strings.Fields(n.Field)[1], where))
 	}
 	return out
 }
@@ -98,7 +98,7 @@ func notRecordedLines(d *Diff) []string {
 const metricResultCol = 6 // index of Result in metricHeader
 
 func metricHeader() []string {
-	return []string{"ID", "Node", "Baseline", "Candidate", "Delta", "Threshold", "Result"}
+	return []string{"ID", "Node", "Baseline", "Candidate", "Delta", "Allowed", "Result"}
 }
 
 func metricRows(d *Diff) [][]string {
@@ -108,8 +108,15 @@ func metricRows(d *Diff) [][]string {
 		if m.Regression {
 			result = "REGRESSION"
 		}
+		if m.Note != "" {
+			result += " (noise: " + m.Note + ")"
+		}
+		limit := percent(m.Threshold)
+		if m.Spread > m.Threshold {
+			limit = "spread " + percent(m.Spread)
+		}
 		rows = append(rows, []string{m.ID, nodeLabel(m.Node), figure(m.Baseline, m.Unit), figure(m.Candidate, m.Unit),
-			deltaText(m.DeltaPct), percent(m.Threshold), result})
+			deltaText(m.DeltaPct), limit, result})
 	}
 	return rows
 }

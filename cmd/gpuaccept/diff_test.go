@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // plant writes a candidate run directory: the baseline's run.json with
@@ -187,5 +188,30 @@ func TestDiff(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", c.args[1:], r.code, r.stderr, c.want)
 		}
+	}
+}
+
+// Two demos of the same seed, run one after the other: their figures
+// wobble (loopback, a loaded machine), and nothing is a regression; the
+// planted 20 % busbw drop still is.
+func TestDiffOfTwoDemosOfOneSeed(t *testing.T) {
+	work := t.TempDir()
+	for i := range 2 {
+		if res := gpuaccept(t, work, "demo", "--runs-dir", "runs"); res.code != 1 {
+			t.Fatalf("demo %d exit %d\n%s", i+1, res.code, res.stderr)
+		}
+		time.Sleep(1100 * time.Millisecond) // run IDs are to the second
+	}
+	runs, _ := os.ReadDir(filepath.Join(work, "runs"))
+	if len(runs) != 2 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	a, b := filepath.Join(work, "runs", runs[0].Name()), filepath.Join(work, "runs", runs[1].Name())
+	if res := gpuaccept(t, work, "diff", a, b); res.code != 0 || !strings.Contains(res.stdout, "\nNO REGRESSION: ") {
+		t.Errorf("two demos of one seed: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	slow := plant(t, b, func(run map[string]any) { scaleVerdict(t, run, "NCCL-002", 0.8) })
+	if res := gpuaccept(t, work, "diff", a, slow); res.code != 1 || !strings.Contains(res.stdout, "NCCL-002") || !strings.Contains(res.stdout, "REGRESSED") {
+		t.Errorf("the planted 20%% drop: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 }
