@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,10 +49,14 @@ type Options struct {
 // written), never for a node's.
 func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Options) (*record.Run, string, error) {
 	now := time.Now().UTC()
-	id := now.Format("20060102T150405Z") + "-" + slug(firstNonEmpty(inv.Window, inv.Provider, "window"))
-	dir := filepath.Join(o.RunsDir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", fmt.Errorf("run directory: %w", err)
+	// A few random characters: the ID also names the window's directory on
+	// every node, and two windows may start in the same second on the same
+	// hosts (the demo's loopback nodes, two CI jobs).
+	var salt [2]byte
+	rand.Read(salt[:])
+	id, dir, err := newRunDir(o.RunsDir, fmt.Sprintf("%s-%s-%x", now.Format("20060102T150405Z"), slug(firstNonEmpty(inv.Window, inv.Provider, "window")), salt))
+	if err != nil {
+		return nil, "", err
 	}
 	w, err := newWindow(inv, dir, o)
 	if err != nil {
@@ -601,9 +606,34 @@ func firstNonEmpty(s ...string) string {
 var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
 
 // runID is the shape Start gives a window's ID: its time and a slug.
-var runID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[a-z0-9-]{0,40}$`)
+var runID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[a-z0-9-]{0,50}$`)
 
 func validRunID(id string) bool { return runID.MatchString(id) }
+
+// newRunDir makes a run directory of its own under runs: base, else
+// base-2, base-3, ... (two windows started in the same second, by two
+// people or two CI jobs sharing a runs directory, must not write one
+// bundle).
+func newRunDir(runs, base string) (string, string, error) {
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return "", "", fmt.Errorf("runs directory: %w", err)
+	}
+	for i := 1; i <= 1000; i++ {
+		id := base
+		if i > 1 {
+			id = fmt.Sprintf("%s-%d", base, i)
+		}
+		dir := filepath.Join(runs, id)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return id, dir, nil
+		}
+		if !os.IsExist(err) {
+			return "", "", fmt.Errorf("run directory: %w", err)
+		}
+	}
+	return "", "", fmt.Errorf("run directory: %s and 999 more like it exist in %s", base, runs)
+}
 
 func slug(s string) string {
 	s = strings.Trim(nonSlug.ReplaceAllString(strings.ToLower(s), "-"), "-")

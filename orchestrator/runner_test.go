@@ -253,3 +253,23 @@ func TestWindowLedger(t *testing.T) {
 		t.Errorf("no price: ledger %+v, %v", rec.Ledger, err)
 	}
 }
+
+// Windows started in the same second into one runs directory each get a
+// directory of their own.
+func TestRunDirsAreNeverShared(t *testing.T) {
+	runs := t.TempDir()
+	seen := map[string]bool{}
+	for range 3 {
+		id, dir, err := newRunDir(runs, "20261201T000000Z-demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[dir] || !validRunID(id) || filepath.Base(dir) != id {
+			t.Fatalf("run dir %s (id %s) again or invalid", dir, id)
+		}
+		seen[dir] = true
+	}
+	if !seen[filepath.Join(runs, "20261201T000000Z-demo-3")] {
+		t.Errorf("dirs %v", seen)
+	}
+}

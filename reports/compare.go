@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,12 @@ type ComparedRun struct {
 	Failure *ComparedFailure `json:"failure,omitempty"`
 	// Cost: from the run's ledger; absent when it has none.
 	Cost *ComparedCost `json:"cost,omitempty"`
+	// FailureWhyNot and CostWhyNot say why a run has no Failure or Cost.
+	FailureWhyNot string `json:"failure_why_not,omitempty"`
+	CostWhyNot    string `json:"cost_why_not,omitempty"`
+	// Lint is the quote lint the run recorded at its start (nil: a run
+	// made before runs kept it).
+	Lint []record.Finding `json:"lint,omitempty"`
 	// Accepted is the run's verdict; Result its outcome as its summary
 	// says it.
 	Accepted bool   `json:"accepted"`
@@ -155,6 +162,13 @@ func LoadRuns(paths []string) ([]*record.Run, []string, error) {
 	case 1:
 		return nil, nil, fmt.Errorf("compare needs 2 or more runs (run directories or run.json files), got 1: %s", paths[0])
 	}
+	paths, err := expandRunDirs(paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(paths) < 2 {
+		return nil, nil, fmt.Errorf("compare needs 2 or more runs, got 1: %s", paths[0])
+	}
 	runs := make([]*record.Run, 0, len(paths))
 	files := make([]string, 0, len(paths))
 	stats := make([]os.FileInfo, 0, len(paths))
@@ -180,17 +194,67 @@ func LoadRuns(paths []string) ([]*record.Run, []string, error) {
 	return runs, files, nil
 }
 
+// expandRunDirs replaces each directory that is not a run (no run.json in
+// it) by the runs in it (its subdirectories that hold one), by name; one
+// that holds none is an error naming it.
+func expandRunDirs(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil || !st.IsDir() {
+			out = append(out, p) // LoadRun says what is wrong with it
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(p, "run.json")); err == nil {
+			out = append(out, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		n := 0
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(p, e.Name(), "run.json")); e.IsDir() && err == nil {
+				out = append(out, filepath.Join(p, e.Name()))
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%s: neither a run (no run.json in it) nor a directory of runs (none of its subdirectories holds one)", p)
+		}
+	}
+	return out, nil
+}
+
 // CompareRuns sets the runs side by side, in the order given. It reads
 // them and modifies none.
-func CompareRuns(runs []*record.Run) *Comparison {
+// labels, where given (non-empty), head the runs' columns; the others are
+// the provider (with the window where it has several runs), and "#n"
+// where two still read alike.
+func CompareRuns(runs []*record.Run, labels ...string) *Comparison {
 	c := &Comparison{Schema: CompareSchema, Runs: []ComparedRun{}, Criteria: []Criterion{}, Notes: []string{}}
+	names := make([]string, len(runs))
 	providers := map[string]int{}
 	for _, r := range runs {
 		providers[r.Provider]++
 	}
+	seen := map[string]int{}
 	for i, r := range runs {
-		label := orNone(oneLine(r.Provider))
-		if providers[r.Provider] > 1 {
+		if i < len(labels) && strings.TrimSpace(labels[i]) != "" {
+			names[i] = oneLine(labels[i])
+			continue
+		}
+		// The provider; its window too where it has several runs.
+		names[i] = orNone(oneLine(r.Provider))
+		if w := oneLine(r.Window); providers[r.Provider] > 1 && w != "" && w != r.Provider {
+			names[i] += " (" + w + ")"
+		}
+		seen[names[i]]++
+	}
+	for i, r := range runs {
+		label := names[i]
+		if seen[label] > 1 {
 			label += fmt.Sprintf(" #%d", i+1)
 		}
 		c.Runs = append(c.Runs, comparedRun(r, label))
@@ -242,9 +306,25 @@ func comparedRun(r *record.Run, label string) ComparedRun {
 	}
 
 	cr.Failure = failureOf(r)
+	if cr.Failure == nil {
+		cr.FailureWhyNot = "not run: the run has no failure phase"
+		for _, p := range r.Plan {
+			if p.Name == "failure" {
+				cr.FailureWhyNot = "not run: phases.failure.enabled is off"
+				if p.Enabled {
+					cr.FailureWhyNot = "no result: the failure phase did not get to run"
+				}
+			}
+		}
+	}
 	if l := r.Ledger; l != nil {
 		cr.Cost = &ComparedCost{TotalCost: l.TotalCost, Currency: l.Currency, Unit: l.Unit, AcceptedUnits: l.AcceptedUnits, CostPerUnit: l.CostPerUnit}
+	} else if cr.Quote == nil || cr.Quote.PricePerGPUHour == 0 {
+		cr.CostWhyNot = "no price: the quote states no price_per_gpu_hour"
+	} else {
+		cr.CostWhyNot = "no ledger in the run"
 	}
+	cr.Lint = r.Lint
 	return cr
 }
 

@@ -127,7 +127,7 @@ func TestCompareRunsGolden(t *testing.T) {
 		name   string
 		render func(*bytes.Buffer) error
 	}{
-		{"compare.txt", func(b *bytes.Buffer) error { return CompareText(b, c, false) }},
+		{"compare.txt", func(b *bytes.Buffer) error { return CompareText(b, c, false, 1000) }},
 		{"compare.md", func(b *bytes.Buffer) error { return CompareMarkdown(b, c) }},
 	} {
 		t.Run(r.name, func(t *testing.T) {
@@ -293,20 +293,25 @@ func TestCompareRunsColumns(t *testing.T) {
 		t.Errorf("%d notes: %q", len(c.Notes), c.Notes)
 	}
 
-	// The same provider twice: told apart by position.
+	// The same provider twice: told apart by window, then by position;
+	// a label given wins.
 	runs := vendorRuns()
 	runs[2].Provider = "vendor-a"
-	if c := CompareRuns(runs); c.Runs[0].Label != "vendor-a #1" || c.Runs[1].Label != "vendor-b" || c.Runs[2].Label != "vendor-a #3" {
+	if c := CompareRuns(runs); c.Runs[0].Label != "vendor-a (2026-11-30 05:30-09:30 UTC)" || c.Runs[1].Label != "vendor-b" || c.Runs[2].Label != "vendor-a" {
+		t.Errorf("labels %q %q %q", c.Runs[0].Label, c.Runs[1].Label, c.Runs[2].Label)
+	}
+	runs[2].Window = runs[0].Window
+	if c := CompareRuns(runs, "", "Vendor B"); c.Runs[0].Label != "vendor-a (2026-11-30 05:30-09:30 UTC) #1" || c.Runs[1].Label != "Vendor B" || c.Runs[2].Label != "vendor-a (2026-11-30 05:30-09:30 UTC) #3" {
 		t.Errorf("labels %q %q %q", c.Runs[0].Label, c.Runs[1].Label, c.Runs[2].Label)
 	}
 }
 
 // The rows the brief asks for, in the text table: the run, the quote,
-// the nodes, every criterion, the failure test (— where it did not run),
-// the cost (— without a ledger) and the verdict.
+// the nodes, every criterion, the failure test (why not, where it did
+// not run), the cost (why not, without a ledger) and the verdict.
 func TestCompareTextRows(t *testing.T) {
 	var b bytes.Buffer
-	if err := CompareText(&b, CompareRuns(vendorRuns()), false); err != nil {
+	if err := CompareText(&b, CompareRuns(vendorRuns()), false, 1000); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -317,13 +322,13 @@ func TestCompareTextRows(t *testing.T) {
 		`\| quote: NICs per node\s+\| 8 × 400 Gb/s\s+\| 2 × 200 Gb/s\s+\| —\s+\|`,
 		`\| nodes accepted\s+\| 2 of 3 \(not: gpu-02\)\s+\| 2 of 2\s+\| 2 of 2\s+\|`,
 		`\| NCCL-002\s+\| FAIL 296\.1 GB/s vs 370 GB/s \(0\.80\)\s+\| PASS 372\.4 GB/s vs 360 GB/s \(1\.03\)\s+\| SKIP interrupted\s+\|`,
-		`\| failure: test\s+\| kill-node on gpu-03, elastic recovery\s+\| kill-worker on b2, relaunch recovery\s+\| —\s+\|`,
+		`\| failure: test\s+\| kill-node on gpu-03, elastic recovery\s+\| kill-worker on b2, relaunch recovery\s+\| not run: the run has no failure phase\s+\|`,
 		`\| failure: time to detection\s+\| 2\.1 s\s+\| 1\.2 s\s+\| —\s+\|`,
 		`\| failure: time to resumed progress\s+\| 14\.25 s\s+\| 31\.7 s\s+\| —\s+\|`,
 		`\| failure: steps lost\s+\| 3\s+\| 0\s+\| —\s+\|`,
 		`\| failure: victim back\s+\| 30\.5 s after the failure\s+\| never\s+\| —\s+\|`,
 		`\| failure: stall billed\s+\| 28\.5 node-s\s+\| 63\.4 node-s\s+\| —\s+\|`,
-		`\| cost of the window\s+\| 59\.76 USD\s+\| 16\.80 EUR\s+\| —\s+\|`,
+		`\| cost of the window\s+\| 59\.76 USD\s+\| 16\.80 EUR\s+\| no price: the quote states no price_per_gpu_hour\s+\|`,
 		`\| cost per accepted unit\s+\| 29\.88 USD per accepted node \(2 accepted\)\s+\| 8\.40 EUR per accepted node \(2 accepted\)\s+\| —\s+\|`,
 		`\| verdict\s+\| NOT ACCEPTED: GPU-001, NCCL-002 failed \(2 FAIL, 0 WARN, 1 SKIP\)\s+\| ACCEPTED\s+\| NOT ACCEPTED: INTERRUPTED\s+\|`,
 		`\n3 runs compared: ACCEPTED vendor-b; NOT ACCEPTED vendor-a, vendor-c\n$`,
@@ -342,7 +347,7 @@ func TestCompareSimulated(t *testing.T) {
 	runs[1].Simulated = true
 	c := CompareRuns(runs)
 	var text, md, page bytes.Buffer
-	if CompareText(&text, c, false) != nil || CompareMarkdown(&md, c) != nil || CompareHTML(&page, c) != nil {
+	if CompareText(&text, c, false, 1000) != nil || CompareMarkdown(&md, c) != nil || CompareHTML(&page, c) != nil {
 		t.Fatal("render")
 	}
 	if !strings.HasPrefix(text.String(), "SIMULATED | ") || !strings.HasSuffix(text.String(), "(SIMULATED)\n") ||
@@ -358,7 +363,7 @@ func TestCompareSimulated(t *testing.T) {
 func TestCompareTextColor(t *testing.T) {
 	c := CompareRuns(vendorRuns())
 	var plain, colored bytes.Buffer
-	if CompareText(&plain, c, false) != nil || CompareText(&colored, c, true) != nil {
+	if CompareText(&plain, c, false, 1000) != nil || CompareText(&colored, c, true, 1000) != nil {
 		t.Fatal("render")
 	}
 	if !strings.Contains(colored.String(), ansiRed+"FAIL"+ansiReset+" 296.1") || !strings.Contains(colored.String(), ansiGreen+"ACCEPTED"+ansiReset) {
@@ -481,6 +486,25 @@ func TestLoadRuns(t *testing.T) {
 	} {
 		if _, _, err := LoadRuns(c.paths); err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.paths, err, c.want)
+		}
+	}
+}
+
+// Too wide for the width asked: a block per run, every line within it.
+func TestCompareTextBlocksWhenTooWide(t *testing.T) {
+	var b bytes.Buffer
+	if err := CompareText(&b, CompareRuns(vendorRuns()), false, 100); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for i, l := range strings.Split(out, "\n") {
+		if n := len([]rune(l)); n > 100 {
+			t.Errorf("line %d is %d columns:\n%s", i+1, n, l)
+		}
+	}
+	for _, want := range []string{"== vendor-a\n", "== vendor-b\n", "== vendor-c\n", "  NCCL-002 ", "  failure: test "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
 }

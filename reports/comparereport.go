@@ -10,10 +10,12 @@ import (
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 )
 
 // The renderings of a Comparison: CompareText for the terminal,
@@ -67,6 +69,9 @@ func compareSections(c *Comparison) []compareSection {
 	failure := func(label string, f func(f *ComparedFailure) string) compareRow {
 		return row(label, func(r *ComparedRun) string {
 			if r.Failure == nil {
+				if label == "test" {
+					return r.FailureWhyNot
+				}
 				return ""
 			}
 			return f(r.Failure)
@@ -102,6 +107,19 @@ func compareSections(c *Comparison) []compareSection {
 				return withUnit(q.NICGbps, "Gb/s") + " each"
 			}
 			return ""
+		}),
+		row("lint", func(r *ComparedRun) string {
+			switch {
+			case r.Lint == nil:
+				return "not recorded"
+			case len(r.Lint) == 0:
+				return "no warnings"
+			}
+			var ids []string
+			for _, f := range r.Lint {
+				ids = append(ids, f.ID)
+			}
+			return fmt.Sprintf("%d warning(s): %s", len(ids), strings.Join(ids, ", "))
 		}),
 		quote("price per GPU-hour", func(q *ComparedQuote) string {
 			if q.PricePerGPUHour == 0 {
@@ -173,7 +191,7 @@ func compareSections(c *Comparison) []compareSection {
 	cost := compareSection{Name: "Cost", Rows: []compareRow{
 		row("cost of the window", func(r *ComparedRun) string {
 			if r.Cost == nil {
-				return ""
+				return r.CostWhyNot
 			}
 			return money(r.Cost.TotalCost, r.Cost.Currency)
 		}),
@@ -362,7 +380,13 @@ func CompareJSON(w io.Writer, c *Comparison) error {
 // CompareText writes the comparison for a terminal: the runs, the notes,
 // one table with a column per run, and the outcome on the last line.
 // Colour only when asked for.
-func CompareText(w io.Writer, c *Comparison, color bool) error {
+//
+// The table fits width columns (DefaultWidth when 0); when it cannot,
+// each run is a block of its own, row by row.
+func CompareText(w io.Writer, c *Comparison, color bool, width int) error {
+	if width <= 0 {
+		width = DefaultWidth
+	}
 	if c == nil {
 		return fmt.Errorf("compare: nil comparison")
 	}
@@ -379,37 +403,80 @@ func CompareText(w io.Writer, c *Comparison, color bool) error {
 	}
 	head := oneLine(fmt.Sprintf("gpuaccept compare | %d runs | %s", len(c.Runs), strings.Join(ids, " | ")))
 	if anySimulated(c) {
-		head = paint(ansiYellow+ansiBold, "SIMULATED | "+head)
-	} else {
-		head = paint(ansiBold, head)
+		head = "SIMULATED | " + head
 	}
-	fmt.Fprintf(&b, "%s\n", head)
+	for i, l := range wrap(head, width, "  ") {
+		if i == 0 && anySimulated(c) {
+			l = paint(ansiYellow+ansiBold, l)
+		} else if i == 0 {
+			l = paint(ansiBold, l)
+		}
+		b.WriteString(l + "\n")
+	}
 	for _, n := range c.Notes {
-		fmt.Fprintf(&b, "note: %s\n", paint(ansiYellow, n))
+		for _, l := range wrap("note: "+n, width, "      ") {
+			b.WriteString(paint(ansiYellow, l) + "\n")
+		}
 	}
 	b.WriteString("\n")
 
-	var rows [][]string
-	for _, sec := range compareSections(c) {
+	sections := compareSections(c)
+	var rows, plain [][]string
+	for _, sec := range sections {
 		for _, r := range sec.Rows {
 			line := []string{sec.prefix + r.Label}
+			bare := []string{sec.prefix + r.Label}
 			for _, x := range r.Cells {
 				line = append(line, paintStatus(paint, x))
+				bare = append(bare, x.Text)
 			}
-			rows = append(rows, line)
+			rows, plain = append(rows, line), append(plain, bare)
 		}
 	}
-	t := tablewriter.NewTable(&b, tablewriter.WithRenderer(renderer.NewBlueprint(
-		tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})),
-		// The header is the runs' labels as they are written (a provider's
-		// name may hold dots or underscores).
-		tablewriter.WithHeaderAutoFormat(tw.Off))
-	t.Header(compareHeader(c))
-	if err := t.Bulk(rows); err != nil {
+	table := func(out *bytes.Buffer, header []string, rows [][]string) error {
+		t := tablewriter.NewTable(out, tablewriter.WithRenderer(renderer.NewBlueprint(
+			tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})),
+			// The header is the runs' labels as they are written (a
+			// provider's name may hold dots or underscores).
+			tablewriter.WithHeaderAutoFormat(tw.Off))
+		t.Header(header)
+		if err := t.Bulk(rows); err != nil {
+			return err
+		}
+		return t.Render()
+	}
+	var wide bytes.Buffer
+	if err := table(&wide, compareHeader(c), plain); err != nil {
 		return err
 	}
-	if err := t.Render(); err != nil {
-		return err
+	fitsWidth := true
+	for _, l := range strings.Split(wide.String(), "\n") {
+		fitsWidth = fitsWidth && twwidth.Width(l) <= width
+	}
+	if fitsWidth {
+		if err := table(&b, compareHeader(c), rows); err != nil {
+			return err
+		}
+	} else {
+		// A block per run: the rows' names and that run's cells (plain:
+		// the status words say what colour would), wrapped to the width.
+		nameWidth := 0
+		for _, row := range plain {
+			nameWidth = max(nameWidth, twwidth.Width(row[0]))
+		}
+		for i, r := range c.Runs {
+			fmt.Fprintf(&b, "== %s\n", paint(ansiBold, redact.Controls(r.Label)))
+			for _, row := range plain {
+				for j, l := range wrap(redact.Controls(row[i+1]), max(width-nameWidth-4, 20), "") {
+					name := ""
+					if j == 0 {
+						name = row[0]
+					}
+					fmt.Fprintf(&b, "  %s%s  %s\n", name, strings.Repeat(" ", nameWidth-twwidth.Width(name)), l)
+				}
+			}
+			b.WriteString("\n")
+		}
 	}
 	b.WriteString("\n")
 	fmt.Fprintln(&b, paint(ansiBold, compareResult(c)))

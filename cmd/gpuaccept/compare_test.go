@@ -197,7 +197,11 @@ quote:
 		ids = append(ids, entries[0].Name())
 	}
 
-	res := gpuaccept(t, work, append([]string{"compare"}, dirs...)...)
+	// Labelled, given as directories of runs (runs/a holds one), on a
+	// wide terminal: one column each.
+	t.Setenv("COLUMNS", "400")
+	res := gpuaccept(t, work, "compare", filepath.Join(work, "runs", "a"), filepath.Join(work, "runs", "b"), filepath.Join(work, "runs", "c"),
+		"--label", "a=Vendor A", "--label", "b=Vendor B", "--label", "3=Vendor C")
 	if res.code != 0 || res.stderr != "" {
 		t.Fatalf("compare: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -205,7 +209,7 @@ quote:
 		return `\n\| ` + regexp.QuoteMeta(label) + `\s+\| ` + strings.Join(cells, `\s+\| `) + `\s+\|\n`
 	}
 	for _, re := range []string{
-		`\n\|\s+\|\s+demo #1\s+\|\s+demo #2\s+\|\s+demo #3\s+\|\n`,
+		`\n\|\s+\|\s+Vendor A\s+\|\s+Vendor B\s+\|\s+Vendor C\s+\|\n`,
 		cols("run ID", ids...),
 		cols("simulated", "SIMULATED", "SIMULATED", "SIMULATED"),
 		cols("quote: price per GPU-hour", `2\.49 USD`, `1\.99 USD`, `3\.10 EUR`),
@@ -222,10 +226,12 @@ quote:
 		cols("NCCL-003", `PASS 4\d\d(\.\d)? GB/s vs 450 GB/s \([01]\.\d\d\) on gpu-0[123]`, `PASS 4\d\d(\.\d)? GB/s vs 450 GB/s \([01]\.\d\d\) on gpu-0[123]`,
 			`PASS 4\d\d(\.\d)? GB/s vs 440 GB/s \([01]\.\d\d\) on gpu-0[123]`),
 		cols("DIAG-001", `FAIL \(1 of 4\) failed on gpu-04`, `FAIL \(1 of 4\) failed on gpu-04`, `FAIL \(1 of 4\) failed on gpu-04`),
-		// The demo runs no failure test.
+		// The demo runs no failure test, and says so.
+		cols("failure: test", "not run: phases.failure.enabled is off", "not run: phases.failure.enabled is off", "not run: phases.failure.enabled is off"),
 		cols("failure: time to detection", "—", "—", "—"),
+		cols("cost of the window", `\d+\.\d\d USD`, `\d+\.\d\d USD`, `\d+\.\d\d EUR`),
 		cols("verdict", `NOT ACCEPTED: [^(|]*\(4 FAIL, [^|]*`, `NOT ACCEPTED: [^(|]*\(2 FAIL, [^|]*`, `NOT ACCEPTED: [^(|]*\([34] FAIL, [^|]*`),
-		`\n3 runs compared: ACCEPTED none; NOT ACCEPTED demo #1, demo #2, demo #3 \(SIMULATED\)\n$`,
+		`\n3 runs compared: ACCEPTED none; NOT ACCEPTED Vendor A, Vendor B, Vendor C \(SIMULATED\)\n$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(res.stdout) {
 			t.Errorf("no match for %s in\n%s", re, res.stdout)
@@ -233,6 +239,23 @@ quote:
 	}
 	if !strings.HasPrefix(res.stdout, "SIMULATED | gpuaccept compare | 3 runs | ") {
 		t.Errorf("banner: %s", strings.SplitN(res.stdout, "\n", 2)[0])
+	}
+	// Without labels, the runs' directory given: demo, told apart by
+	// position; at 100 columns, a block per run.
+	t.Setenv("COLUMNS", "100")
+	block := gpuaccept(t, work, append([]string{"compare"}, dirs...)...)
+	for i, l := range strings.Split(block.stdout, "\n") {
+		if len([]rune(l)) > 100 {
+			t.Errorf("at 100 columns, line %d is %d wide: %s", i+1, len([]rune(l)), l)
+		}
+	}
+	for _, want := range []string{"== demo #1\n", "== demo #2\n", "== demo #3\n"} {
+		if !strings.Contains(block.stdout, want) {
+			t.Errorf("no %q in\n%s", want, block.stdout)
+		}
+	}
+	if bad := gpuaccept(t, work, append([]string{"compare", "--label", "zz=X"}, dirs...)...); bad.code != 2 || !strings.Contains(bad.stderr, `no run is "zz"`) {
+		t.Errorf("an unknown label key: exit %d\n%s", bad.code, bad.stderr)
 	}
 
 	// JSON: the schema, the quotes as given, the statuses per run.
@@ -309,7 +332,7 @@ quote:
 	}{
 		{[]string{dirs[0]}, "compare needs 2 or more runs (run directories or run.json files), got 1: " + dirs[0]},
 		{nil, "compare needs 2 or more runs (run directories or run.json files), got none"},
-		{[]string{dirs[0], empty}, empty + ": no run.json: not a run directory"},
+		{[]string{dirs[0], empty}, empty + ": neither a run (no run.json in it) nor a directory of runs"},
 		{[]string{dirs[0], dirs[1], filepath.Join(dirs[0], "run.json")}, filepath.Join(dirs[0], "run.json") + ": the same run.json as " + dirs[0]},
 		{[]string{dirs[0], dirs[1], "-o", "xml"}, `--output: "xml" is not text, markdown, html or json`},
 	} {
