@@ -22,10 +22,6 @@ type Bisector struct {
 
 	results []PairResult
 	rounds  int
-	// retests are the pairs planned as a suspect with a node already
-	// proven good: only such a pair, slow, names the suspect (one slow
-	// pair between two unknowns is just as likely noise or the other).
-	retests map[[2]string]bool
 }
 
 // PairResult is one pair's measurement; Err is set when the pair's run
@@ -115,10 +111,6 @@ func (b *Bisector) Next() [][2]string {
 				if !used[g] && !b.tested(s, g) {
 					pairs = append(pairs, [2]string{g, s})
 					used[g], used[s] = true, true
-					if b.retests == nil {
-						b.retests = map[[2]string]bool{}
-					}
-					b.retests[[2]string{g, s}] = true
 					break
 				}
 			}
@@ -234,10 +226,12 @@ func (b *Bisector) state() bisectState {
 		case len(st.pairsOf[n]) == 0:
 			st.untested = append(st.untested, n)
 		default:
-			// Slow in every pair so far: named once it was slow with a
-			// partner that was already proven good when they were paired.
-			// Or slow with two different good partners: two measurements
-			// that agree, known once both partners were proven good.
+			// Slow in every pair so far: named once slow with two different
+			// partners proven good, two measurements that agree, known once
+			// both partners were proven good. One slow retest is not
+			// enough: on a shared fabric a busy moment makes a good node's
+			// retest as slow as the slow node's (CI saw it name both of a
+			// slow round-1 pair), and a second good partner tells them apart.
 			named := false
 			name := func(round int) {
 				if !named || round < st.namedIn[n] {
@@ -250,11 +244,6 @@ func (b *Bisector) state() bisectState {
 				p := other(r, n)
 				if !isGood[p] {
 					continue
-				}
-				// A retest names its suspect (planned {good, suspect}), not
-				// the node that was proven good then.
-				if b.retests[[2]string{r.A, r.B}] && r.B == n {
-					name(r.Round)
 				}
 				if c := max(r.Round, provenAt[p]); partnerRound[p] == 0 || c < partnerRound[p] {
 					partnerRound[p] = c
