@@ -29,6 +29,9 @@ type Phase struct {
 	Facts bool
 	// Enabled says whether the inventory wants it; nil means always.
 	Enabled func(inv *inventory.Inventory) bool
+	// Skipped says why the window's selection (--only, --skip) leaves it
+	// out; "" when it does not.
+	Skipped string
 	// Deadline bounds the phase on each node (or the cluster body).
 	Deadline func(inv *inventory.Inventory) time.Duration
 	// PerNode runs on every node still in the window, all at once. Its
@@ -42,7 +45,7 @@ type Phase struct {
 }
 
 func (p *Phase) enabled(inv *inventory.Inventory) bool {
-	return p.Enabled == nil || p.Enabled(inv)
+	return p.Skipped == "" && (p.Enabled == nil || p.Enabled(inv))
 }
 
 func (p *Phase) deadline(inv *inventory.Inventory) time.Duration {

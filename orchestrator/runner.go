@@ -41,6 +41,8 @@ type Options struct {
 	Lint func(*inventory.Inventory) []inventory.Warning
 	// Build is the binary's build information, for the record.
 	Build *record.Build
+	// Selection narrows the window to some nodes and phases.
+	Selection *Selection
 }
 
 // Start runs a new window over inv's nodes. The returned record is
@@ -48,6 +50,10 @@ type Options struct {
 // the error is for the tool's own failures (the run directory cannot be
 // written), never for a node's.
 func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Options) (*record.Run, string, error) {
+	inv, phases, err := applySelection(inv, phases, o.Selection)
+	if err != nil {
+		return nil, "", err
+	}
 	now := time.Now().UTC()
 	// A few random characters: the ID also names the window's directory on
 	// every node, and two windows may start in the same second on the same
@@ -65,6 +71,9 @@ func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Opti
 	w.rec = header(inv, id, now, o.Tool)
 	w.rec.Build = o.Build
 	w.rec.Plan = plan(inv, phases)
+	if sel := o.Selection; sel != nil && (sel.Nodes != "" || len(sel.Only) > 0 || len(sel.Skip) > 0) {
+		w.rec.Selection = sel
+	}
 	lint := o.Lint
 	if lint == nil {
 		lint = inventory.LintQuote
@@ -102,6 +111,10 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	if inv.Digest != r.run.Inventory.Digest {
 		return nil, dir, fmt.Errorf("resume %s: %s changed since the window started (sha256 %s, now %s); a resumed window must use the same inventory",
 			dir, r.run.Inventory.Path, r.run.Inventory.Digest, inv.Digest)
+	}
+	// The nodes and phases the window was narrowed to, as it started.
+	if inv, phases, err = applySelection(inv, phases, r.run.Selection); err != nil {
+		return nil, dir, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	byName := map[string]Phase{}
 	for _, p := range phases {
@@ -154,6 +167,23 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	w.rec.Resumed = append(w.rec.Resumed, time.Now().UTC())
 	w.Progress.Line("resuming %s: %d phase(s) already done", w.rec.ID, len(r.done))
 	return w.execute(ctx, phases, j, r.done, o)
+}
+
+// CheckSelection says what is wrong with sel for inv and phases, before a
+// window starts (the CLI's bad input).
+func CheckSelection(inv *inventory.Inventory, phases []Phase, sel *Selection) error {
+	_, _, err := applySelection(inv, phases, sel)
+	return err
+}
+
+// applySelection narrows inv and phases to sel.
+func applySelection(inv *inventory.Inventory, phases []Phase, sel *Selection) (*inventory.Inventory, []Phase, error) {
+	inv, err := selectNodes(inv, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	phases, err = selectPhases(phases, sel)
+	return inv, phases, err
 }
 
 func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error) {
@@ -214,7 +244,7 @@ func plan(inv *inventory.Inventory, phases []Phase) []record.PlannedPhase {
 	out := make([]record.PlannedPhase, 0, len(phases))
 	for i := range phases {
 		p := &phases[i]
-		out = append(out, record.PlannedPhase{Name: p.Name, Enabled: p.enabled(inv), Deadline: PhaseDeadline(p, inv).String(), Gating: p.Gating})
+		out = append(out, record.PlannedPhase{Name: p.Name, Enabled: p.enabled(inv), Deadline: PhaseDeadline(p, inv).String(), Gating: p.Gating, Skipped: p.Skipped})
 	}
 	return out
 }
@@ -301,9 +331,13 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) error {
 	ctx = withPhase(ctx, p.Name)
 	if !p.enabled(w.Inv) {
-		w.Progress.Line("== %s: disabled in the inventory", p.Name)
+		why := "disabled in the inventory"
+		if p.Skipped != "" {
+			why = "skipped: " + p.Skipped
+		}
+		w.Progress.Line("== %s: %s", p.Name, why)
 		return w.record(j, record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.Skipped,
-			Error: "disabled in the inventory", Started: time.Now().UTC(), Ended: time.Now().UTC()}, nil)
+			Error: why, Started: time.Now().UTC(), Ended: time.Now().UTC()}, nil)
 	}
 	if p.Cluster != nil {
 		return w.runCluster(ctx, p, j)

@@ -273,3 +273,55 @@ func TestRunDirsAreNeverShared(t *testing.T) {
 		t.Errorf("dirs %v", seen)
 	}
 }
+
+// run --nodes, --only, --skip: the window runs on those nodes and phases,
+// the record says so (the plan marks what was left out), essential phases
+// run whatever, and a wrong name is an error naming the choices.
+func TestSelection(t *testing.T) {
+	inv := testInventory(t, "n1", "n2", "n3")
+	var c calls
+	var ctxSeen atomic.Bool
+	phases := []Phase{phase("connect", &c, true, nil), phase("preflight", &c, true, nil), phase("diag", &c, true, nil),
+		phase("staging", &c, false, nil), teardownPhase(&c, &ctxSeen)}
+	sel := &Selection{Nodes: "n[1-2]", Skip: []string{"diag"}}
+	rec, _, err := Start(t.Context(), inv, phases, Options{RunsDir: t.TempDir(), Selection: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		phase, node string
+		n           int
+	}{{"connect", "n1", 1}, {"preflight", "n2", 1}, {"diag", "n1", 0}, {"staging", "n2", 1}, {"connect", "n3", 0}, {"teardown", "n2", 1}} {
+		if got := c.get(want.phase, want.node); got != want.n {
+			t.Errorf("%s on %s ran %d times, want %d", want.phase, want.node, got, want.n)
+		}
+	}
+	if rec.Selection == nil || rec.Selection.Nodes != "n[1-2]" || len(rec.Nodes) != 2 {
+		t.Errorf("selection %+v, nodes %d", rec.Selection, len(rec.Nodes))
+	}
+	for _, p := range rec.Plan {
+		if (p.Name == "diag") != (p.Skipped == "--skip diag") {
+			t.Errorf("plan: %+v", p)
+		}
+	}
+	var c2 calls
+	phases2 := []Phase{phase("connect", &c2, true, nil), phase("preflight", &c2, true, nil), phase("diag", &c2, true, nil), teardownPhase(&c2, &ctxSeen)}
+	if _, _, err := Start(t.Context(), inv, phases2, Options{RunsDir: t.TempDir(), Selection: &Selection{Only: []string{"diag"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c2.get("preflight", "n1") != 0 || c2.get("diag", "n3") != 1 || c2.get("connect", "n3") != 1 {
+		t.Errorf("--only diag: %v", c2.m)
+	}
+	for _, bad := range []struct {
+		sel  Selection
+		want string
+	}{
+		{Selection{Nodes: "n[1-5]"}, "--nodes \"n[1-5]\": n[4-5] not in"},
+		{Selection{Only: []string{"diagg"}}, `--only: no phase "diagg" (the phases: connect, preflight, diag, teardown)`},
+		{Selection{Skip: []string{"connect"}}, "--skip connect: every window runs connect"},
+	} {
+		if _, _, err := Start(t.Context(), inv, phases2, Options{RunsDir: t.TempDir(), Selection: &bad.sel}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: %v, want %q", bad.sel, err, bad.want)
+		}
+	}
+}

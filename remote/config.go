@@ -5,12 +5,11 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/kevinburke/ssh_config"
+	"gpuaccept/sshconfig"
 )
 
 // Config says how to reach one node. Zero values mean "not given": they are
@@ -93,10 +92,10 @@ func (c Config) resolve() (*resolved, error) {
 	}
 	r := &resolved{Config: c}
 	r.Name = c.nodeName()
-	r.target = sc.endpoint(c.Host, c.Port, c.User, c.IdentityFiles)
+	r.target = configEndpoint(sc, c.Host, c.Port, c.User, c.IdentityFiles)
 	jumps := c.Jump
 	if len(jumps) == 0 {
-		if pj := sc.get(c.Host, "ProxyJump"); pj != "" && !strings.EqualFold(pj, "none") {
+		if pj := sc.Get(c.Host, "ProxyJump"); pj != "" && !strings.EqualFold(pj, "none") {
 			jumps = strings.Split(pj, ",")
 		}
 	}
@@ -107,7 +106,7 @@ func (c Config) resolve() (*resolved, error) {
 		}
 		// A hop without its own identity uses the node's, as users expect
 		// when the inventory lists one key for the whole window.
-		ep := sc.endpoint(host, port, user, nil)
+		ep := configEndpoint(sc, host, port, user, nil)
 		if len(ep.identityFiles) == 0 {
 			ep.identityFiles = r.target.identityFiles
 		}
@@ -165,80 +164,34 @@ func parseHop(s string) (user, host string, port int, err error) {
 	return user, host, port, nil
 }
 
-// sshConfig answers lookups the way OpenSSH does: the first value obtained
-// for a key wins, identity files accumulate.
-type sshConfig struct {
-	cfg  *ssh_config.Config
-	path string
-}
+// sshConfig is the ssh_config the dial reads.
+type sshConfig = sshconfig.Config
 
-func loadSSHConfig(path string) (*sshConfig, error) {
-	if strings.EqualFold(path, "none") {
-		return &sshConfig{}, nil
-	}
-	explicit := path != ""
-	if !explicit {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return &sshConfig{}, nil
-		}
-		path = filepath.Join(home, ".ssh", "config")
-	}
-	path = expandHome(path)
-	f, err := os.Open(path)
-	if err != nil {
-		if !explicit && os.IsNotExist(err) {
-			return &sshConfig{}, nil
-		}
-		return nil, fmt.Errorf("ssh_config %s: %w", path, err)
-	}
-	defer f.Close()
-	cfg, err := ssh_config.Decode(f)
-	if err != nil {
-		return nil, fmt.Errorf("ssh_config %s: %w", path, err)
-	}
-	return &sshConfig{cfg: cfg, path: path}, nil
-}
-
-func (s *sshConfig) get(alias, key string) string {
-	if s.cfg == nil {
-		return ""
-	}
-	v, _ := s.cfg.Get(alias, key)
-	return strings.TrimSpace(v)
-}
-
-func (s *sshConfig) getAll(alias, key string) []string {
-	if s.cfg == nil {
-		return nil
-	}
-	v, _ := s.cfg.GetAll(alias, key)
-	return v
-}
+func loadSSHConfig(path string) (*sshConfig, error) { return sshconfig.Load(path) }
 
 // endpoint resolves alias: explicit values first, then ssh_config, then
 // OpenSSH's defaults.
-func (s *sshConfig) endpoint(alias string, port int, user string, identities []string) endpoint {
+func configEndpoint(s *sshConfig, alias string, port int, user string, identities []string) endpoint {
 	e := endpoint{alias: alias, host: alias, port: port, user: user}
-	if hn := s.get(alias, "HostName"); hn != "" {
+	if hn := s.Get(alias, "HostName"); hn != "" {
 		e.host = strings.ReplaceAll(hn, "%h", alias)
 	}
 	if e.port == 0 {
-		if p, err := strconv.Atoi(s.get(alias, "Port")); err == nil && p > 0 {
+		if p, err := strconv.Atoi(s.Get(alias, "Port")); err == nil && p > 0 {
 			e.port = p
 		} else {
 			e.port = 22
 		}
 	}
 	if e.user == "" {
-		e.user = s.get(alias, "User")
+		e.user = s.Get(alias, "User")
 	}
 	if e.user == "" {
 		e.user = localUser()
 	}
 	ids := identities
 	if len(ids) == 0 {
-		ids = s.getAll(alias, "IdentityFile")
+		ids = s.GetAll(alias, "IdentityFile")
 	}
 	for _, id := range ids {
 		e.identityFiles = append(e.identityFiles, expandTokens(id, e))

@@ -14,6 +14,8 @@ import (
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+
+	"gpuaccept/sshconfig"
 )
 
 // HostKeys verifies node host keys against OpenSSH known_hosts files. One
@@ -200,14 +202,7 @@ func remoteForRecord(remote net.Addr) net.Addr {
 	return &net.TCPAddr{IP: net.IPv4zero}
 }
 
-func expandHome(p string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, strings.TrimPrefix(p, "~"))
-		}
-	}
-	return p
-}
+func expandHome(p string) string { return sshconfig.ExpandHome(p) }
 
 func splitHostPortDefault(hostport string) (string, string) {
 	host, port, err := net.SplitHostPort(hostport)

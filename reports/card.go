@@ -324,3 +324,23 @@ func signoffLines(run *record.Run, bf *BundleFacts) []string {
 	}
 	return out
 }
+
+// selectionText says what the window was narrowed to ("" for the whole
+// inventory and plan).
+func selectionText(run *record.Run) string {
+	sel := run.Selection
+	if sel == nil {
+		return ""
+	}
+	var parts []string
+	if sel.Nodes != "" {
+		parts = append(parts, "nodes "+sel.Nodes+" of the inventory's")
+	}
+	if len(sel.Only) > 0 {
+		parts = append(parts, "only "+strings.Join(sel.Only, ", "))
+	}
+	if len(sel.Skip) > 0 {
+		parts = append(parts, "skipping "+strings.Join(sel.Skip, ", "))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -28,7 +28,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	}
 	page := htmlPage{Run: run, Result: result(run), Bisect: bisection(run), Nodes0: nodeCounts(run),
 		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: run.Lint != nil || run.Build != nil,
-		Matrix: nodeMatrix(run), Signoff: signoffLines(run, bf), Outcome: run.Result().Outcome}
+		Matrix: nodeMatrix(run), Signoff: signoffLines(run, bf), Outcome: run.Result().Outcome, Selection: selectionText(run)}
 	if bf != nil {
 		page.Evidence = bf.Evidence
 	}
@@ -87,6 +87,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 type htmlPage struct {
 	Run                     *record.Run
 	Result, Outcome, Nodes0 string
+	Selection               string
 	Card                    []cardRow
 	Failed, Missing, Warned []string
 	Quote                   [][]string
@@ -213,6 +214,7 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 <dt>Provider</dt><dd>{{.Run.Provider}}</dd>
 <dt>Region</dt><dd>{{.Run.Region}}</dd>
 <dt>Window</dt><dd>{{.Run.Window}} (started {{stamp .Run.Started}}, ended {{stamp .Run.Ended}}{{range .Run.Resumed}}, resumed {{stamp .}}{{end}})</dd>
+{{with .Selection}}<dt>Narrowed to</dt><dd>{{.}}</dd>{{end}}
 <dt>Nodes</dt><dd>{{.Nodes0}}</dd>
 </dl>
 <h2>Acceptance card</h2>

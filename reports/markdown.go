@@ -60,6 +60,9 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		}
 		facts = append(facts, []string{"Resumed", strings.Join(ts, ", ")})
 	}
+	if sel := selectionText(run); sel != "" {
+		facts = append(facts, []string{"Narrowed to", sel})
+	}
 	facts = append(facts, []string{"Nodes", nodeCounts(run)}, []string{"Tool", run.Tool},
 		[]string{"Inventory", run.Inventory.Path + " (sha256 " + run.Inventory.Digest + ")"})
 	if err := mdTable(&b, []string{"Window", ""}, escapeAll(facts), ""); err != nil {

@@ -99,6 +99,9 @@ func Summary(w io.Writer, run *record.Run, o SummaryOptions) error {
 		head += "; " + line
 	}
 	text(head, "  ")
+	if sel := selectionText(run); sel != "" {
+		text("narrowed to "+sel, "  ")
+	}
 	b.WriteString("\n")
 
 	reqs := requirements(run)

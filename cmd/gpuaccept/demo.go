@@ -92,6 +92,10 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 				return exitWith(exitCouldNotRun, fmt.Errorf("demo: %w", err))
 			}
 			o := f.options(cmd)
+			o.Selection = f.selection()
+			if err := orchestrator.CheckSelection(inv, phases.All(), o.Selection); err != nil {
+				return exitWith(exitBadInput, err)
+			}
 			o.Progress.Line("demo: %d simulated nodes on loopback; %s has a failing GPU diagnostic", len(servers), inv.Nodes[len(inv.Nodes)-1].Name)
 			o.Progress.Line("demo: seed %d: %s", seed, demoFabricText(fabric, hw))
 			if quoteFile != "" {

@@ -25,6 +25,9 @@ type windowFlags struct {
 	strict  bool
 	output  string
 	detail  bool
+	nodes   string
+	only    []string
+	skip    []string
 }
 
 func (f *windowFlags) register(cmd *cobra.Command) {
@@ -33,6 +36,17 @@ func (f *windowFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text",
 		"what to print on stdout: text (the summary: one line per requirement), table (the summary and every node's verdicts) or json (run.json)")
 	cmd.Flags().BoolVar(&f.detail, "detail", false, "print every node's verdicts under the summary (as -o table)")
+	cmd.Flags().StringVar(&f.nodes, "nodes", "", "run on these nodes only: a host range of node names, e.g. 'gpu-[001-016]'")
+	cmd.Flags().StringSliceVar(&f.only, "only", nil, "run only these phases (connect, tools, teardown and deletion always run), e.g. preflight,diag")
+	cmd.Flags().StringSliceVar(&f.skip, "skip", nil, "skip these phases, e.g. allreduce,bisect")
+}
+
+// selection is what --nodes, --only and --skip ask for; nil for none.
+func (f *windowFlags) selection() *orchestrator.Selection {
+	if f.nodes == "" && len(f.only) == 0 && len(f.skip) == 0 {
+		return nil
+	}
+	return &orchestrator.Selection{Nodes: f.nodes, Only: f.only, Skip: f.skip}
 }
 
 func (f *windowFlags) validate() error {
@@ -76,6 +90,9 @@ are not run again.`,
 			}
 			o := f.options(cmd)
 			if resume != "" {
+				if f.selection() != nil {
+					return exitWith(exitBadInput, fmt.Errorf("--resume runs the nodes and phases the window started with: give no --nodes, --only or --skip"))
+				}
 				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, inventory.Load, phases.All(), o)
 				if rec == nil {
 					// Nothing ran: DIR is not a resumable window, or its
@@ -87,6 +104,10 @@ are not run again.`,
 			inv, err := inventory.Load(args[0])
 			if err != nil {
 				return err
+			}
+			o.Selection = f.selection()
+			if err := orchestrator.CheckSelection(inv, phases.All(), o.Selection); err != nil {
+				return exitWith(exitBadInput, err)
 			}
 			rec, dir, err := orchestrator.Start(cmd.Context(), inv, phases.All(), o)
 			return finish(cmd, rec, dir, err, f)

@@ -20,8 +20,12 @@ type Inventory struct {
 	// report made from it says SIMULATED.
 	Simulated bool `mapstructure:"simulated" json:"simulated"`
 
-	SSH        SSH        `mapstructure:"ssh" json:"ssh"`
-	Nodes      []Node     `mapstructure:"nodes" json:"nodes"`
+	SSH   SSH    `mapstructure:"ssh" json:"ssh"`
+	Nodes []Node `mapstructure:"nodes" json:"nodes"`
+	// NodesFrom names more nodes: a file of host names (one per line, #
+	// comments, host ranges allowed) or a Slurm nodelist. Each host is a
+	// node named by its first label, dialled at the host.
+	NodesFrom  string     `mapstructure:"nodes_from" json:"nodes_from,omitempty"`
 	Slurm      Slurm      `mapstructure:"slurm" json:"slurm"`
 	Image      Image      `mapstructure:"image" json:"image"`
 	Quote      Quote      `mapstructure:"quote" json:"quote"`

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpuaccept/sshconfig"
 )
 
 // Defaults filled in when the inventory leaves a key out. A key written
@@ -30,12 +32,16 @@ type validator struct {
 	// dir is the inventory's directory: relative paths in it are relative
 	// to the file, not to wherever gpuaccept was started.
 	dir string
+	// origins is where each node of inv.Nodes was written, once host
+	// ranges and nodes_from are expanded.
+	origins []nodeOrigin
 }
 
 func validate(inv *Inventory, c *collector, dir string) {
 	v := &validator{inv: inv, c: c, dir: dir}
 	v.top()
 	v.ssh()
+	v.expandNodes()
 	v.nodes()
 	v.image()
 	v.quote()
@@ -167,7 +173,9 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (v *validator) nodes() {
 	if len(v.inv.Nodes) == 0 {
-		v.problem("nodes", "at least one node is required")
+		if !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {
+			v.problem("nodes", "at least one node is required (nodes:, or nodes_from: a file of host names or a nodelist)")
+		}
 		return
 	}
 	names := map[string]int{}
@@ -180,32 +188,40 @@ func (v *validator) nodes() {
 
 func (v *validator) node(i int, names map[string]int) {
 	n := &v.inv.Nodes[i]
-	key := fmt.Sprintf("nodes[%d]", i)
+	key, who := v.keyOf(i), v.who(i)
 	switch {
 	case n.Name == "":
 		v.problem(key+".name", "required: a short unique name such as gpu-01, used in reports and file names")
 	case !dnsLabel.MatchString(n.Name):
-		v.problem(key+".name", "%q is not a DNS label: use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit", short(n.Name))
+		v.problem(key+".name", "%s%q is not a DNS label: use lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit", who, short(n.Name))
 	default:
 		if j, dup := names[n.Name]; dup {
-			v.problem(key+".name", "duplicate name: nodes[%d] is also called %q", j, n.Name)
+			v.problem(key+".name", "%sduplicate name: %s is also called %q", who, v.keyOf(j), n.Name)
 		} else {
 			names[n.Name] = i
 		}
 	}
+	if n.Address == "" && n.Name != "" && v.inv.SSH.Config != "none" {
+		// ssh_config's Host entry for the name gives its HostName, as
+		// `ssh gpu-01` does; with none, the name is dialled as it is.
+		n.Address = n.Name
+	}
 	if msg := checkAddress(n.Address); msg != "" {
-		v.problem(key+".address", "%s", msg)
+		if n.Address == "" {
+			msg += " (or, without ssh.config none, an ssh_config Host entry for the name)"
+		}
+		v.problem(key+".address", "%s%s", who, msg)
 	}
 	// An absent port stays 0: the dial then takes ssh_config's Port for
 	// the address, else 22, as ssh does.
 	if v.given(key+".port") && (n.Port < 1 || n.Port > 65535) {
-		v.problem(key+".port", "must be 1..65535, got %d", n.Port)
+		v.problem(key+".port", "%smust be 1..65535, got %d", who, n.Port)
 	}
 	if v.given(key + ".fabric_address") {
 		if _, _, err := net.SplitHostPort(n.FabricAddress); err == nil {
-			v.problem(key+".fabric_address", "%q: an address without a port (the nodes reach each other on their SSH port)", short(n.FabricAddress))
+			v.problem(key+".fabric_address", "%s%q: an address without a port (the nodes reach each other on their SSH port)", who, short(n.FabricAddress))
 		} else if msg := checkAddress(n.FabricAddress); msg != "" {
-			v.problem(key+".fabric_address", "%s", msg)
+			v.problem(key+".fabric_address", "%s%s", who, msg)
 		}
 	}
 }
@@ -248,14 +264,28 @@ func ValidHost(a string) bool {
 	return len(a) <= 253 && hostName.MatchString(a)
 }
 
-// users fills each node's user from ssh.user, or says who has none.
+// users fills each node's user from ssh.user, else from the User
+// ssh_config gives its address (as ssh would take it, and so that the
+// record names the account), or says who has none.
 func (v *validator) users() {
 	nodes := v.inv.Nodes
+	var cfg *sshconfig.Config
+	if v.inv.SSH.User == "" && v.inv.SSH.Config != "none" && !v.c.blocked("ssh.config") {
+		c, err := sshconfig.Load(v.inv.SSH.Config)
+		if err != nil {
+			v.problem("ssh.config", "%v", err)
+		}
+		cfg = c
+	}
 	var missing []int
 	for i := range nodes {
 		if nodes[i].User == "" {
 			if v.inv.SSH.User != "" {
 				nodes[i].User = v.inv.SSH.User
+				continue
+			}
+			if u := cfg.Get(nodes[i].Address, "User"); u != "" && !strings.ContainsAny(u, "%$ \t") {
+				nodes[i].User = u
 				continue
 			}
 			missing = append(missing, i)
@@ -264,12 +294,16 @@ func (v *validator) users() {
 	if len(missing) == 0 {
 		return
 	}
+	where := ""
+	if cfg != nil && cfg.Path != "" {
+		where = ", or a User for them in " + cfg.Path
+	}
 	if len(missing) == len(nodes) {
-		v.problem("ssh.user", "required: set ssh.user, or user on every node")
+		v.problem("ssh.user", "required: set ssh.user, or user on every node%s", where)
 		return
 	}
 	for _, i := range missing {
-		v.problem(fmt.Sprintf("nodes[%d].user", i), "required: ssh.user is not set, so every node needs a user")
+		v.problem(v.keyOf(i)+".user", "%srequired: ssh.user is not set, so every node needs a user%s", v.who(i), where)
 	}
 }
 
@@ -278,7 +312,7 @@ func (v *validator) users() {
 func (v *validator) duplicateEndpoints() {
 	seen := map[string]int{}
 	for i, n := range v.inv.Nodes {
-		key := fmt.Sprintf("nodes[%d]", i)
+		key := v.keyOf(i)
 		if checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
 			continue
 		}
@@ -288,7 +322,7 @@ func (v *validator) duplicateEndpoints() {
 		}
 		ep := net.JoinHostPort(strings.ToLower(n.Address), strconv.Itoa(port))
 		if j, dup := seen[ep]; dup {
-			v.problem(key+".address", "%s is also nodes[%d] (%q): each node needs its own address and port", ep, j, v.inv.Nodes[j].Name)
+			v.problem(key+".address", "%s%s is also %s (%q): each node needs its own address and port", v.who(i), ep, v.keyOf(j), v.inv.Nodes[j].Name)
 			continue
 		}
 		seen[ep] = i

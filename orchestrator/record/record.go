@@ -55,6 +55,9 @@ type Run struct {
 	// the window started (QUOTE-..., PLAN-...): the red flags a buyer signs
 	// over.
 	Lint []Finding `json:"lint,omitempty"`
+	// Selection is what run --nodes, --only and --skip narrowed the window
+	// to; absent for the whole inventory.
+	Selection *Selection `json:"selection,omitempty"`
 	// Build is the gpuaccept binary that made the run, from its build
 	// information.
 	Build *Build `json:"build,omitempty"`
@@ -149,12 +152,22 @@ func (r *Regression) For(id string) float64 {
 }
 
 // Inventory identifies the input exactly.
+// Selection is what the window was narrowed to: a host range of node
+// names, the phases it ran only, the phases it skipped.
+type Selection struct {
+	Nodes string   `json:"nodes,omitempty"`
+	Only  []string `json:"only,omitempty"`
+	Skip  []string `json:"skip,omitempty"`
+}
+
 // PlannedPhase is one phase of the plan.
 type PlannedPhase struct {
 	Name     string `json:"name"`
 	Enabled  bool   `json:"enabled"`
 	Deadline string `json:"deadline,omitempty"` // a Go duration, e.g. "10m0s"
 	Gating   bool   `json:"gating,omitempty"`   // a node that fails it is quarantined
+	// Skipped: why the selection left it out (--skip, --only).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Finding is one warning of the quote lint: a stable ID, what it says, and

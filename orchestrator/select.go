@@ -1,0 +1,95 @@
+package orchestrator
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+)
+
+// Selection narrows a window to some nodes and phases (run --nodes,
+// --only, --skip). The record keeps it, so that a report says what ran,
+// and a resumed window runs the same.
+type Selection = record.Selection
+
+// essential phases run whatever the selection: without them no other
+// phase can run, or the nodes are left as the window found them not.
+func essential(p *Phase) bool { return p.Teardown || p.Name == "connect" || p.Name == "tools" }
+
+// selectPhases checks the names of sel and marks the phases it leaves out.
+func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
+	if sel == nil || len(sel.Only) == 0 && len(sel.Skip) == 0 {
+		return phases, nil
+	}
+	var names []string
+	for i := range phases {
+		names = append(names, phases[i].Name)
+	}
+	check := func(flag string, list []string) error {
+		for _, n := range list {
+			if !slices.Contains(names, n) {
+				return fmt.Errorf("%s: no phase %q (the phases: %s)", flag, n, strings.Join(names, ", "))
+			}
+			p := &phases[slices.Index(names, n)]
+			if flag == "--skip" && essential(p) {
+				return fmt.Errorf("--skip %s: every window runs connect, tools, teardown and deletion", n)
+			}
+		}
+		return nil
+	}
+	if err := check("--only", sel.Only); err != nil {
+		return nil, err
+	}
+	if err := check("--skip", sel.Skip); err != nil {
+		return nil, err
+	}
+	out := slices.Clone(phases)
+	for i := range out {
+		p := &out[i]
+		switch {
+		case essential(p):
+		case slices.Contains(sel.Skip, p.Name):
+			p.Skipped = "--skip " + p.Name
+		case len(sel.Only) > 0 && !slices.Contains(sel.Only, p.Name):
+			p.Skipped = "not in --only"
+		}
+	}
+	return out, nil
+}
+
+// selectNodes is inv with only the nodes sel names (a host range of
+// node names); each name must be one of the inventory's.
+func selectNodes(inv *inventory.Inventory, sel *Selection) (*inventory.Inventory, error) {
+	if sel == nil || strings.TrimSpace(sel.Nodes) == "" {
+		return inv, nil
+	}
+	want, err := hostlist.Expand(sel.Nodes)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes %q: %w", sel.Nodes, err)
+	}
+	byName := map[string]inventory.Node{}
+	for _, n := range inv.Nodes {
+		byName[n.Name] = n
+	}
+	out := *inv
+	out.Nodes = nil
+	var unknown []string
+	seen := map[string]bool{}
+	for _, name := range want {
+		n, ok := byName[name]
+		switch {
+		case !ok:
+			unknown = append(unknown, name)
+		case !seen[name]:
+			seen[name] = true
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("--nodes %q: %s not in %s", sel.Nodes, hostlist.Compress(unknown), inv.Path)
+	}
+	return &out, nil
+}
