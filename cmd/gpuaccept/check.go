@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,24 +11,33 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/phases"
+	"gpuaccept/reports"
 )
 
 func newCheckCmd() *cobra.Command {
 	var output string
-	var strictQuote bool
+	var strictQuote, connect bool
 	cmd := &cobra.Command{
 		Use:   "check INVENTORY",
-		Short: "Validate an inventory, print the plan of the window and lint the quote",
+		Short: "Validate an inventory, print the plan of the window and lint the quote; --connect reaches the nodes",
 		Long: `Validate an inventory and print the plan of the window, then the quote lint: a warning,
 with a stable ID (QUOTE-001..QUOTE-012), for each red flag in the provider's offer (the
 quote section): what the offer leaves out that a buyer should have in writing.
 
 A warning does not change the exit status (0 for a valid inventory, 2 for an invalid one)
 unless --strict-quote is given: then any warning exits 1. -o json prints the warnings as
-JSON instead of the plan.`,
+JSON instead of the plan.
+
+--connect also reaches every node as a window would (host keys, authentication, jump hosts,
+ssh.concurrency at a time), writes nothing there, and lists the tools each has and their
+versions (nvidia-smi and the driver, dcgmi, mpirun, all_reduce_perf, podman, docker, python3,
+torch, the kernel and the OS), each answer once with its nodes; then how long the window may
+take at most (its phases' deadlines) and what that costs at the quote. A node not reached
+exits 3.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -38,7 +48,15 @@ JSON instead of the plan.`,
 				return err
 			}
 			ws := append(inventory.LintQuote(inv), phases.Unmeasured(inv)...)
+			// The text fits the terminal: lines too wide wrap under
+			// themselves (a table row that fits keeps its columns).
+			var text *fitWriter
 			out := cmd.OutOrStdout()
+			if output == "text" {
+				text = &fitWriter{w: out, width: summaryOptions(out, false).Width}
+				defer text.Flush()
+				out = text
+			}
 			if output == "json" {
 				if err := printLintJSON(out, inv, ws); err != nil {
 					return exitWith(exitCouldNotRun, err)
@@ -48,6 +66,16 @@ JSON instead of the plan.`,
 				fmt.Fprintln(out)
 				printLint(out, ws)
 			}
+			if connect {
+				fmt.Fprintln(out)
+				unreached, err := checkConnect(contextOf(cmd), out, cmd.ErrOrStderr(), inv, phases.All())
+				if err != nil {
+					return exitWith(exitCouldNotRun, err)
+				}
+				if unreached > 0 {
+					return exitWith(exitCouldNotRun, fmt.Errorf("check --connect: %d of %d node(s) not reached or not answering", unreached, len(inv.Nodes)))
+				}
+			}
 			if strictQuote && len(ws) > 0 {
 				return exitWith(exitNotAccepted, fmt.Errorf("--strict-quote: the quote has %d warning(s)", len(ws)))
 			}
@@ -56,7 +84,69 @@ JSON instead of the plan.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "what to print on stdout: text (the plan and the quote lint) or json (the quote lint)")
 	cmd.Flags().BoolVar(&strictQuote, "strict-quote", false, "exit 1 when the quote lint has any warning")
+	cmd.Flags().BoolVar(&connect, "connect", false, "also reach every node, list its tools and their versions, and bound the window's length and cost")
 	return cmd
+}
+
+// fitWriter writes whole lines, each too wide for width broken at spaces
+// under its own indent.
+type fitWriter struct {
+	w       io.Writer
+	width   int
+	partial []byte
+}
+
+func (f *fitWriter) Write(p []byte) (int, error) {
+	f.partial = append(f.partial, p...)
+	for {
+		i := bytes.IndexByte(f.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(f.partial[:i])
+		f.partial = f.partial[i+1:]
+		if err := f.line(line); err != nil {
+			return len(p), err
+		}
+	}
+}
+
+func (f *fitWriter) line(s string) error {
+	width := f.width
+	if width <= 0 {
+		width = reports.DefaultWidth
+	}
+	indent := s[:len(s)-len(strings.TrimLeft(s, " "))] + "    "
+	r := []rune(s)
+	for len(r) > width {
+		// The last space that leaves the line in width (past the
+		// indent), else a cut: the spacing of the rest is kept.
+		cut := -1
+		for i := width; i > len(indent); i-- {
+			if r[i] == ' ' {
+				cut = i
+				break
+			}
+		}
+		next := cut + 1
+		if cut < 0 {
+			cut, next = width, width
+		}
+		if _, err := io.WriteString(f.w, strings.TrimRight(string(r[:cut]), " ")+"\n"); err != nil {
+			return err
+		}
+		r = []rune(indent + strings.TrimLeft(string(r[next:]), " "))
+	}
+	_, err := io.WriteString(f.w, string(r)+"\n")
+	return err
+}
+
+// Flush writes a last line without its newline.
+func (f *fitWriter) Flush() {
+	if len(f.partial) > 0 {
+		f.line(string(f.partial))
+		f.partial = nil
+	}
 }
 
 // printLint prints the quote lint's warnings, one a line, ID first.
@@ -87,25 +177,45 @@ func printLintJSON(w io.Writer, inv *inventory.Inventory, ws []inventory.Warning
 }
 
 func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
-	fmt.Fprintf(w, "inventory %s (sha256 %s)\n", inv.Path, inv.Digest)
+	fmt.Fprintf(w, "inventory %s\n  sha256 %s\n", inv.Path, inv.Digest)
 	sim := ""
 	if inv.Simulated {
 		sim = "  [SIMULATED]"
 	}
 	fmt.Fprintf(w, "provider %s, region %s, window %s%s\n\n", orDash(inv.Provider), orDash(inv.Region), orDash(inv.Window), sim)
 
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NODE\tADDRESS\tUSER\tLABELS\n")
+	// Nodes alike but for their names and addresses share a row, as a
+	// host range: a 1,000-node fleet is a few lines.
+	type row struct {
+		names, addrs []string
+		port         int
+		user, labels string
+	}
+	var rows []*row
+	byKey := map[string]*row{}
 	for _, n := range inv.Nodes {
 		user := n.User
 		if user == "" {
 			user = inv.SSH.User
 		}
-		addr := n.Address
-		if n.Port != 0 {
-			addr = fmt.Sprintf("%s:%d", n.Address, n.Port)
+		key := fmt.Sprintf("%d\x00%s\x00%s", n.Port, user, labels(n.Labels))
+		r := byKey[key]
+		if r == nil {
+			r = &row{port: n.Port, user: orDash(user), labels: labels(n.Labels)}
+			byKey[key] = r
+			rows = append(rows, r)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, addr, orDash(user), labels(n.Labels))
+		r.names, r.addrs = append(r.names, n.Name), append(r.addrs, n.Address)
+	}
+	fmt.Fprintf(w, "%d node(s)\n", len(inv.Nodes))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODE\tADDRESS\tUSER\tLABELS\n")
+	for _, r := range rows {
+		addr := hostlist.Compress(r.addrs)
+		if r.port != 0 {
+			addr += fmt.Sprintf(" port %d", r.port)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", hostlist.Compress(r.names), addr, r.user, r.labels)
 	}
 	tw.Flush()
 	if len(inv.SSH.Jump) > 0 {

@@ -16,6 +16,7 @@ const (
 )
 
 func TestCheckLintsTheQuote(t *testing.T) {
+	t.Setenv("COLUMNS", "100")
 	res := gpuaccept(t, "../..", "check", cleanOffer)
 	if res.code != 0 || !strings.HasSuffix(res.stdout, "\nquote lint: no warnings\n") {
 		t.Fatalf("clean offer: exit %d\n%s%s", res.code, res.stdout, res.stderr)
@@ -29,6 +30,8 @@ func TestCheckLintsTheQuote(t *testing.T) {
 	if !ok || !strings.Contains(plan, "phases:") {
 		t.Fatalf("no lint section after the plan:\n%s", res.stdout)
 	}
+	// A line too wide for the terminal goes on under itself, indented.
+	lint = strings.ReplaceAll(lint, "\n      ", " ")
 	lines := strings.Split(strings.TrimSuffix(lint, "\n"), "\n")
 	var got []string
 	for _, l := range lines {
@@ -126,7 +129,7 @@ func TestCheckWarnsOfQuotedFiguresThePlanWillNotMeasure(t *testing.T) {
 		"PLAN-001  quote.inter_busbw_gbs (370) will not be measured: NCCL-002 needs phases.allreduce.enabled",
 		"PLAN-001  quote.checkpoint_gbs (5) will not be measured: CKPT-002, CKPT-003 need phases.checkpoint.enabled",
 	} {
-		if !strings.Contains(res.stdout, want) {
+		if !strings.Contains(strings.ReplaceAll(res.stdout, "\n      ", " "), want) {
 			t.Errorf("check does not say %q:\n%s", want, res.stdout)
 		}
 	}
@@ -137,6 +140,41 @@ func TestCheckWarnsOfQuotedFiguresThePlanWillNotMeasure(t *testing.T) {
 	for _, ex := range examples {
 		if res := gpuaccept(t, "../..", "check", strings.TrimPrefix(ex, "../../")); strings.Contains(res.stdout, "PLAN-001") {
 			t.Errorf("%s quotes what it does not measure:\n%s", ex, res.stdout)
+		}
+	}
+}
+
+// A 1,000-node inventory is three lines of nodes, and check prints it in
+// a few: nodes alike share a row as a host range, every line in 100
+// columns.
+func TestCheckAThousandNodes(t *testing.T) {
+	t.Setenv("COLUMNS", "100")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "known_hosts"), nil, 0o600)
+	inv := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(inv, []byte(`provider: vendor-a
+ssh: {user: ubuntu, known_hosts: [known_hosts], config: none}
+quote: {gpu_model: NVIDIA H100 80GB HBM3, gpus_per_node: 8, price_per_gpu_hour: 2.5}
+nodes:
+  - {name: "gpu-[0001-0500]", address: "10.40.[0-1].[1-250]", labels: {rack: a}}
+  - {name: "gpu-[0501-1000]", address: "10.40.[2-3].[1-250]", labels: {rack: b}}
+`), 0o644)
+	res := gpuaccept(t, dir, "check", inv)
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if len(lines) > 60 {
+		t.Errorf("%d lines for 1,000 nodes", len(lines))
+	}
+	for _, l := range lines {
+		if len([]rune(l)) > 100 {
+			t.Errorf("wider than 100 columns: %q", l)
+		}
+	}
+	for _, want := range []string{"1000 node(s)", "gpu-[0001-0500]  10.40.0.[1-250],10.40.1.[1-250]  ubuntu  rack=a"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("no %q in\n%s", want, res.stdout)
 		}
 	}
 }

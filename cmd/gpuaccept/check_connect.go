@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
+	"gpuaccept/remote"
+)
+
+// probeTimeout bounds one node of check --connect, dial included: every
+// tool has 20 s (a wedged driver makes nvidia-smi hang for minutes).
+const probeTimeout = 3 * time.Minute
+
+// toolsProbe asks a node which tools it has, each under its own section;
+// it writes nothing on the node. The binary all-reduce runs is the
+// inventory's, quoted by the caller.
+const toolsProbe = `t() { if command -v timeout >/dev/null 2>&1; then timeout 20 "$@"; else "$@"; fi; }
+p() { n=$1; shift; printf '@@ %s\n' "$n"
+  if command -v "$1" >/dev/null 2>&1; then t "$@" </dev/null 2>&1 | head -c 4096; printf '\n@@ rc %s\n' "${PIPESTATUS[0]}"
+  else printf '@@ missing\n'; fi; }
+p nvidia-smi nvidia-smi --query-gpu=driver_version,name --format=csv,noheader
+p dcgmi dcgmi -v
+p mpirun mpirun --version
+printf '@@ all_reduce_perf\n'; command -v "$1" || printf '@@ missing\n'
+p podman podman --version
+p docker docker --version
+p python3 python3 --version
+p torch python3 -c 'import torch; print(torch.__version__, torch.version.cuda or "no CUDA")'
+p kernel uname -r
+printf '@@ os\n'; sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'
+`
+
+// toolOrder is the order the tools are listed in.
+var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "podman", "docker", "python3", "torch", "kernel", "os"}
+
+// checkConnect reaches every node, lists what each has, grouped by
+// answer, and says how long the window may take and what that costs. Its
+// error is for the coordinator's own failures; nodes not reached are
+// said, and make the exit status 3 (the window could not measure them).
+func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) (unreached int, err error) {
+	fmt.Fprintf(progress, "check: reaching %d node(s), %d at a time\n", len(inv.Nodes), inv.SSH.Concurrency)
+	start := time.Now()
+	cmd := "bash -c " + remote.Quote(toolsProbe) + " probe " + remote.Quote(inv.Phases.AllReduce.Binary)
+	res, err := orchestrator.Probe(ctx, inv, orchestrator.Options{Progress: orchestrator.NewProgress(progress, false)}, cmd, probeTimeout)
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	printReach(out, inv, res, took)
+	fmt.Fprintln(out)
+	printTools(out, res)
+	fmt.Fprintln(out)
+	printEstimate(out, inv, ps)
+	for _, r := range res {
+		if !r.Dialled || r.Err != nil {
+			unreached++
+		}
+	}
+	return unreached, nil
+}
+
+// printReach says how many nodes were reached, and why the others were
+// not, each reason once with its nodes.
+func printReach(w io.Writer, inv *inventory.Inventory, res []orchestrator.Probed, took time.Duration) {
+	why := map[string][]string{}
+	reached := 0
+	for i, r := range res {
+		if r.Err == nil {
+			reached++
+			continue
+		}
+		// The node's own name and address out, so that nodes failing
+		// alike share a line.
+		n := inv.Nodes[i]
+		port := n.Port
+		if port == 0 {
+			port = inventory.DefaultPort
+		}
+		reason := oneLine(redact.Shown(strings.TrimPrefix(r.Err.Error(), r.Node+": ")))
+		reason = record.Impersonal(reason, r.Node, net.JoinHostPort(n.Address, strconv.Itoa(port)), n.Address)
+		if r.Cause.Kind != "" {
+			reason = r.Cause.Kind + ": " + reason
+		}
+		why[reason] = append(why[reason], r.Node)
+	}
+	fmt.Fprintf(w, "reached %d of %d node(s) in %.1f s\n", reached, len(res), took.Seconds())
+	for _, reason := range sortedByCount(why) {
+		fmt.Fprintf(w, "  not reached  %s: %s\n", hostlist.Compress(why[reason]), clip(reason, 160))
+	}
+}
+
+// printTools lists each tool's answers, each with the nodes that gave
+// it, the most common first.
+func printTools(w io.Writer, res []orchestrator.Probed) {
+	by := map[string]map[string][]string{}
+	for _, r := range res {
+		if !r.Dialled {
+			continue
+		}
+		for tool, answer := range toolAnswers(r.Out) {
+			if by[tool] == nil {
+				by[tool] = map[string][]string{}
+			}
+			by[tool][answer] = append(by[tool][answer], r.Node)
+		}
+	}
+	if len(by) == 0 {
+		fmt.Fprintln(w, "tools: no node answered")
+		return
+	}
+	fmt.Fprintln(w, "tools:")
+	for _, tool := range toolOrder {
+		answers := by[tool]
+		if answers == nil {
+			continue
+		}
+		for i, a := range sortedByCount(answers) {
+			name := tool
+			if i > 0 {
+				name = ""
+			}
+			fmt.Fprintf(w, "  %-16s %-46s %s\n", name, clip(a, 44), hostlist.Compress(answers[a]))
+		}
+	}
+}
+
+// toolAnswers reads the probe's sections into one short answer a tool.
+func toolAnswers(out []byte) map[string]string {
+	got := map[string]string{}
+	var tool string
+	var body []string
+	rc := ""
+	flush := func() {
+		if tool != "" {
+			got[tool] = summarize(tool, body, rc)
+		}
+		body, rc = nil, ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "@@ missing":
+			rc = "missing"
+		case strings.HasPrefix(line, "@@ rc "):
+			rc = strings.TrimPrefix(line, "@@ rc ")
+		case strings.HasPrefix(line, "@@ "):
+			flush()
+			tool = strings.TrimPrefix(line, "@@ ")
+			if !knownTool(tool) {
+				tool = ""
+			}
+		default:
+			if l := strings.TrimSpace(line); l != "" {
+				body = append(body, l)
+			}
+		}
+	}
+	flush()
+	return got
+}
+
+func knownTool(t string) bool {
+	for _, k := range toolOrder {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
+var versionToken = regexp.MustCompile(`\d+(\.\d+)+`)
+
+// summarize is a tool's answer in a few words: its version (and, for the
+// GPUs, their count, model and driver), "missing", or what went wrong.
+func summarize(tool string, body []string, rc string) string {
+	switch {
+	case rc == "missing":
+		return "missing"
+	case rc == "124":
+		return "did not answer in 20 s"
+	case rc != "" && rc != "0":
+		// The last line: where a traceback or a usage says what is wrong.
+		last := "no output"
+		if len(body) > 0 {
+			last = body[len(body)-1]
+		}
+		return fmt.Sprintf("fails (exit %s): %s", rc, shown(last))
+	case len(body) == 0:
+		return "no output"
+	}
+	switch tool {
+	case "nvidia-smi":
+		models := map[string]int{}
+		drivers := map[string]bool{}
+		for _, l := range body {
+			d, m, ok := strings.Cut(l, ",")
+			if !ok {
+				return "unreadable: " + shown(l)
+			}
+			drivers[strings.TrimSpace(d)] = true
+			models[strings.TrimSpace(m)]++
+		}
+		var parts []string
+		for m, n := range models {
+			parts = append(parts, fmt.Sprintf("%d × %s", n, m))
+		}
+		sort.Strings(parts)
+		var ds []string
+		for d := range drivers {
+			ds = append(ds, d)
+		}
+		sort.Strings(ds)
+		return shown("driver " + strings.Join(ds, "/") + ", " + strings.Join(parts, ", "))
+	case "dcgmi":
+		for _, l := range body {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "version") {
+				return shown(strings.TrimSpace(v))
+			}
+		}
+	case "all_reduce_perf":
+		return shown(body[0])
+	case "torch":
+		if f := strings.Fields(body[len(body)-1]); len(f) >= 2 && versionToken.MatchString(f[0]) {
+			return shown("torch " + f[0] + ", CUDA " + strings.Join(f[1:], " "))
+		}
+		return "fails: " + shown(body[len(body)-1])
+	case "kernel", "os":
+		return shown(body[0])
+	}
+	if v := versionToken.FindString(body[0]); v != "" {
+		if tool == "mpirun" {
+			if i := strings.Index(body[0], "("); i >= 0 {
+				if j := strings.Index(body[0][i:], ")"); j > 0 {
+					return shown(body[0][i+1:i+j] + " " + v)
+				}
+			}
+		}
+		return v
+	}
+	return shown(body[0])
+}
+
+// printEstimate bounds the window's length by its phases' deadlines (the
+// runner ends a phase there) and prices that bound at the quote.
+func printEstimate(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
+	b := orchestrator.Bound(inv, ps)
+	n := len(inv.Nodes)
+	fmt.Fprintf(w, "window: at most %s, the deadlines of the %d phase(s) that run", roughly(b.Total), b.Phases)
+	if b.Waves > 1 {
+		fmt.Fprintf(w, " (per-node phases in %d waves of %d nodes)", b.Waves, inv.SSH.Concurrency)
+	}
+	fmt.Fprintln(w)
+	if len(b.Longest) > 0 {
+		fmt.Fprintf(w, "  longest: %s\n", strings.Join(b.Longest, ", "))
+	}
+	q := inv.Quote
+	gpus := n * q.GPUsPerNode
+	if q.PricePerGPUHr <= 0 || gpus == 0 {
+		fmt.Fprintln(w, "cost: the quote states no price_per_gpu_hour (or no gpus_per_node)")
+		return
+	}
+	hours := b.Total.Hours()
+	cost := hours * float64(gpus) * q.PricePerGPUHr
+	cur := ""
+	if q.Currency != "" {
+		cur = " " + q.Currency
+	}
+	what := fmt.Sprintf("%d GPUs × %.2f h × %.2f%s per GPU-hour", gpus, hours, q.PricePerGPUHr, cur)
+	if q.PriceHostPerNodeHour != nil && *q.PriceHostPerNodeHour > 0 {
+		cost += hours * float64(n) * *q.PriceHostPerNodeHour
+		what += fmt.Sprintf(" + %d hosts × %.2f%s per host-hour", n, *q.PriceHostPerNodeHour, cur)
+	}
+	fmt.Fprintf(w, "cost: at most %.2f%s (%s)\n", cost, cur, what)
+}
+
+// roughly is d to the minute, or to the second under a minute.
+func roughly(d time.Duration) time.Duration {
+	if d < time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Minute)
+}
+
+// sortedByCount is m's keys, the most nodes first, then by name.
+func sortedByCount(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if len(m[keys[i]]) != len(m[keys[j]]) {
+			return len(m[keys[i]]) > len(m[keys[j]])
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// shown is a node's text made safe to print and short.
+func shown(s string) string { return clip(redact.Shown(s), 120) }
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuaccept/remote"
+	"gpuaccept/remote/sshtest"
+	"gpuaccept/scripts/standins"
+)
+
+// check --connect reaches real SSH servers, lists what each node has,
+// each answer once with its nodes, says why a node was not reached, and
+// bounds the window; a node not reached exits 3.
+func TestCheckConnectListsTheTools(t *testing.T) {
+	key, err := remote.NewWindowKey("buyer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "id"), key.PrivatePEM, 0o600)
+	var servers []*sshtest.Server
+	for i := range 3 {
+		home := filepath.Join(dir, fmt.Sprintf("home-%d", i))
+		bin := filepath.Join(home, "bin")
+		os.MkdirAll(bin, 0o755)
+		path := os.Getenv("PATH")
+		if i < 2 {
+			// Two GPU nodes; the third has none of the GPU tools.
+			if err := standins.Install(bin, "h100", []string{binary, "standin"}); err != nil {
+				t.Fatal(err)
+			}
+			path = bin + ":" + path
+		}
+		srv, err := sshtest.Start(sshtest.Options{AuthorizedKeyLines: []string{key.AuthorizedKey}, Dir: home,
+			Env: []string{"PATH=" + path, "HOME=" + home}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		servers = append(servers, srv)
+	}
+	if err := sshtest.WriteKnownHosts(filepath.Join(dir, "known_hosts"), servers...); err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var nodes strings.Builder
+	for i, s := range servers {
+		fmt.Fprintf(&nodes, "  - {name: gpu-%02d, address: %s, port: %d}\n", i+1, s.Host(), s.Port())
+	}
+	fmt.Fprintf(&nodes, "  - {name: gpu-04, address: 127.0.0.1, port: %d}\n", closed)
+	inv := filepath.Join(dir, "inv.yaml")
+	os.WriteFile(inv, []byte(`provider: vendor-a
+ssh: {user: root, identity_files: [id], known_hosts: [known_hosts], config: none, connect_timeout: 5s}
+quote: {gpu_model: NVIDIA H100 80GB HBM3, gpus_per_node: 8, price_per_gpu_hour: 2.5}
+nodes:
+`+nodes.String()), 0o644)
+
+	t.Setenv("COLUMNS", "100")
+	res := gpuaccept(t, dir, "check", "--connect", inv)
+	if res.code != 3 {
+		t.Fatalf("exit %d, want 3\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	out := res.stdout
+	flat := strings.ReplaceAll(out, "\n      ", " ")
+	for _, want := range []string{
+		"reached 3 of 4 node(s)",
+		"not reached  gpu-04: ",
+		"connection refused",
+		"gpu-[01-02]",
+		"missing                                        gpu-03",
+		"window: at most ",
+		"cost: at most ",
+		"32 GPUs × ",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	var smi string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "  nvidia-smi ") {
+			smi = line
+		}
+		if len([]rune(line)) > 100 {
+			t.Errorf("wider than 100 columns: %q", line)
+		}
+	}
+	if !strings.Contains(smi, "driver ") || !strings.Contains(smi, "8 × NVIDIA H100") || !strings.HasSuffix(smi, "gpu-[01-02]") {
+		t.Errorf("nvidia-smi line %q", smi)
+	}
+	if !strings.Contains(res.stderr, "not reached") {
+		t.Errorf("exit 3 without saying why on stderr:\n%s", res.stderr)
+	}
+}
+
+// A node may print anything: its answers are parsed by section, escaped,
+// clipped, and a section the probe does not ask for is ignored.
+func TestToolAnswersOfAHostileNode(t *testing.T) {
+	out := "@@ nvidia-smi\n550.54.15, NVIDIA H100 80GB HBM3\n550.54.15, NVIDIA H100 80GB HBM3\n\n@@ rc 0\n" +
+		"@@ dcgmi\nVersion : 3.3.5\nBuild ID : 14\n\n@@ rc 0\n" +
+		"@@ mpirun\nmpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/\n\n@@ rc 0\n" +
+		"@@ all_reduce_perf\n@@ missing\n" +
+		"@@ podman\n\x1b[31mpodman version 4.3.1\n@@ rc 0\n" +
+		"@@ docker\n@@ missing\n" +
+		"@@ python3\nPython 3.11.2\n\n@@ rc 0\n" +
+		"@@ torch\nTraceback (most recent call last):\nModuleNotFoundError: No module named 'torch'\n\n@@ rc 1\n" +
+		"@@ kernel\n" + strings.Repeat("x", 500) + "\n@@ rc 0\n" +
+		"@@ injected\nanything\n"
+	got := toolAnswers([]byte(out))
+	for tool, want := range map[string]string{
+		"nvidia-smi":      "driver 550.54.15, 2 × NVIDIA H100 80GB HBM3",
+		"dcgmi":           "3.3.5",
+		"mpirun":          "Open MPI 4.1.4",
+		"all_reduce_perf": "missing",
+		"podman":          "4.3.1",
+		"docker":          "missing",
+		"python3":         "3.11.2",
+		"torch":           "fails (exit 1): ModuleNotFoundError: No module named 'torch'",
+	} {
+		if got[tool] != want {
+			t.Errorf("%s: %q, want %q", tool, got[tool], want)
+		}
+	}
+	if k := got["kernel"]; len([]rune(k)) != 120 || !strings.HasSuffix(k, "…") {
+		t.Errorf("kernel not clipped: %d runes", len([]rune(k)))
+	}
+	if _, ok := got["injected"]; ok {
+		t.Error("a section the probe did not ask for was kept")
+	}
+	if a := summarize("nvidia-smi", []string{"\x1b]0;pwned\x07"}, "0"); strings.ContainsAny(a, "\x1b\x07") {
+		t.Errorf("control characters printed: %q", a)
+	}
+}
