@@ -71,8 +71,13 @@ const (
 // perfTools are the nccl-tests binaries the model answers for; the collective comes from the name.
 var perfTools = []string{"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf"}
 
-// FabricTools lists the commands InstallFabric writes wrappers for: mpirun, then the nccl-tests binaries.
-func FabricTools() []string { return append([]string{MPIRun}, perfTools...) }
+// Getent is the resolver the fabric model stands in for: the simulated hosts' names resolve on every
+// simulated node (the demo's nodes share this machine, whose resolver knows none of them).
+const Getent = "getent"
+
+// FabricTools lists the commands InstallFabric writes wrappers for: mpirun, then the nccl-tests binaries,
+// then getent.
+func FabricTools() []string { return append(append([]string{MPIRun}, perfTools...), Getent) }
 
 // IsFabricTool says whether FabricMain answers for tool.
 func IsFabricTool(tool string) bool { return slices.Contains(FabricTools(), tool) }
@@ -156,9 +161,41 @@ func FabricMain(tool string, args, env []string, stdout, stderr io.Writer) int {
 	case slices.Contains(perfTools, tool):
 		node, _ := e.get(FabricNodeEnv) // checked after the options, so that -h needs no model
 		return runPerf(perfJob{argv0: tool, args: args, env: e, procs: []string{node}, pids: []int{os.Getpid()}}, stdout, stderr)
+	case tool == Getent:
+		return runGetent(args, e, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "%s: unknown tool %q (fabric tools: %s)\n", modelLabel, tool, strings.Join(FabricTools(), ", "))
 	return ExitNotSimulated
+}
+
+// runGetent answers `getent ahosts|hosts NAME...` for the model's hosts, each at the loopback address,
+// in glibc getent's format (ahosts: "%-15s %-6s %s", the name on the first line only; hosts: the address,
+// spaces, the name); a name the model does not hold is not found (exit 2, after the others), as getent
+// goes on past a key it cannot resolve. Any other database is not simulated.
+func runGetent(args []string, e environ, stdout, stderr io.Writer) int {
+	if len(args) < 2 || (args[0] != "ahosts" && args[0] != "hosts") {
+		fmt.Fprintf(stderr, "%s: getent %s is not simulated (only ahosts and hosts with keys)\n", modelLabel, strings.Join(args, " "))
+		return ExitNotSimulated
+	}
+	spec, _ := e.get(FabricEnv)
+	hosts, err := ParseFabric(spec)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s: %v\n", modelLabel, FabricEnv, err)
+		return ExitNotSimulated
+	}
+	code := 0
+	for _, name := range args[1:] {
+		if !slices.ContainsFunc(hosts, func(h FabricHost) bool { return h.Name == name }) {
+			code = 2
+			continue
+		}
+		if args[0] == "hosts" {
+			fmt.Fprintf(stdout, "%-15s %s\n", "127.0.0.1", name)
+			continue
+		}
+		fmt.Fprintf(stdout, "%-15s %-6s %s\n%-15s %-6s \n%-15s %-6s \n", "127.0.0.1", "STREAM", name, "127.0.0.1", "DGRAM", "127.0.0.1", "RAW")
+	}
+	return code
 }
 
 // ---- the environment

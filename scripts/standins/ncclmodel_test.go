@@ -814,3 +814,19 @@ func TestInstallFabric(t *testing.T) {
 		t.Errorf("Command sendrecv_perf -h: %d %q %q", code, o.String(), e.String())
 	}
 }
+
+// The model's getent resolves its hosts as glibc's does (ahosts: a line per socket type, the name on the
+// first), goes on past a name it does not hold and exits 2 for it.
+func TestGetent(t *testing.T) {
+	var o, e bytes.Buffer
+	code := FabricMain(Getent, []string{"ahosts", "gpu-01", "nowhere", "gpu-03"}, fabricEnv("gpu-01"), &o, &e)
+	want := "127.0.0.1       STREAM gpu-01\n127.0.0.1       DGRAM  \n127.0.0.1       RAW    \n" +
+		"127.0.0.1       STREAM gpu-03\n127.0.0.1       DGRAM  \n127.0.0.1       RAW    \n"
+	if code != 2 || o.String() != want {
+		t.Errorf("exit %d\n%q\nwant\n%q", code, o.String(), want)
+	}
+	o.Reset()
+	if code := FabricMain(Getent, []string{"passwd", "root"}, fabricEnv("gpu-01"), &o, &e); code != ExitNotSimulated {
+		t.Errorf("getent passwd: exit %d", code)
+	}
+}
