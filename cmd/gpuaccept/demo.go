@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,16 +24,24 @@ import (
 	"gpuaccept/scripts/standins"
 )
 
-// demoProfiles: three healthy nodes and one whose GPU diagnostic fails, so
+// demoProfile: healthy nodes and a last one whose GPU diagnostic fails, so
 // the demo shows a rejection and the evidence behind it.
-var demoProfiles = []string{"h100", "h100", "h100", "h100-diag-fail"}
+func demoProfile(i, nodes int) string {
+	if i == nodes-1 {
+		return "h100-diag-fail"
+	}
+	return "h100"
+}
 
-// demoInterScale scales each node's inter-node link in the demo's fabric
-// model (standins.FabricEnv) from the simulated hardware's inter-node bus
-// bandwidth (the embedded quote's) with --seed 0, the default: the third
-// node's links run at half rate, so every collective it takes part in
-// comes out at half the quote, while its NVLink (intra-node) is sound.
-var demoInterScale = []float64{1, 1, 0.5, 1}
+// demoSlow is the node whose inter-node links run at half rate with --seed
+// 0, the default (the demo's fabric model, standins.FabricEnv, scales the
+// simulated hardware's inter-node bus bandwidth, the embedded quote's):
+// every collective it takes part in comes out at half the quote, while its
+// NVLink (intra-node) is sound. The third node, with three or more.
+const demoSlow = 2
+
+// maxDemoNodes bounds demo --nodes: each is an SSH server in this process.
+const maxDemoNodes = 2000
 
 // demoDegradations are the fractions of the healthy rate a seed other than
 // 0 may give the degraded node's inter-node links: each clear of the
@@ -56,6 +65,10 @@ loopback whose nvidia-smi, dcgmi and ibstat answer with genuine outputs of real 
 One node's GPU diagnostic fails, so the window is NOT accepted and gpuaccept exits 1, as it
 would on real nodes. Every report it writes is marked SIMULATED.
 
+--nodes N runs N simulated nodes instead (1 to 2000; the last one's diagnostic fails, the
+third one's links are slow), to see the output at a fleet's size; --nodes with a host range
+(gpu-[01-02]) runs on some of the four, as run --nodes does.
+
 --seed N varies the simulated fabric, the same way for the same N: which node's inter-node
 links are degraded and to what fraction (none, with some seeds), and every other node's link
 rates within ±3%. 0, the default, is the demo as described: gpu-03's links at half rate.
@@ -71,6 +84,15 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 			inv, hw, err := demoInventory(quoteFile)
 			if err != nil {
 				return err
+			}
+			// --nodes N: that many simulated nodes; a host range picks
+			// some of them, as run --nodes does.
+			if n, err := strconv.Atoi(strings.TrimSpace(f.nodes)); err == nil {
+				if n < 1 || n > maxDemoNodes {
+					return exitWith(exitBadInput, fmt.Errorf("--nodes %d: the demo runs 1 to %d simulated nodes", n, maxDemoNodes))
+				}
+				demoResize(inv, n)
+				f.nodes = ""
 			}
 			work, err := os.MkdirTemp("", "gpuaccept-demo-")
 			if err != nil {
@@ -256,7 +278,7 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 		home := filepath.Join(work, n.Name)
 		bin := filepath.Join(home, "bin")
 		argv0 := []string{exe, "standin"}
-		if err := standins.Install(bin, demoProfiles[i%len(demoProfiles)], argv0); err != nil {
+		if err := standins.Install(bin, demoProfile(i, len(inv.Nodes)), argv0); err != nil {
 			return servers, err
 		}
 		if err := standins.InstallFabric(bin, argv0); err != nil {
@@ -318,6 +340,22 @@ func demoImage(work string, inv *inventory.Inventory) error {
 	return nil
 }
 
+// demoResize makes the demo's nodes n: gpu-01 … (zero-padded to the width
+// of n), each at the loopback address the demo's servers will get, the
+// demo.yaml settings kept; past 4 nodes, up to 64 at a time.
+func demoResize(inv *inventory.Inventory, n int) {
+	width := max(2, len(strconv.Itoa(n)))
+	tmpl := inv.Nodes[0]
+	inv.Nodes = make([]inventory.Node, n)
+	for i := range inv.Nodes {
+		name := fmt.Sprintf("gpu-%0*d", width, i+1)
+		inv.Nodes[i] = inventory.Node{Name: name, Address: tmpl.Address, User: tmpl.User, FabricAddress: name}
+	}
+	if n > 4 {
+		inv.SSH.Concurrency = min(n, 64)
+	}
+}
+
 // demoFabric is the demo's fabric model: every node at the simulated
 // hardware's inter- and intra-node bus bandwidth and GPU count (hw, the
 // embedded quote), scaled by demoScales for seed.
@@ -344,7 +382,10 @@ func demoScales(seed int64, nodes int) (inter, intra []float64) {
 	inter, intra = make([]float64, nodes), make([]float64, nodes)
 	if seed == 0 {
 		for i := range nodes {
-			inter[i], intra[i] = demoInterScale[i%len(demoInterScale)], 1
+			inter[i], intra[i] = 1, 1
+			if i == demoSlow {
+				inter[i] = 0.5
+			}
 		}
 		return inter, intra
 	}

@@ -143,3 +143,35 @@ func TestDemoNodesRunTheFabricModel(t *testing.T) {
 		t.Errorf("unknown host: %v\n%s", err, out)
 	}
 }
+
+// demo --nodes N runs N simulated nodes; one and two are the degenerate
+// windows (the only node quarantined; one node left for the cluster
+// tests): each ends NOT ACCEPTED with every requirement a row of its own
+// (no empty one), in 100 columns, and a count out of range is bad input.
+func TestDemoOfOneAndTwoNodes(t *testing.T) {
+	t.Setenv("COLUMNS", "100")
+	for _, n := range []string{"1", "2"} {
+		dir := t.TempDir()
+		res := gpuaccept(t, dir, "demo", "--nodes", n, "--runs-dir", "runs")
+		if res.code != 1 {
+			t.Fatalf("--nodes %s: exit %d\n%s\n%s", n, res.code, res.stdout, res.stderr)
+		}
+		want := map[string]string{"1": "1 node: 0 accepted, 1 quarantined (gpu-01)", "2": "2 nodes: 1 accepted, 1 quarantined (gpu-02)"}[n]
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("--nodes %s: no %q in\n%s", n, want, res.stdout)
+		}
+		for _, line := range strings.Split(res.stdout, "\n") {
+			if strings.HasPrefix(line, "- ") || strings.HasPrefix(line, "NCCL-001          PASS    cluster") {
+				t.Errorf("--nodes %s: a row for nothing: %q\n%s", n, line, res.stdout)
+			}
+			if len([]rune(line)) > 100 {
+				t.Errorf("--nodes %s: wider than 100 columns: %q", n, line)
+			}
+		}
+	}
+	for _, bad := range []string{"0", "2001"} {
+		if res := gpuaccept(t, t.TempDir(), "demo", "--nodes", bad); res.code != 2 || !strings.Contains(res.stderr, "--nodes "+bad) {
+			t.Errorf("--nodes %s: exit %d\n%s", bad, res.code, res.stderr)
+		}
+	}
+}

@@ -124,11 +124,19 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	if len(silent) > 0 {
 		correct.Node = strings.Join(uniq(silent), ",")
 	}
+	if len(s.Repeats) == 0 {
+		// Nothing ran (no node left, say): nothing was computed right.
+		correct.Status, correct.Measured, correct.Detail = record.Skip, "no sweep ran", r.Error
+	}
 	out := []record.Verdict{correct}
 	if len(medians) == 0 || last == nil {
 		bw.Status, bw.Detail = record.Fail, firstNonEmpty(r.Error, strings.Join(problems, "; "), "no sweep completed")
 		bw.Node = correct.Node
-		return append(out, bw, collectivesVerdict(s))
+		out = append(out, bw)
+		if v := collectivesVerdict(s); v.ID != "" {
+			out = append(out, v)
+		}
+		return out
 	}
 	sp := fabric.SpreadOf(medians)
 	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp.Median, len(medians), sp.Min, sp.Max,
