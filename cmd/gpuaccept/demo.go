@@ -56,7 +56,7 @@ const demoEmbedded = "demo.yaml (embedded)"
 func newDemoCmd() *cobra.Command {
 	var f windowFlags
 	var seed int64
-	var quoteFile string
+	var quoteFile, serve string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole window on simulated nodes (no root, no network)",
@@ -113,6 +113,15 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 			if err != nil {
 				return exitWith(exitCouldNotRun, fmt.Errorf("demo: %w", err))
 			}
+			if serve != "" {
+				if quoteFile != "" || f.selection() != nil {
+					return exitWith(exitBadInput, fmt.Errorf("--serve writes the demo's own inventory: no --quote, --only or --skip"))
+				}
+				if err := serveDemo(contextOf(cmd), cmd.OutOrStdout(), inv, serve); err != nil {
+					return exitWith(exitCouldNotRun, fmt.Errorf("demo --serve: %w", err))
+				}
+				return nil
+			}
 			o := f.options(cmd)
 			o.Selection = f.selection()
 			if err := orchestrator.CheckSelection(inv, phases.All(), o.Selection); err != nil {
@@ -130,6 +139,9 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 	f.register(cmd)
 	cmd.Flags().Int64Var(&seed, "seed", 0, "vary the simulated fabric: which node is degraded and how much (0: gpu-03 at half rate)")
 	cmd.Flags().StringVar(&quoteFile, "quote", "", "a YAML file whose quote: mapping replaces the demo's quote")
+	// For the fleet benchmark: the nodes in this process, the window in another.
+	cmd.Flags().StringVar(&serve, "serve", "", "write an inventory of the simulated nodes to FILE and serve them until interrupted")
+	cmd.Flags().MarkHidden("serve")
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -86,4 +87,40 @@ func Pages(pdf []byte, work string, want ...int) (int, map[int]string, error) {
 		text[p] = string(bytes.Join(bytes.Fields(out), []byte(" ")))
 	}
 	return n, text, nil
+}
+
+// LoadTime is how long Chromium takes to open the HTML file at path and
+// finish loading it (the load event, every chart and style in), the
+// browser already started in a profile under work: what a reader waits
+// for once the report is double-clicked.
+func LoadTime(ctx context.Context, path, work string) (time.Duration, error) {
+	bin, err := Chromium()
+	if err != nil {
+		return 0, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return 0, err
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(work, "profile")))
+	actx, cancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+abs), chromedp.WaitReady("body")); err != nil {
+		return 0, err
+	}
+	state, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.readyState`))
+	if err != nil {
+		return 0, err
+	}
+	if state != "complete" {
+		return 0, fmt.Errorf("%s: still %q after the load event", path, state)
+	}
+	return time.Since(start), nil
 }

