@@ -66,6 +66,9 @@ func WriteBundle(dir string, run *record.Run) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := compressLogs(dir, run); err != nil {
+		return err
+	}
 	js, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
 		return fmt.Errorf("bundle %s: run.json: %w", dir, err)

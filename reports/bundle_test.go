@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -148,6 +149,52 @@ func TestBundleClean(t *testing.T) {
 	}
 }
 
+// The raw logs go in compressed, listed in the manifest, the record
+// pointing at them; a window resumed after its bundle was written adds to
+// a log, whose compressed copy then reads as the whole.
+func TestBundleCompressesRawLogs(t *testing.T) {
+	dir := t.TempDir()
+	run := fullRun()
+	log := filepath.Join(dir, "raw", "gpu-01", "preflight.log")
+	os.MkdirAll(filepath.Dir(log), 0o755)
+	os.WriteFile(log, []byte(strings.Repeat("GPU 0: NVIDIA H100 80GB HBM3\n", 1000)), 0o644)
+	if err := WriteBundle(dir, run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(log); !os.IsNotExist(err) {
+		t.Errorf("the plain log is still there: %v", err)
+	}
+	st, err := os.Stat(log + ".gz")
+	if err != nil || st.Size() > 2000 {
+		t.Fatalf("compressed log: %v %v", st, err)
+	}
+	for _, p := range run.Phases {
+		if p.Node == "gpu-01" && p.Phase == "preflight" && p.Log != "raw/gpu-01/preflight"+LogSuffix {
+			t.Errorf("the record points at %s", p.Log)
+		}
+	}
+	m, _ := os.ReadFile(filepath.Join(dir, ManifestName))
+	if !strings.Contains(string(m), "  raw/gpu-01/preflight"+LogSuffix+"\n") {
+		t.Errorf("manifest:\n%s", m)
+	}
+	os.WriteFile(log, []byte("resumed\n"), 0o644)
+	if err := WriteBundle(dir, run); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenLog(log + ".gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(r)
+	if !strings.HasPrefix(string(b), "GPU 0: ") || !strings.HasSuffix(string(b), "HBM3\nresumed\n") {
+		t.Errorf("the resumed log reads %d bytes ending %q", len(b), b[max(0, len(b)-40):])
+	}
+	if p := verify(t, dir); len(p) != 0 {
+		t.Errorf("bundle: %v", p)
+	}
+}
+
 func TestBundleProblems(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -155,7 +202,7 @@ func TestBundleProblems(t *testing.T) {
 		want   Problem
 	}{
 		{"changed", func(t *testing.T, dir string) {
-			path := filepath.Join(dir, "raw", "gpu-02", "preflight.log")
+			path := filepath.Join(dir, "raw", "gpu-02", "preflight"+LogSuffix)
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -164,7 +211,7 @@ func TestBundleProblems(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, Problem{Path: "raw/gpu-02/preflight.log", Kind: Changed}},
+		}, Problem{Path: "raw/gpu-02/preflight" + LogSuffix, Kind: Changed}},
 		{"missing", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, "junit.xml")); err != nil {
 				t.Fatal(err)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/reports"
 )
 
 // The binary under test: the demo's stand-ins call it back, so tests run
@@ -130,17 +133,31 @@ func TestDemoWritesAVerifiableBundle(t *testing.T) {
 	if !strings.Contains(res.stdout, "4 nodes: 2 accepted, ") || !strings.Contains(res.stdout, " USD per accepted node") || !strings.Contains(string(md), "## Cost") {
 		t.Errorf("no cost line in the summary or no Cost section in report.md:\n%s", res.stdout)
 	}
+	// A raw log is gzip in the bundle, and parse reads it as it is.
+	if p := gpuaccept(t, work, "parse", "dcgmi", filepath.Join(dir, "raw", "gpu-04", "diag.log.gz")); !strings.Contains(p.stdout, `"tests"`) {
+		t.Errorf("parse of a bundle's raw log: exit %d\n%s%s", p.code, p.stdout, p.stderr)
+	}
 	// Tampering with any evidence is caught and named.
-	log := filepath.Join(dir, "raw", "gpu-04", "diag.log")
-	data, err = os.ReadFile(log)
+	// (A raw log is gzip: the tamperer unpacks it, edits, packs it again.)
+	log := filepath.Join(dir, "raw", "gpu-04", "diag.log.gz")
+	r, err := reports.OpenLog(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(log, bytes.Replace(data, []byte("Fail"), []byte("Pass"), 1), 0o644); err != nil {
+	data, err = io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Contains(data, []byte("Fail")) {
+		t.Fatalf("the diag log as read: %v\n%s", err, data)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(bytes.Replace(data, []byte("Fail"), []byte("Pass"), 1))
+	zw.Close()
+	if err := os.WriteFile(log, z.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	v := gpuaccept(t, work, "verify", dir)
-	if v.code != 1 || !strings.Contains(v.stdout, "changed: raw/gpu-04/diag.log") {
+	if v.code != 1 || !strings.Contains(v.stdout, "changed: raw/gpu-04/diag.log.gz") {
 		t.Fatalf("tampered bundle: exit %d\n%s%s", v.code, v.stdout, v.stderr)
 	}
 }

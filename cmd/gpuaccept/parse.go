@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +12,7 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/reports"
 )
 
 func newParseCmd() *cobra.Command {
@@ -28,7 +29,7 @@ its JSON says "ok": false and stderr says why), 2 when the file is not that tool
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				data, err := os.ReadFile(args[0])
+				data, err := readParsed(args[0])
 				if err != nil {
 					return exitWith(exitBadInput, err)
 				}
@@ -83,6 +84,26 @@ its JSON says "ok": false and stderr says why), 2 when the file is not that tool
 type judged struct {
 	parse.NCCL
 	Judgement fabric.Judgement `json:"judgement"`
+}
+
+// maxParsed bounds what parse reads of a file (a gzip bomb included).
+const maxParsed = 256 << 20
+
+// readParsed is the file's text, a bundle's raw log (.log.gz) unpacked.
+func readParsed(path string) ([]byte, error) {
+	r, err := reports.OpenLog(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, maxParsed+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxParsed {
+		return nil, fmt.Errorf("%s: more than %d MiB", path, maxParsed>>20)
+	}
+	return data, nil
 }
 
 func failed(vs []record.Verdict) bool {

@@ -144,7 +144,7 @@ func TestAllReduceOnShapedLinks(t *testing.T) {
 	if !strings.Contains(bw.Detail, "NCCL_ALGO=Ring (environment); Ring/Simple (2MiB..8MiB)") {
 		t.Errorf("the algorithm NCCL was told to use is not on record: %q", bw.Detail)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raw", "h1", "allreduce.log")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "raw", "h1", "allreduce.log.gz")); err != nil {
 		t.Errorf("the benchmark's own output is not in the evidence: %v", err)
 	}
 
@@ -335,7 +335,7 @@ func TestAllReduceUnderSrun(t *testing.T) {
 	if j := sw.Repeats[0].Judgement; j.Ranks != 3 || j.Hosts != 3 || !strings.HasPrefix(sw.Command, "NCCL_DEBUG=") || !strings.Contains(sw.Command, " srun --nodes=3 ") || !strings.Contains(sw.Command, "OMPI_MCA_btl=") {
 		t.Errorf("not one srun job over 3 hosts: %d ranks on %d hosts; %s", j.Ranks, j.Hosts, sw.Command)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raw", "slurm-login", "allreduce.log")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "raw", "slurm-login", "allreduce.log.gz")); err != nil {
 		t.Errorf("srun's output is not in the evidence: %v", err)
 	}
 	var b phases.Bisected

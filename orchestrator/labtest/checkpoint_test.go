@@ -90,7 +90,7 @@ func TestCheckpointAcrossNodes(t *testing.T) {
 		if dropped, how := rs.CacheDropped(); !dropped {
 			t.Errorf("%s: %s", h, how)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "raw", h, "checkpoint-write.log")); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "raw", h, "checkpoint-write.log.gz")); err != nil {
 			t.Errorf("no raw log of %s's save", h)
 		}
 	}

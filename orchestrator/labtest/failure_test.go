@@ -12,6 +12,7 @@ import (
 
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/reports"
 	"gpuaccept/scripts"
 	"gpuaccept/scripts/lab"
 )
@@ -63,11 +64,11 @@ func runFailure(t *testing.T, l *lab.Lab, inv string) (*record.Run, phases.Faile
 		}
 		t.Logf("stderr:\n%s", res.stderr)
 		for _, h := range failureHosts {
-			b, _ := os.ReadFile(filepath.Join(dir, "raw", h, "failure.log"))
+			b := rawLog(dir, h, "failure")
 			if len(b) > 6000 {
 				b = b[len(b)-6000:]
 			}
-			t.Logf("raw/%s/failure.log (end):\n%s", h, b)
+			t.Logf("raw/%s/failure.log.gz (end, unpacked):\n%s", h, b)
 		}
 	})
 	return r, f, res
@@ -279,4 +280,16 @@ func TestFailureInImage(t *testing.T) {
 		t.Errorf("not run in the image: %s", f.Command)
 	}
 	wantRecovered(t, l, r, f)
+}
+
+// rawLog is node's raw log of phase in the bundle at dir, unpacked; nil
+// when there is none.
+func rawLog(dir, node, phase string) []byte {
+	r, err := reports.OpenLog(filepath.Join(dir, "raw", node, phase+reports.LogSuffix))
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(r)
+	return b
 }

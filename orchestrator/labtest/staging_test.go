@@ -189,7 +189,7 @@ func TestStagingThreeNodesAtOnce(t *testing.T) {
 	if d := last.Sub(first); d > 2*time.Second {
 		t.Errorf("the nodes started staging %s apart", d)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raw", "h2", "staging.log")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "raw", "h2", "staging.log.gz")); err != nil {
 		t.Error(err)
 	}
 	// Teardown removed the window's staging directory.

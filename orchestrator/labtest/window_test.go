@@ -271,7 +271,7 @@ func TestWindowNamesTheOddNodes(t *testing.T) {
 	if v := gpuaccept(t, "verify", dir); v.code != 0 {
 		t.Fatalf("verify: exit %d: %s%s", v.code, v.stdout, v.stderr)
 	}
-	for _, f := range []string{"raw/h4/diag.log", "raw/h3/preflight.log", "report.md", "junit.xml", "MANIFEST.sha256", orchestrator.JournalFile} {
+	for _, f := range []string{"raw/h4/diag.log.gz", "raw/h3/preflight.log.gz", "report.md", "junit.xml", "MANIFEST.sha256", orchestrator.JournalFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("bundle lacks %s", f)
 		}

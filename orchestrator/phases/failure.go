@@ -425,7 +425,7 @@ func failureDir(w *orchestrator.Window) string {
 func (j *failureJob) endedEarly(nodes []*orchestrator.Node) error {
 	for _, n := range nodes {
 		if done, err := j.ended(n); done {
-			return fmt.Errorf("%s: the launcher ended before the failure: %v (raw/%s/failure.log)", n.Name, err, n.Name)
+			return fmt.Errorf("%s: the launcher ended before the failure: %v (raw/%s/failure.log.gz in the bundle)", n.Name, err, n.Name)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -82,7 +81,8 @@ func TestAPlantedSecretReachesNoEvidence(t *testing.T) {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, _ := os.ReadFile(p)
+		// A raw log is read as its reader would: decompressed.
+		b := readLog(t, p)
 		found++
 		for _, s := range planted {
 			if bytes.Contains(b, []byte(s)) {
@@ -100,7 +100,7 @@ func TestAPlantedSecretReachesNoEvidence(t *testing.T) {
 		t.Fatalf("only %d files in the bundle", found)
 	}
 	// What the measurement needs is kept.
-	raw, _ := os.ReadFile(filepath.Join(dir, "raw", "h1", "allreduce.log"))
+	raw := readLog(t, filepath.Join(dir, "raw", "h1", "allreduce"+reports.LogSuffix))
 	if !bytes.Contains(raw, []byte(`"NCCL_DEBUG=INFO"`)) || bytes.Contains(raw, []byte("HOME=/root")) {
 		t.Errorf("the -J report's env in the raw log: %s", raw)
 	}
@@ -143,12 +143,9 @@ func TestAHostileNodeCannotExhaustTheCoordinator(t *testing.T) {
 	if len(reached.Hostname) > 260 {
 		t.Errorf("a hostname of %d bytes kept", len(reached.Hostname))
 	}
-	if st, err := os.Stat(filepath.Join(dir, "raw", "h2", "connect.log")); err != nil || st.Size() > orchestrator.MaxLogBytes+1024 {
-		t.Errorf("raw log: %v bytes (%v)", st.Size(), err)
-	}
-	log, _ := os.Open(filepath.Join(dir, "raw", "h2", "connect.log"))
-	defer log.Close()
-	if tail := lastBytes(t, log, 200); !strings.Contains(tail, "raw log cut at") {
+	if log := readLog(t, filepath.Join(dir, "raw", "h2", "connect"+reports.LogSuffix)); len(log) > orchestrator.MaxLogBytes+1024 {
+		t.Errorf("raw log: %v bytes", len(log))
+	} else if tail := string(log[max(0, len(log)-200):]); !strings.Contains(tail, "raw log cut at") {
 		t.Errorf("the cut is not said: %q", tail)
 	}
 	// Every journal line reads back within the limit a resume uses.
@@ -174,15 +171,18 @@ func TestAHostileNodeCannotExhaustTheCoordinator(t *testing.T) {
 	}
 }
 
-func lastBytes(t *testing.T, f *os.File, n int64) string {
+// readLog is a bundle's file as its reader sees it: a raw log
+// decompressed.
+func readLog(t *testing.T, path string) []byte {
 	t.Helper()
-	st, err := f.Stat()
+	r, err := reports.OpenLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, min(n, st.Size()))
-	if _, err := f.ReadAt(b, st.Size()-int64(len(b))); err != nil && err != io.EOF {
-		t.Fatal(err)
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	return fmt.Sprint(string(b))
+	return b
 }

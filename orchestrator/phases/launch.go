@@ -220,7 +220,7 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		// The login node's log holds the run; each node's evidence says where.
 		for _, n := range j.nodes {
 			if f, _, lerr := w.LogFile(n, j.log); lerr == nil {
-				fmt.Fprintf(f, "# launched with srun from the Slurm login node: raw/%s/%s.log\n", from.Name, j.log)
+				fmt.Fprintf(f, "# launched with srun from the Slurm login node: raw/%s/%s.log.gz\n", from.Name, j.log)
 				f.Close()
 			}
 		}
