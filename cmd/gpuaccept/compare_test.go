@@ -226,9 +226,11 @@ quote:
 		cols("NCCL-003", `PASS 4\d\d(\.\d)? GB/s vs 450 GB/s \([01]\.\d\d\) on gpu-0[123]`, `PASS 4\d\d(\.\d)? GB/s vs 450 GB/s \([01]\.\d\d\) on gpu-0[123]`,
 			`PASS 4\d\d(\.\d)? GB/s vs 440 GB/s \([01]\.\d\d\) on gpu-0[123]`),
 		cols("DIAG-001", `FAIL \(1 of 4\) failed on gpu-04`, `FAIL \(1 of 4\) failed on gpu-04`, `FAIL \(1 of 4\) failed on gpu-04`),
-		// The demo runs no failure test, and says so.
-		cols("failure: test", "not run: phases.failure.enabled is off", "not run: phases.failure.enabled is off", "not run: phases.failure.enabled is off"),
-		cols("failure: time to detection", "—", "—", "—"),
+		// The demo's node-kill test, the same in every run: the last node
+		// left after the diagnostic killed, the job going on without it.
+		cols("failure: test", "kill-node on gpu-03, elastic recovery", "kill-node on gpu-03, elastic recovery", "kill-node on gpu-03, elastic recovery"),
+		cols("failure: time to detection", `\d\.\d+ s`, `\d\.\d+ s`, `\d\.\d+ s`),
+		cols("RECOV-001", `PASS resumed [^|]*`, `PASS resumed [^|]*`, `PASS resumed [^|]*`),
 		cols("cost of the window", `\d+\.\d\d USD`, `\d+\.\d\d USD`, `\d+\.\d\d EUR`),
 		cols("verdict", `NOT ACCEPTED: [^(|]*\(4 FAIL, [^|]*`, `NOT ACCEPTED: [^(|]*\(2 FAIL, [^|]*`, `NOT ACCEPTED: [^(|]*\([34] FAIL, [^|]*`),
 		`\n3 runs compared: ACCEPTED none; NOT ACCEPTED Vendor A, Vendor B, Vendor C \(SIMULATED\)\n$`,

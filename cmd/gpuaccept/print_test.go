@@ -26,7 +26,9 @@ func TestDemoReportPrints(t *testing.T) {
 	if _, err := os.Stat(runs[0]); err != nil {
 		t.Fatal(err)
 	}
-	browser.CheckPrint(t, runs[0], "demo-report.pdf", 4)
+	// Five: the card, why not, the quote, the node-kill test's figures and
+	// timeline, the per-node tables.
+	browser.CheckPrint(t, runs[0], "demo-report.pdf", 5)
 }
 
 // sign, then verify --allowed-signers: the buyer's signature over the demo

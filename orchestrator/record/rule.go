@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Bound is the figure a verdict judged against a tolerance of the quote
@@ -43,6 +44,10 @@ func (v Verdict) Rule() string {
 		return fmt.Sprintf("≥ %s × %s", trim(*v.Tolerance), v.Quoted)
 	}
 	if v.Quoted != "" {
+		// A quote that is already a bound ("≤ 1m0s") is the rule as it is.
+		if strings.HasPrefix(v.Quoted, "≤") || strings.HasPrefix(v.Quoted, "≥") || strings.HasPrefix(v.Quoted, "<") || strings.HasPrefix(v.Quoted, ">") {
+			return v.Quoted
+		}
 		return "= " + v.Quoted
 	}
 	return ""

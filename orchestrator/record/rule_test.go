@@ -79,3 +79,13 @@ func TestResult(t *testing.T) {
 		}
 	}
 }
+
+// A quote that is itself a bound is the rule as written, not "= ≤ 1m0s".
+func TestRuleOfABoundQuote(t *testing.T) {
+	if got := (Verdict{Quoted: "≤ 1m0s"}).ShortRule(); got != "≤ 1m0s" {
+		t.Errorf("rule %q", got)
+	}
+	if got := (Verdict{Quoted: "H100 80GB HBM3"}).Rule(); got != "= H100 80GB HBM3" {
+		t.Errorf("rule %q", got)
+	}
+}

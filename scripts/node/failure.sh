@@ -34,6 +34,10 @@ esac
 restore="$state/restore.sh"
 
 self_net=$(readlink /proc/self/ns/net)
+# The demo's simulated nodes share one machine and one network namespace:
+# each is told apart by the stand-in's node name in its environment. Unset
+# on a real node.
+sim=${GPUACCEPT_STANDIN_NODE:-}
 marked() {
   # PIDs whose environment carries the window's mark, in this node's
   # network namespace: hosts that share one kernel (the lab's, a node's
@@ -41,7 +45,9 @@ marked() {
   for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
     pid=${env#/proc/}
     pid=${pid%/environ}
-    [ "$pid" != "$$" ] && [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$self_net" ] && echo "$pid"
+    [ "$pid" != "$$" ] && [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$self_net" ] || continue
+    [ -z "$sim" ] || grep -qsxzF "GPUACCEPT_STANDIN_NODE=$sim" "$env" || continue
+    echo "$pid"
   done
 }
 cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }

@@ -76,8 +76,8 @@ var perfTools = []string{"all_reduce_perf", "all_gather_perf", "reduce_scatter_p
 const Getent = "getent"
 
 // FabricTools lists the commands InstallFabric writes wrappers for: mpirun, then the nccl-tests binaries,
-// then getent.
-func FabricTools() []string { return append(append([]string{MPIRun}, perfTools...), Getent) }
+// then getent and the failure test's launcher (SimPython).
+func FabricTools() []string { return append(append([]string{MPIRun}, perfTools...), Getent, SimPython) }
 
 // IsFabricTool says whether FabricMain answers for tool.
 func IsFabricTool(tool string) bool { return slices.Contains(FabricTools(), tool) }
@@ -163,6 +163,8 @@ func FabricMain(tool string, args, env []string, stdout, stderr io.Writer) int {
 		return runPerf(perfJob{argv0: tool, args: args, env: e, procs: []string{node}, pids: []int{os.Getpid()}}, stdout, stderr)
 	case tool == Getent:
 		return runGetent(args, e, stdout, stderr)
+	case tool == SimPython:
+		return runElastic(args, e, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "%s: unknown tool %q (fabric tools: %s)\n", modelLabel, tool, strings.Join(FabricTools(), ", "))
 	return ExitNotSimulated

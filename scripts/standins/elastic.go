@@ -1,0 +1,292 @@
+package standins
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// SimPython stands in for the Python that runs torch.distributed.run on
+// the demo's nodes (phases.failure.python): `SimPython -m
+// torch.distributed.run [torchrun options] ddp_train.py [its options]` is
+// an elastic job whose every rank keeps ddp_train.py's log contract
+// (GPUACCEPT start/step/checkpoint/error lines, with torchrun's --tee
+// prefix), so that the failure test's own phase code (launch, kill,
+// detect, relaunch, resume, clean up) runs on simulated nodes. It trains
+// nothing. The launchers of one job meet in a directory beside its
+// checkpoints (the demo's nodes share that filesystem): each beats a
+// heartbeat file; the rendezvous node's launcher (--rdzv_endpoint's host)
+// forms each round from the live ones and breaks it when one goes quiet,
+// as a collective that times out would; the others follow its round file.
+const SimPython = "gpuaccept-sim-python"
+
+const (
+	elasticTick   = 100 * time.Millisecond
+	elasticStale  = 1500 * time.Millisecond // a launcher quiet this long is gone
+	elasticSettle = 800 * time.Millisecond  // membership unchanged this long forms a round
+	elasticJoin   = 5 * time.Second         // torchrun's last call: a round below max after this
+)
+
+type elasticJob struct {
+	node             string
+	leader           bool
+	minN, maxN       int
+	procs            int
+	maxRestarts      int
+	dir, ckpt        string
+	every            int
+	stepTime         time.Duration
+	out              io.Writer
+	round            elasticRound
+	broken           bool
+	next, base, wrld int
+}
+
+type elasticRound struct {
+	n       int
+	members []string
+	start   time.Time
+	resume  int
+	broken  bool
+	failed  bool
+}
+
+func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[0] != "-m" || args[1] != "torch.distributed.run" {
+		fmt.Fprintf(stderr, "%s: %s %s is not simulated (only -m torch.distributed.run)\n", modelLabel, SimPython, strings.Join(args, " "))
+		return ExitNotSimulated
+	}
+	j := &elasticJob{minN: 1, maxN: 1, procs: 1, every: 5, stepTime: 500 * time.Millisecond, out: stdout}
+	var rdzvHost, rdzvID string
+	script := false
+	for i := 2; i < len(args); i++ {
+		a := args[i]
+		k, v, _ := strings.Cut(a, "=")
+		switch {
+		case !script && k == "--nnodes":
+			lo, hi, ok := strings.Cut(v, ":")
+			j.minN, _ = strconv.Atoi(lo)
+			j.maxN = j.minN
+			if ok {
+				j.maxN, _ = strconv.Atoi(hi)
+			}
+		case !script && k == "--nproc_per_node":
+			j.procs, _ = strconv.Atoi(v)
+		case !script && k == "--rdzv_endpoint":
+			rdzvHost, _, _ = strings.Cut(v, ":")
+		case !script && k == "--rdzv_id":
+			rdzvID = v
+		case !script && k == "--max_restarts":
+			j.maxRestarts, _ = strconv.Atoi(v)
+		case !script && strings.HasPrefix(a, "--"):
+		case !script:
+			script = true // ddp_train.py; its options follow
+		case k == "--ckpt-dir" && i+1 < len(args):
+			j.ckpt = args[i+1]
+			i++
+		case k == "--ckpt-every":
+			j.every, _ = strconv.Atoi(v)
+		case k == "--step-time":
+			if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+				j.stepTime = time.Duration(s * float64(time.Second))
+			}
+		}
+	}
+	j.node, _ = e.get("GPUACCEPT_NODE")
+	switch {
+	case !script || j.ckpt == "" || j.node == "" || rdzvID == "" || j.minN < 1 || j.maxN < j.minN || j.procs < 1 || j.every < 1:
+		fmt.Fprintf(stderr, "%s: %s: not the failure test's launch (a script, --ckpt-dir, GPUACCEPT_NODE, --rdzv_id, --nnodes)\n", modelLabel, SimPython)
+		return ExitNotSimulated
+	case strings.ContainsAny(rdzvID, "/\x00") || strings.ContainsAny(j.node, "/\x00"):
+		fmt.Fprintf(stderr, "%s: %s: a rendezvous ID or node name with a slash\n", modelLabel, SimPython)
+		return 2
+	}
+	j.leader = j.node == rdzvHost
+	j.dir = filepath.Join(filepath.Dir(filepath.Clean(j.ckpt)), "rdzv-"+rdzvID)
+	if err := os.MkdirAll(j.dir, 0o755); err != nil || os.MkdirAll(j.ckpt, 0o755) != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", SimPython, err)
+		return 1
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	return j.loop(stop)
+}
+
+func (j *elasticJob) loop(stop <-chan os.Signal) int {
+	tick := time.NewTicker(elasticTick)
+	defer tick.Stop()
+	began := time.Now()
+	var seen []string
+	seenSince := time.Now()
+	for {
+		select {
+		case <-stop:
+			return 143
+		case <-tick.C:
+		}
+		now := time.Now()
+		os.WriteFile(filepath.Join(j.dir, j.node+".alive"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+		if j.leader {
+			live := j.live(now)
+			if !slices.Equal(live, seen) {
+				seen, seenSince = live, now
+			}
+			j.lead(now, live, now.Sub(seenSince) >= elasticSettle, now.Sub(began) >= elasticJoin)
+		}
+		r, ok := readRound(filepath.Join(j.dir, "round"))
+		if !ok {
+			continue
+		}
+		if r.failed {
+			return 1
+		}
+		if r.n != j.round.n {
+			j.join(r, now)
+		}
+		if r.n == j.round.n && r.broken && !j.broken {
+			j.broken = true
+			for l := range j.procs {
+				j.logf(l, "error", "step=%d msg=collective timed out: a member of round %d stopped answering (simulated)", j.next-1, r.n)
+			}
+		}
+		j.step(now)
+	}
+}
+
+// live is every launcher of the job whose heartbeat is fresh.
+func (j *elasticJob) live(now time.Time) []string {
+	ents, _ := os.ReadDir(j.dir)
+	var out []string
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".alive")
+		if !ok {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) < elasticStale {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// lead is the rendezvous node's part: break a round a member left, form
+// one from the live launchers once they are settled.
+func (j *elasticJob) lead(now time.Time, live []string, settled, lastCall bool) {
+	cur, ok := readRound(filepath.Join(j.dir, "round"))
+	if ok && !cur.broken && !slices.Equal(cur.members, live) {
+		for _, m := range cur.members {
+			if !slices.Contains(live, m) {
+				cur.broken = true
+				writeRound(j.dir, cur)
+				return
+			}
+		}
+	}
+	if ok && slices.Equal(cur.members, live) && !cur.broken {
+		return
+	}
+	if !settled || len(live) < j.minN || (!ok && len(live) < j.maxN && !lastCall) {
+		return
+	}
+	next := elasticRound{n: cur.n + 1, members: live, start: now.Add(3 * elasticTick), resume: latestCheckpoint(j.ckpt)}
+	if next.n-1 > j.maxRestarts {
+		next.failed = true
+	}
+	if len(live) > j.maxN {
+		next.members = live[:j.maxN]
+	}
+	writeRound(j.dir, next)
+}
+
+// join starts this launcher's workers in round r, when it is a member.
+func (j *elasticJob) join(r elasticRound, now time.Time) {
+	i := slices.Index(r.members, j.node)
+	if i < 0 {
+		return
+	}
+	j.round, j.broken = r, r.broken
+	j.base, j.wrld, j.next = i*j.procs, len(r.members)*j.procs, r.resume+1
+	for l := range j.procs {
+		j.logf(l, "start", "world=%d restart=%d resume_step=%d", j.wrld, r.n-1, r.resume)
+	}
+}
+
+// step logs every step whose time has come, all members on one clock;
+// rank 0 checkpoints every few.
+func (j *elasticJob) step(now time.Time) {
+	if j.round.n == 0 || j.broken {
+		return
+	}
+	for !now.Before(j.round.start.Add(time.Duration(j.next-j.round.resume) * j.stepTime)) {
+		for l := range j.procs {
+			j.logf(l, "step", "world=%d step=%d", j.wrld, j.next)
+		}
+		if j.base == 0 && j.next%j.every == 0 {
+			writeAtomic(filepath.Join(j.ckpt, "latest"), strconv.Itoa(j.next))
+			j.logf(0, "checkpoint", "step=%d", j.next)
+		}
+		j.next++
+	}
+}
+
+// logf prints one line of local rank l as ddp_train.py does, with the
+// prefix torchrun's --tee gives each worker's output.
+func (j *elasticJob) logf(l int, kind, format string, args ...any) {
+	t := float64(time.Now().UnixMilli()) / 1000
+	fmt.Fprintf(j.out, "[default%d]:GPUACCEPT %s t=%.3f node=%s rank=%d %s\n", l, kind, t, j.node, j.base+l, fmt.Sprintf(format, args...))
+}
+
+func latestCheckpoint(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "latest"))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// The round file: "ROUND START_UNIX_NANO RESUME broken|ok|failed MEMBER,...".
+func readRound(path string) (elasticRound, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return elasticRound{}, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 5 {
+		return elasticRound{}, false
+	}
+	n, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseInt(f[1], 10, 64)
+	resume, err3 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return elasticRound{}, false
+	}
+	return elasticRound{n: n, start: time.Unix(0, start), resume: resume, broken: f[3] == "broken", failed: f[3] == "failed",
+		members: strings.Split(f[4], ",")}, true
+}
+
+func writeRound(dir string, r elasticRound) {
+	state := "ok"
+	switch {
+	case r.failed:
+		state = "failed"
+	case r.broken:
+		state = "broken"
+	}
+	writeAtomic(filepath.Join(dir, "round"), fmt.Sprintf("%d %d %d %s %s\n", r.n, r.start.UnixNano(), r.resume, state, strings.Join(r.members, ",")))
+}
+
+func writeAtomic(path, body string) {
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	if os.WriteFile(tmp, []byte(body), 0o644) == nil {
+		os.Rename(tmp, path)
+	}
+}
