@@ -350,3 +350,40 @@ func TestBisectionNamesTheSlowNode(t *testing.T) {
 		}
 	}
 }
+
+// TestAFailedCollectiveNamesTheLink: mpirun on h1 fails after Open MPI
+// said h3 could not connect to h1's address (the words of a 5-host lab
+// window, in Open MPI's help-mpi-btl-tcp.txt layout); the verdict names
+// the link h3→h1, not only that the collective did not finish.
+func TestAFailedCollectiveNamesTheLink(t *testing.T) {
+	f, inv := fabricFleet(t, 3, "")
+	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if !strings.Contains(c.Command, "mpirun ") {
+			return fake.Reply{}, false
+		}
+		return fake.Reply{Exit: 1, Stderr: `--------------------------------------------------------------------------
+WARNING: Open MPI failed to TCP connect to a peer MPI process.  This
+should not happen.
+
+Your Open MPI job may now hang or fail.
+
+  Local host: h3
+  PID:        4242
+  Message:    connect() to 192.0.2.11:1025 failed
+  Error:      Connection refused (111)
+--------------------------------------------------------------------------
+`}, true
+	})
+	r := runFake(t, inv, f, WindowKey, AllReduce)
+	v := verdictOf(t, r, "NCCL-002", "")
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "h3 could not reach h1 (connect() to 192.0.2.11:1025 failed: Connection refused (111) (Open MPI))") {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+	var s Sweeps
+	if err := json.Unmarshal(resultOf(t, r, "allreduce", -1).Data, &s); err != nil || len(s.Repeats) == 0 {
+		t.Fatalf("allreduce data: %v", err)
+	}
+	if fs := s.Repeats[0].Faults; len(fs) != 1 || fs[0].From != "h3" || fs[0].To != "h1" {
+		t.Errorf("faults: %+v", fs)
+	}
+}

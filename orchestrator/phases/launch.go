@@ -157,6 +157,20 @@ type Sweep struct {
 	// Points: the sweep's out-of-place bus bandwidth per message size, for
 	// the report's chart.
 	Points []SweepPoint `json:"points,omitempty"`
+	// Faults: what Open MPI and NCCL said of a run that failed or hung
+	// (a host that could not reach a peer, a host lost), with the
+	// window's node names where the hosts and addresses are its nodes'.
+	Faults []SweepFault `json:"faults,omitempty"`
+}
+
+// SweepFault is one fault a failed run's output named.
+type SweepFault struct {
+	parse.Fault
+	// From and To are the window's nodes the fault is between (To empty
+	// when only a lost host was named); "" where the name or address is
+	// no node's.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
 }
 
 // SweepPoint is one row of a sweep.
@@ -215,7 +229,14 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	} else {
 		command = j.command(w)
 	}
-	out, err := runOn(sctx, w, from, command)
+	out, errOut, err := runBoth(sctx, w, from, command)
+	faulted := func(s Sweep) Sweep {
+		s.Faults = faultsOf(w, j.nodes, string(out)+"\n"+string(errOut))
+		if len(s.Faults) > 0 {
+			s.Error = join(faultsText(s.Faults), s.Error)
+		}
+		return s
+	}
 	if from.Index < 0 {
 		// The login node's log holds the run; each node's evidence says where.
 		for _, n := range j.nodes {
@@ -226,14 +247,14 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		}
 	}
 	if sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return Sweep{Error: fmt.Sprintf("the collective did not finish within %s", timeout)}
+		return faulted(Sweep{Error: fmt.Sprintf("the collective did not finish within %s", timeout)})
 	}
 	r, perr := parse.NCCLTests(string(out))
 	if errors.Is(perr, parse.ErrNotRecognized) {
 		if err != nil {
-			return Sweep{Error: err.Error()}
+			return faulted(Sweep{Error: err.Error()})
 		}
-		return Sweep{Error: "no nccl-tests output: " + perr.Error()}
+		return faulted(Sweep{Error: "no nccl-tests output: " + perr.Error()})
 	}
 	source := "text"
 	if j.bench.json != "" && j.mergeJSON(sctx, w, &r) {
@@ -253,7 +274,72 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	case perr != nil:
 		s.Error = perr.Error()
 	}
+	if s.Error != "" {
+		return faulted(s)
+	}
 	return s
+}
+
+// faultsOf is what out says went wrong between the run's nodes, each host
+// and address named as the window's node where it is one: a node's own
+// name, the host name it answered with, its address or fabric address.
+func faultsOf(w *orchestrator.Window, nodes []*orchestrator.Node, out string) []SweepFault {
+	found := parse.CollectiveFaults(out)
+	if len(found) == 0 {
+		return nil
+	}
+	names := map[string]string{}
+	for _, n := range nodes {
+		names[n.Name] = n.Name
+		names[w.FabricHost(n)] = n.Name
+		if n.Index >= 0 && n.Index < len(w.Inv.Nodes) {
+			names[w.Inv.Nodes[n.Index].Address] = n.Name
+		}
+		var reached Reached
+		if _, ok := w.Result("connect", n.Index, &reached); ok && reached.Hostname != "" {
+			names[reached.Hostname] = n.Name
+			short, _, _ := strings.Cut(reached.Hostname, ".")
+			names[short] = n.Name
+		}
+	}
+	var faults []SweepFault
+	for _, f := range found {
+		sf := SweepFault{Fault: f, From: names[f.Local], To: names[f.Peer]}
+		if f.PeerAddr != "" {
+			sf.To = names[f.PeerAddr]
+		}
+		if f.Lost != "" {
+			sf.From = names[f.Lost]
+		}
+		faults = append(faults, sf)
+		if len(faults) == 16 {
+			break
+		}
+	}
+	return faults
+}
+
+// faultsText names the links and nodes the faults are on: "h3 could not
+// reach h1 (connect() to 10.0.0.11:1025 failed: ... (Open MPI))".
+func faultsText(fs []SweepFault) string {
+	var parts []string
+	for _, f := range fs {
+		from, to := orElse(f.From, f.Local), orElse(f.To, orElse(f.Peer, f.PeerAddr))
+		switch {
+		case f.Lost != "":
+			parts = append(parts, fmt.Sprintf("%s was lost (%s)", orElse(f.From, f.Lost), f.Said))
+		default:
+			parts = append(parts, fmt.Sprintf("%s could not reach %s (%s)", from, to, f.Said))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func orElse(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // supportsJSON: the installed nccl-tests writes -J reports (2.17 and

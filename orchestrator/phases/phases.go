@@ -30,10 +30,24 @@ func runIn(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, co
 	return runLogged(ctx, w, n, command, stdin, nil)
 }
 
+// runBoth is runOn that also keeps what the command said on stderr
+// (bounded, as stdout is): where Open MPI says which peer it could not
+// reach.
+func runBoth(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string) ([]byte, []byte, error) {
+	var errs capture
+	out, err := runCaptured(ctx, w, n, command, nil, nil, &errs)
+	return out, errs.Bytes(), err
+}
+
 // runLogged is runIn whose stdout reaches the raw log through filter (when
 // set) once the command ended: a report that copies an environment is
 // logged with only what the measurement needs (redact.NCCLEnv).
 func runLogged(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string, stdin io.Reader, filter func(string) string) ([]byte, error) {
+	return runCaptured(ctx, w, n, command, stdin, filter, nil)
+}
+
+// runCaptured is runLogged whose stderr also goes to errs, when set.
+func runCaptured(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string, stdin io.Reader, filter func(string) string, errs io.Writer) ([]byte, error) {
 	e, err := execOf(n)
 	if err != nil {
 		return nil, err
@@ -49,12 +63,16 @@ func runLogged(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	if filter != nil {
 		stdout = &out
 	}
+	var stderr io.Writer = log
+	if errs != nil {
+		stderr = io.MultiWriter(errs, log)
+	}
 	err = e.Run(ctx, remote.Cmd{
 		Command: command,
 		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},
 		Stdin:   stdin,
 		Stdout:  stdout,
-		Stderr:  log,
+		Stderr:  stderr,
 	})
 	b := out.Bytes()
 	if filter != nil {
