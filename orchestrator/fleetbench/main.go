@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,6 +89,7 @@ type result struct {
 	nodeCPU                   float64
 	bundle, raw, html         int64
 	files                     int
+	top                       map[string]int64 // the bundle's top-level files by size
 	load                      time.Duration
 	loadErr                   string
 	summaryLines, summaryCols int
@@ -188,18 +190,26 @@ func window(bin, dir string, n int) (result, error) {
 	for _, l := range lines {
 		res.summaryCols = max(res.summaryCols, len([]rune(l)))
 	}
-	res.outcome = lines[len(lines)-1]
+	for _, l := range lines {
+		if strings.HasPrefix(l, "ACCEPTED") || strings.HasPrefix(l, "NOT ACCEPTED") || strings.HasPrefix(l, "INCOMPLETE") {
+			res.outcome = l
+		}
+	}
 	dirs, err := filepath.Glob(filepath.Join(runs, "*", "run.json"))
 	if err != nil || len(dirs) != 1 {
 		return res, fmt.Errorf("no run directory in %s", runs)
 	}
 	rd := filepath.Dir(dirs[0])
+	res.top = map[string]int64{}
 	filepath.Walk(rd, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
 			res.bundle += fi.Size()
 			res.files++
-			if rel, _ := filepath.Rel(rd, p); strings.HasPrefix(rel, "raw"+string(filepath.Separator)) {
+			rel, _ := filepath.Rel(rd, p)
+			if strings.HasPrefix(rel, "raw"+string(filepath.Separator)) {
 				res.raw += fi.Size()
+			} else {
+				res.top[rel] = fi.Size()
 			}
 		}
 		return nil
@@ -249,7 +259,18 @@ func printResults(w io.Writer, rs []result) {
 		fmt.Fprintf(w, "\n%d simulated nodes: %s\n", r.nodes, r.outcome)
 		fmt.Fprintf(w, "  window wall %.1f s; coordinator %.1f CPU-s, peak RSS %s (%s per node); node side %.1f CPU-s\n",
 			r.wall.Seconds(), r.coordCPU, mib(r.rssKiB*1024), kib(float64(r.rssKiB*1024)/n), r.nodeCPU)
-		fmt.Fprintf(w, "  bundle %s in %d files (%s per node), raw logs %s of it\n", mib(r.bundle), r.files, kib(float64(r.bundle)/n), mib(r.raw))
+		fmt.Fprintf(w, "  bundle %s in %d files (%s per node), raw logs %s of it (gzip); without them %s per node:\n", mib(r.bundle), r.files,
+			kib(float64(r.bundle)/n), mib(r.raw), kib(float64(r.bundle-r.raw)/n))
+		var names []string
+		for k := range r.top {
+			names = append(names, k)
+		}
+		sort.Slice(names, func(i, j int) bool { return r.top[names[i]] > r.top[names[j]] })
+		var parts []string
+		for _, k := range names {
+			parts = append(parts, fmt.Sprintf("%s %s", k, kib(float64(r.top[k])/n)))
+		}
+		fmt.Fprintf(w, "    per node: %s\n", strings.Join(parts, ", "))
 		load := fmt.Sprintf("%.2f s", r.load.Seconds())
 		if r.loadErr != "" {
 			load = "not measured: " + r.loadErr
