@@ -20,6 +20,13 @@ type Bisector struct {
 	SlowRatio float64
 	MaxRounds int
 
+	// Group is each node's group (its leaf or rack, from the inventory's
+	// labels), when known: the first round pairs nodes inside their
+	// groups, the second across them, so that a slow group's switch and
+	// a slow uplink each show (round robin alone can pair only across,
+	// and a path slow for every pair then looks like the whole fabric).
+	Group map[string]string
+
 	results []PairResult
 	rounds  int
 }
@@ -51,6 +58,11 @@ type Bisection struct {
 	// ("h2–h5"); later rounds may have gone on checking something else.
 	NamedIn map[string]int `json:"named_in_round,omitempty"`
 	Note    string         `json:"note,omitempty"`
+	// SlowRatio is the share of the typical pair below which a pair was
+	// slow; Groups the slow parts named by the inventory's labels (set by
+	// the caller, who has the labels: Groups).
+	SlowRatio float64     `json:"slow_ratio,omitempty"`
+	Groups    []SlowGroup `json:"slow_groups,omitempty"`
 }
 
 // NewBisector checks its inputs.
@@ -79,9 +91,14 @@ func (b *Bisector) Next() [][2]string {
 		return nil
 	}
 	var pairs [][2]string
-	if b.rounds == 0 {
+	switch {
+	case b.rounds == 0 && b.grouped():
+		pairs = b.groupPairs(true)
+	case b.rounds == 1 && b.grouped():
+		pairs = b.groupPairs(false)
+	case b.rounds == 0:
 		pairs = roundRobin(b.Nodes, 0)
-	} else {
+	default:
 		st := b.state()
 		open := append(slices.Clone(st.suspects), st.untested...)
 		anySlow := false
@@ -149,6 +166,77 @@ func (b *Bisector) Next() [][2]string {
 	}
 	b.rounds++
 	return pairs
+}
+
+// grouped: every node has a group, and there are at least two.
+func (b *Bisector) grouped() bool {
+	seen := map[string]bool{}
+	for _, n := range b.Nodes {
+		g, ok := b.Group[n]
+		if !ok {
+			return false
+		}
+		seen[g] = true
+	}
+	return len(seen) > 1
+}
+
+// groupPairs is a round of disjoint pairs inside the nodes' groups
+// (inside) or across them, each node with the first free one of its own
+// (another) group it has not met; a node left over meets any free one.
+func (b *Bisector) groupPairs(inside bool) [][2]string {
+	used := map[string]bool{}
+	var pairs [][2]string
+	pick := func(want func(a, c string) bool) {
+		for i, a := range b.Nodes {
+			if used[a] {
+				continue
+			}
+			for _, c := range b.Nodes[i+1:] {
+				if !used[c] && !b.tested(a, c) && want(a, c) {
+					pairs = append(pairs, [2]string{a, c})
+					used[a], used[c] = true, true
+					break
+				}
+			}
+		}
+	}
+	same := func(a, c string) bool { return (b.Group[a] == b.Group[c]) == inside }
+	if !inside {
+		// Across: a group's nodes each with a node of another group in
+		// turn (its first with the next group, its second with the one
+		// after, ...), so that every group meets several others and a
+		// slow uplink is told from the group it happened to meet.
+		order := groupOrder(b.Nodes, b.Group)
+		at := map[string]int{}
+		for i, g := range order {
+			at[g] = i
+		}
+		pos, seen := map[string]int{}, map[string]int{}
+		for _, n := range b.Nodes {
+			pos[n] = seen[b.Group[n]]
+			seen[b.Group[n]]++
+		}
+		k := len(order)
+		target := func(a string) string {
+			return order[(at[b.Group[a]]+1+pos[a]%(k-1))%k]
+		}
+		pick(func(a, c string) bool { return b.Group[c] == target(a) || b.Group[a] == target(c) })
+	}
+	pick(same)
+	pick(func(string, string) bool { return true })
+	return pairs
+}
+
+// groupOrder is the groups in the order their first nodes come.
+func groupOrder(nodes []string, group map[string]string) []string {
+	var out []string
+	for _, n := range nodes {
+		if !slices.Contains(out, group[n]) {
+			out = append(out, group[n])
+		}
+	}
+	return out
 }
 
 // freshPairs is the first round-robin round whose pairs were not all run.
@@ -302,7 +390,7 @@ func (b *Bisector) state() bisectState {
 // Result summarises what the rounds so far found.
 func (b *Bisector) Result() Bisection {
 	st := b.state()
-	out := Bisection{Rounds: b.rounds, Pairs: slices.Clone(b.results), Reference: st.ref,
+	out := Bisection{Rounds: b.rounds, Pairs: slices.Clone(b.results), Reference: st.ref, SlowRatio: b.SlowRatio,
 		Scores: map[string]float64{}, Good: st.good, SlowNodes: st.slowNodes, SlowLinks: st.slowLinks}
 	out.Unresolved = append(slices.Clone(st.suspects), st.untested...)
 	out.UnconfirmedLinks = st.linkSuspects
@@ -327,17 +415,42 @@ func (b *Bisector) Result() Bisection {
 // Summary is one line for a verdict.
 func (s Bisection) Summary() string {
 	var parts []string
+	// A group first, and what it explains not again node by node.
+	explained := func(a, b string) bool {
+		for _, g := range s.Groups {
+			if g.Explains(a, b) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range s.Groups {
+		parts = append(parts, g.String())
+	}
 	for _, n := range s.SlowNodes {
-		parts = append(parts, fmt.Sprintf("node %s (score %.2f, named in round %d)", n, s.Scores[n], s.NamedIn[n]))
+		if !explained(n, "") {
+			parts = append(parts, fmt.Sprintf("node %s (score %.2f, named in round %d)", n, s.Scores[n], s.NamedIn[n]))
+		}
 	}
 	for _, l := range s.SlowLinks {
+		if explained(l[0], l[1]) {
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("link %s–%s (named in round %d)", l[0], l[1], s.NamedIn[l[0]+"–"+l[1]]))
 	}
-	if len(s.Unresolved) > 0 {
-		parts = append(parts, "unresolved: "+strings.Join(s.Unresolved, ", "))
+	var unresolved []string
+	for _, n := range s.Unresolved {
+		if !explained(n, "") {
+			unresolved = append(unresolved, n)
+		}
+	}
+	if len(unresolved) > 0 {
+		parts = append(parts, "unresolved: "+strings.Join(unresolved, ", "))
 	}
 	for _, l := range s.UnconfirmedLinks {
-		parts = append(parts, fmt.Sprintf("link %s–%s slow once, not confirmed", l[0], l[1]))
+		if !explained(l[0], l[1]) {
+			parts = append(parts, fmt.Sprintf("link %s–%s slow once, not confirmed", l[0], l[1]))
+		}
 	}
 	if len(parts) == 0 {
 		return fmt.Sprintf("no slow node or link in %d round(s) of pairs (typical pair %.4g GB/s)", s.Rounds, s.Reference)

@@ -43,10 +43,17 @@ func nodes(n int) []string {
 
 func bisect(t *testing.T, names []string, m fabricModel, maxRounds int) Bisection {
 	t.Helper()
+	return bisectIn(t, names, nil, m, maxRounds)
+}
+
+// bisectIn is bisect with the nodes' groups (leaf or rack) known.
+func bisectIn(t *testing.T, names []string, group map[string]string, m fabricModel, maxRounds int) Bisection {
+	t.Helper()
 	b, err := NewBisector(names, 0.8, maxRounds)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.Group = group
 	for round := 0; ; round++ {
 		pairs := b.Next()
 		if pairs == nil {

@@ -48,6 +48,13 @@ var Bisection = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
+		labels := map[string]map[string]string{}
+		for _, n := range nodes {
+			if ls := w.Inv.Nodes[n.Index].Labels; len(ls) > 0 {
+				labels[n.Name] = ls
+			}
+		}
+		bis.Group = groupOf(labels, names)
 		b := allReduceBench(a)
 		b.min, b.max, b.iters = a.Bisection.MinBytes, a.Bisection.MaxBytes, a.Bisection.Iters
 		res := Bisected{}
@@ -88,10 +95,32 @@ var Bisection = orchestrator.Phase{
 			}
 		}
 		res.Bisection = bis.Result()
+		res.Groups = fabric.Groups(res.Bisection, labels)
 		w.Progress.Line("bisect: %s", res.Summary())
 		return res, nil
 	},
 	Judge: judgeBisection,
+}
+
+// groupKeys are the labels the bisection pairs nodes by, the first that
+// every node carries: a leaf switch, then a rack.
+var groupKeys = []string{"leaf", "switch", "rack", "pod"}
+
+// groupOf is each node's group by the first of groupKeys they all carry;
+// nil when none.
+func groupOf(labels map[string]map[string]string, names []string) map[string]string {
+	for _, k := range groupKeys {
+		g := map[string]string{}
+		for _, n := range names {
+			if v, ok := labels[n][k]; ok {
+				g[n] = v
+			}
+		}
+		if len(g) == len(names) {
+			return g
+		}
+	}
+	return nil
 }
 
 func pairList(pairs [][2]string) string {

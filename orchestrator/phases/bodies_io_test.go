@@ -221,7 +221,7 @@ func fabricHosts(n int, slow string) string {
 	var hosts []standins.FabricHost
 	for i := 1; i <= n; i++ {
 		h := standins.FabricHost{Name: fmt.Sprintf("192.0.2.%d", 10+i), InterGBs: 370, IntraGBs: 450, GPUs: 8}
-		if fmt.Sprintf("h%d", i) == slow {
+		if slices.Contains(strings.Split(slow, ","), fmt.Sprintf("h%d", i)) {
 			h.InterGBs = 185
 		}
 		hosts = append(hosts, h)
@@ -385,5 +385,35 @@ Your Open MPI job may now hang or fail.
 	}
 	if fs := s.Repeats[0].Faults; len(fs) != 1 || fs[0].From != "h3" || fs[0].To != "h1" {
 		t.Errorf("faults: %+v", fs)
+	}
+}
+
+// TestBisectionNamesASlowLeaf: with the nodes' leaf labels, the pairs go
+// inside the leaves first, then across, and a leaf whose every node is
+// slow is named as the leaf (one of three: with half the fleet slow no
+// pair is typical).
+func TestBisectionNamesASlowLeaf(t *testing.T) {
+	f, inv := fabricFleet(t, 12, "h5,h6,h7,h8")
+	for i := range inv.Nodes {
+		inv.Nodes[i].Labels = map[string]string{"leaf": fmt.Sprintf("leaf-%d", i/4+1)}
+	}
+	r := runFake(t, inv, f, WindowKey, AllReduce, Bisection)
+	var b Bisected
+	if err := json.Unmarshal(resultOf(t, r, "bisect", -1).Data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Groups) != 1 || b.Groups[0].String() != "leaf=leaf-2 (h[5-8]): all 4 nodes slow" {
+		t.Fatalf("groups %+v\n%+v", b.Groups, b.Pairs)
+	}
+	for _, p := range b.Pairs {
+		if leaf := func(h string) string {
+			return inv.Nodes[slices.IndexFunc(inv.Nodes, func(n inventory.Node) bool { return n.Name == h })].Labels["leaf"]
+		}; p.Round == 1 && leaf(p.A) != leaf(p.B) {
+			t.Errorf("round 1 paired across the leaves: %+v", p)
+		}
+	}
+	v := verdictOf(t, r, "NCCL-004", "h5,h6,h7,h8")
+	if v.Status != record.Fail || !strings.HasPrefix(v.Measured, "slow: leaf=leaf-2 (h[5-8]): all 4 nodes slow, in ") {
+		t.Errorf("NCCL-004: %+v", v)
 	}
 }
