@@ -45,17 +45,12 @@ func PrintA4(ctx context.Context, path, work string) ([]byte, error) {
 			return nil, ErrMissing
 		}
 	}
-	abs, err := filepath.Abs(path)
+	url, bctx, cancel, err := open(ctx, bin, path, work)
 	if err != nil {
 		return nil, err
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(work, "profile")))
-	actx, cancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+abs), chromedp.WaitReady("body")); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitReady("body")); err != nil {
 		return nil, err
 	}
 	return chromedp.Run(bctx, chromedp.PrintToPDF(chromedp.PDFPaper(chromedp.PaperA4), chromedp.PDFPrintBackground(),
@@ -98,21 +93,16 @@ func LoadTime(ctx context.Context, path, work string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	abs, err := filepath.Abs(path)
+	url, bctx, cancel, err := open(ctx, bin, path, work)
 	if err != nil {
 		return 0, err
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(work, "profile")))
-	actx, cancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	if err := chromedp.Do(bctx, chromedp.Navigate("file://"+abs), chromedp.WaitReady("body")); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitReady("body")); err != nil {
 		return 0, err
 	}
 	state, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.readyState`))
@@ -123,4 +113,18 @@ func LoadTime(ctx context.Context, path, work string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: still %q after the load event", path, state)
 	}
 	return time.Since(start), nil
+}
+
+// open starts Chromium (bin) headless in a profile under work; url is the
+// file at path's. cancel ends the browser.
+func open(ctx context.Context, bin, path, work string) (string, context.Context, context.CancelFunc, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(work, "profile")))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, bcancel := chromedp.NewContext(actx)
+	return "file://" + abs, bctx, func() { bcancel(); acancel() }, nil
 }
