@@ -38,14 +38,14 @@ const (
 	DefaultName   = "lab"
 	DefaultHosts  = 4
 	DefaultSubnet = "10.231.0"
-	MaxHosts      = 64
+	MaxHosts      = 128
 )
 
 // Options of Up. Zero values take the defaults: name "lab", 4 hosts, subnet 10.231.0 (host i is
 // SUBNET.(10+i), the coordinator's side of the bridge SUBNET.1), no shaping.
 type Options struct {
 	Name   string // lab name: netns NAME-hI, bridge br-NAME, dir /tmp/gpuaccept-lab-NAME
-	Hosts  int    // 1..64
+	Hosts  int    // 1..128 (an idle host's sshd is ~1.5 MB)
 	Subnet string // three octets, e.g. "10.232.0"; unique per lab running at the same time
 	Cap    string // tbf rate for both directions of every host, e.g. "200mbit"; "" for none
 }

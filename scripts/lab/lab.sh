@@ -28,7 +28,7 @@
 #                                            coordinator. Again with another DIR or port: restarts the server.
 #
 # HOST is h3 or 3; kill, cut, restore, cap, uncap and ps also take "storage" once it runs. Defaults: NAME lab,
-# N 4 (max 64), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME. Host i is SUBNET.(10+i); the bridge (the
+# N 4 (max 128), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME. Host i is SUBNET.(10+i); the bridge (the
 # coordinator's side) is SUBNET.1/24; bridge br-NAME, veths NAMEv<i> (NAME shortened to 6 characters plus a 4-hex
 # hash when longer than 10), the storage host's NAMEvs.
 #
@@ -52,7 +52,7 @@ PROG=lab.sh
 RUNROOT=/run/gpuaccept-lab
 SSHD=${LAB_SSHD:-/usr/sbin/sshd}
 WAIT=${LAB_WAIT:-20}
-MAXHOSTS=64
+MAXHOSTS=128
 
 usage() {
 	sed -n '3,/^set -euo/p' "${BASH_SOURCE[0]}" 2>/dev/null | sed -e '$d' -e 's/^# \{0,1\}//' >&2 ||
@@ -115,7 +115,7 @@ valid_rate() { [[ ${1,,} =~ ^[0-9]+(\.[0-9]+)?[kmgt]?(bit|bps)$ ]]; }
 check_common() {
 	[[ $NAME =~ ^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$ ]] ||
 		usage_die "bad --name '$NAME': 1-32 characters from [A-Za-z0-9_-], starting with a letter or digit"
-	# interface names must fit 15 characters: the bridge is br-TAG, host i's veth TAGv<i> (i <= 64)
+	# interface names must fit 15 characters: the bridge is br-TAG, host i's veth TAGv<i> (i <= 128)
 	if ((${#NAME} <= 10)); then
 		TAG=$NAME
 	else

@@ -1,0 +1,136 @@
+// Command launchbench measures Open MPI's ssh launch across lab hosts, as
+// the cluster-wide all-reduce starts it: mpirun on h1 over 16, 32, 64 and
+// 128 hosts (one rank each, every link at 100 Mbit/s), the time to the
+// first rank's output (the launch) and to the end, for `hostname` and for
+// the MPI stand-in of all_reduce_perf (one small sweep), with Open MPI's
+// defaults and with the flags a large launch is known to need
+// (plm_rsh_num_concurrent raised, tree spawn left on). It prints figures;
+// it asserts nothing.
+//
+//	go run ./orchestrator/launchbench [-hosts 16,32,64,128]
+//
+// Root on Linux, Open MPI installed (make deps); it brings up its own lab
+// (name "lbench") and tears it down.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gpuaccept/scripts/lab"
+)
+
+func main() {
+	sizes := flag.String("hosts", "16,32,64,128", "host counts, comma-separated")
+	timeout := flag.Duration("timeout", 4*time.Minute, "how long one launch may take")
+	flag.Parse()
+	if err := run(*sizes, *timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "launchbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(sizes string, timeout time.Duration) error {
+	if ok, why := lab.Supported(); !ok {
+		return fmt.Errorf("needs the lab: %s", why)
+	}
+	var ns []int
+	most := 0
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 || n > lab.MaxHosts {
+			return fmt.Errorf("-hosts: %q is not 2..%d", s, lab.MaxHosts)
+		}
+		ns = append(ns, n)
+		most = max(most, n)
+	}
+	ctx := context.Background()
+	work, err := os.MkdirTemp("", "gpuaccept-nccl-") // /tmp is shared by the lab hosts
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if out, err := exec.Command("bash", "scripts/standins/nccl/build.sh", work).CombinedOutput(); err != nil {
+		return fmt.Errorf("build the MPI stand-in: %v\n%s", err, out)
+	}
+	fmt.Fprintf(os.Stderr, "bringing up %d lab hosts at 100mbit...\n", most)
+	start := time.Now()
+	l, err := lab.Up(ctx, lab.Options{Name: "lbench", Hosts: most, Subnet: "10.246.0", Cap: "100mbit"})
+	if err != nil {
+		return err
+	}
+	defer l.Down(context.Background())
+	fmt.Printf("%d lab hosts up in %.1f s\n", most, time.Since(start).Seconds())
+	flags := "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2"
+	bench := filepath.Join(work, "all_reduce_perf") + " -b 1M -e 1M -f 2 -n 2 -w 1 -c 1 -g 1"
+	fmt.Printf("%-6s %-44s %12s %12s  %s\n", "HOSTS", "LAUNCH", "FIRST LINE", "END", "RESULT")
+	for _, n := range ns {
+		var hosts []string
+		for i := 1; i <= n; i++ {
+			hosts = append(hosts, fmt.Sprintf("h%d:1", i))
+		}
+		for _, c := range []struct{ name, extra, prog string }{
+			{"hostname, Open MPI's defaults", "", "hostname"},
+			{"hostname, plm_rsh_num_concurrent " + strconv.Itoa(n), "--mca plm_rsh_num_concurrent " + strconv.Itoa(n), "hostname"},
+			{"all_reduce_perf (1 MiB), defaults", "", bench},
+		} {
+			cmd := fmt.Sprintf("timeout %d mpirun --allow-run-as-root -np %d -H %s %s %s %s", int(timeout.Seconds()), n, strings.Join(hosts, ","), flags, c.extra, c.prog)
+			first, end, res := launch(ctx, l, cmd, n, c.prog == "hostname")
+			fmt.Printf("%-6d %-44s %11.2fs %11.2fs  %s\n", n, c.name, first.Seconds(), end.Seconds(), res)
+		}
+	}
+	return nil
+}
+
+// launch runs cmd on h1 and times its first line of output and its end;
+// res says whether every rank answered (hostname: n lines) or the sweep
+// printed its result.
+func launch(ctx context.Context, l *lab.Lab, cmd string, n int, hostname bool) (time.Duration, time.Duration, string) {
+	c, err := lab.Command(ctx, "exec", "--name", l.Name, "h1", "--", "bash", "-c", cmd+" 2>&1")
+	if err != nil {
+		return 0, 0, err.Error()
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return 0, 0, err.Error()
+	}
+	start := time.Now()
+	if err := c.Start(); err != nil {
+		return 0, 0, err.Error()
+	}
+	var first time.Duration
+	lines, ok := 0, false
+	var last string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if first == 0 {
+			first = time.Since(start)
+		}
+		lines++
+		last = sc.Text()
+		if strings.Contains(last, "Avg bus bandwidth") {
+			ok = true
+		}
+	}
+	err = c.Wait()
+	end := time.Since(start)
+	switch {
+	case err != nil:
+		return first, end, fmt.Sprintf("failed (%v): %.80s", err, last)
+	case hostname && lines == n:
+		return first, end, fmt.Sprintf("%d of %d ranks answered", lines, n)
+	case hostname:
+		return first, end, fmt.Sprintf("%d lines for %d ranks", lines, n)
+	case ok:
+		return first, end, "sweep done"
+	}
+	return first, end, "no result: " + last
+}
