@@ -69,7 +69,9 @@ func WriteBundle(dir string, run *record.Run) error {
 	if err := compressLogs(dir, run); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(run, "", "  ")
+	// One line: indenting made a 1,000-node run.json 40% larger, and
+	// whoever reads it by eye has jq.
+	js, err := json.Marshal(run)
 	if err != nil {
 		return fmt.Errorf("bundle %s: run.json: %w", dir, err)
 	}
