@@ -283,6 +283,7 @@ func TestSelection(t *testing.T) {
 	var ctxSeen atomic.Bool
 	phases := []Phase{phase("connect", &c, true, nil), phase("preflight", &c, true, nil), phase("diag", &c, true, nil),
 		phase("staging", &c, false, nil), teardownPhase(&c, &ctxSeen)}
+	phases[0].AlwaysRun = true // connect, as the real one
 	sel := &Selection{Nodes: "n[1-2]", Skip: []string{"diag"}}
 	rec, _, err := Start(t.Context(), inv, phases, Options{RunsDir: t.TempDir(), Selection: sel})
 	if err != nil {
@@ -306,11 +307,16 @@ func TestSelection(t *testing.T) {
 	}
 	var c2 calls
 	phases2 := []Phase{phase("connect", &c2, true, nil), phase("preflight", &c2, true, nil), phase("diag", &c2, true, nil), teardownPhase(&c2, &ctxSeen)}
+	phases2[0].AlwaysRun = true
 	if _, _, err := Start(t.Context(), inv, phases2, Options{RunsDir: t.TempDir(), Selection: &Selection{Only: []string{"diag"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if c2.get("preflight", "n1") != 0 || c2.get("diag", "n3") != 1 || c2.get("connect", "n3") != 1 {
 		t.Errorf("--only diag: %v", c2.m)
+	}
+	// The inventory's order, whatever the flag's: the first node launches.
+	if got, err := selectNodes(inv, &Selection{Nodes: "n3,n1"}); err != nil || len(got.Nodes) != 2 || got.Nodes[0].Name != "n1" {
+		t.Errorf("--nodes n3,n1: %v %v", got, err)
 	}
 	for _, bad := range []struct {
 		sel  Selection

@@ -15,9 +15,11 @@ import (
 // and a resumed window runs the same.
 type Selection = record.Selection
 
-// essential phases run whatever the selection: without them no other
-// phase can run, or the nodes are left as the window found them not.
-func essential(p *Phase) bool { return p.Teardown || p.Name == "connect" || p.Name == "tools" }
+// essential phases run whatever the selection: the ones every window
+// runs again on --resume (connect, tools, the window's key: without them
+// no other phase can run) and teardown (or the nodes are left as the
+// window found them not).
+func essential(p *Phase) bool { return p.Teardown || p.AlwaysRun }
 
 // selectPhases checks the names of sel and marks the phases it leaves out.
 func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
@@ -35,7 +37,7 @@ func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
 			}
 			p := &phases[slices.Index(names, n)]
 			if flag == "--skip" && essential(p) {
-				return fmt.Errorf("--skip %s: every window runs connect, tools, teardown and deletion", n)
+				return fmt.Errorf("--skip %s: every window runs %s", n, strings.Join(essentials(phases), ", "))
 			}
 		}
 		return nil
@@ -60,6 +62,17 @@ func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
 	return out, nil
 }
 
+// essentials names the phases every window runs.
+func essentials(phases []Phase) []string {
+	var out []string
+	for i := range phases {
+		if essential(&phases[i]) {
+			out = append(out, phases[i].Name)
+		}
+	}
+	return out
+}
+
 // selectNodes is inv with only the nodes sel names (a host range of
 // node names); each name must be one of the inventory's.
 func selectNodes(inv *inventory.Inventory, sel *Selection) (*inventory.Inventory, error) {
@@ -70,21 +83,24 @@ func selectNodes(inv *inventory.Inventory, sel *Selection) (*inventory.Inventory
 	if err != nil {
 		return nil, fmt.Errorf("--nodes %q: %w", sel.Nodes, err)
 	}
-	byName := map[string]inventory.Node{}
+	known := map[string]bool{}
 	for _, n := range inv.Nodes {
-		byName[n.Name] = n
+		known[n.Name] = true
 	}
+	wanted := map[string]bool{}
+	var unknown []string
+	for _, name := range want {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+		wanted[name] = true
+	}
+	// In the inventory's order, whatever the flag's: the first node holds
+	// the rendezvous and launches mpirun, as in a whole window.
 	out := *inv
 	out.Nodes = nil
-	var unknown []string
-	seen := map[string]bool{}
-	for _, name := range want {
-		n, ok := byName[name]
-		switch {
-		case !ok:
-			unknown = append(unknown, name)
-		case !seen[name]:
-			seen[name] = true
+	for _, n := range inv.Nodes {
+		if wanted[n.Name] {
 			out.Nodes = append(out.Nodes, n)
 		}
 	}

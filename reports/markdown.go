@@ -320,6 +320,9 @@ func escapeAll(rows [][]string) [][]string {
 
 // mdTable renders a GitHub-flavoured Markdown table; cells must already be
 // escaped.
+// mdCellMax bounds a table cell of report.md.
+const mdCellMax = 160
+
 func mdTable(b *bytes.Buffer, header []string, rows [][]string, empty string) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(b, empty)
@@ -328,7 +331,20 @@ func mdTable(b *bytes.Buffer, header []string, rows [][]string, empty string) er
 	t := tablewriter.NewTable(b, tablewriter.WithRenderer(renderer.NewMarkdown()),
 		tablewriter.WithHeaderAutoFormat(tw.Off))
 	t.Header(header)
-	if err := t.Bulk(rows); err != nil {
+	// A column is as wide as its widest cell on every row: one long cell
+	// made a 1,000-node report.md 3.8 GB. A cell says its first
+	// mdCellMax characters; run.json and report.html hold the rest.
+	clipped := make([][]string, len(rows))
+	for i, r := range rows {
+		clipped[i] = make([]string, len(r))
+		for j, c := range r {
+			if rs := []rune(c); len(rs) > mdCellMax {
+				c = string(rs[:mdCellMax-1]) + "…"
+			}
+			clipped[i][j] = c
+		}
+	}
+	if err := t.Bulk(clipped); err != nil {
 		return err
 	}
 	return t.Render()

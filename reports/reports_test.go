@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,3 +260,27 @@ func TestNodeTextCannotDriveTheTerminalOrThePage(t *testing.T) {
 		t.Errorf("the image is not shown escaped:\n%s", md.String())
 	}
 }
+
+// One long cell does not widen every row of its table: report.md stays
+// about as large as its rows (a 1,000-node window's was 3.8 GB).
+func TestMarkdownOfALongCellIsBounded(t *testing.T) {
+	run := fullRun()
+	for i := range 500 {
+		v := record.NewVerdict("HEALTH-001", "gpu-"+strings.Repeat("0", 3-len(itoa(i)))+itoa(i))
+		v.Status, v.Detail = record.Skip, "diag failed"
+		run.Verdicts = append(run.Verdicts, v)
+	}
+	run.Verdicts[0].Detail = strings.Repeat("every node's words ", 20000)
+	var b bytes.Buffer
+	if err := MarkdownReport(&b, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > 1<<20 {
+		t.Errorf("report.md is %d bytes for %d verdicts", b.Len(), len(run.Verdicts))
+	}
+	if !strings.Contains(b.String(), "every node's words every node's words") || !strings.Contains(b.String(), "…") {
+		t.Error("the long cell is not said, clipped")
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -43,6 +43,9 @@ exits 3.`,
 			if output != "text" && output != "json" {
 				return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text or json", output))
 			}
+			if connect && output == "json" {
+				return exitWith(exitBadInput, fmt.Errorf("--connect prints text: give no -o json with it"))
+			}
 			inv, err := inventory.Load(args[0])
 			if err != nil {
 				return err
@@ -117,6 +120,10 @@ func (f *fitWriter) line(s string) error {
 		width = reports.DefaultWidth
 	}
 	indent := s[:len(s)-len(strings.TrimLeft(s, " "))] + "    "
+	if len(indent) > width/2 {
+		// A narrow terminal: a continuation that leaves room to advance.
+		indent = strings.Repeat(" ", width/4)
+	}
 	r := []rune(s)
 	for len(r) > width {
 		// The last space that leaves the line in width (past the

@@ -158,7 +158,12 @@ func toolAnswers(out []byte) map[string]string {
 		case line == "@@ missing":
 			rc = "missing"
 		case strings.HasPrefix(line, "@@ rc "):
+			// Only an exit status: anything else a node prints here is
+			// text of its own.
 			rc = strings.TrimPrefix(line, "@@ rc ")
+			if !exitStatus.MatchString(rc) {
+				rc = "?"
+			}
 		case strings.HasPrefix(line, "@@ "):
 			flush()
 			tool = strings.TrimPrefix(line, "@@ ")
@@ -184,7 +189,10 @@ func knownTool(t string) bool {
 	return false
 }
 
-var versionToken = regexp.MustCompile(`\d+(\.\d+)+`)
+var (
+	versionToken = regexp.MustCompile(`\d+(\.\d+)+`)
+	exitStatus   = regexp.MustCompile(`^[0-9]{1,3}$`)
+)
 
 // summarize is a tool's answer in a few words: its version (and, for the
 // GPUs, their count, model and driver), "missing", or what went wrong.

@@ -141,4 +141,8 @@ func TestToolAnswersOfAHostileNode(t *testing.T) {
 	if a := summarize("nvidia-smi", []string{"\x1b]0;pwned\x07"}, "0"); strings.ContainsAny(a, "\x1b\x07") {
 		t.Errorf("control characters printed: %q", a)
 	}
+	// An exit status line is a number, or the node's own text, not printed.
+	if a := toolAnswers([]byte("@@ dcgmi\nboom\n@@ rc \x1b]0;pwned\x07\n"))["dcgmi"]; strings.ContainsAny(a, "\x1b\x07") || a != "fails (exit ?): boom" {
+		t.Errorf("a hostile exit status: %q", a)
+	}
 }

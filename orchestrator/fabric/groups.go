@@ -27,12 +27,13 @@ type SlowGroup struct {
 
 // Explains says whether the group accounts for a slow link a–b (one end
 // in an uplink's group, the two ends on the two sides of a path), or for
-// a slow node a (b empty: any node of the group).
+// a slow node a (b empty: a node of a group all slow).
 func (g SlowGroup) Explains(a, b string) bool {
 	inA, inB := slices.Contains(g.Nodes, a), slices.Contains(g.Nodes, b)
 	switch {
 	case b == "":
-		return inA || slices.Contains(g.OtherNodes, a)
+		// A node: only a group all slow explains one.
+		return inA && !g.Uplink && g.Other == ""
 	case g.Other != "":
 		return inA && slices.Contains(g.OtherNodes, b) || inB && slices.Contains(g.OtherNodes, a)
 	case g.Uplink:

@@ -69,10 +69,17 @@ func TestNodeRanges(t *testing.T) {
 	if err != nil || len(inv.Nodes) != 3 || inv.Nodes[2].Name != "login" {
 		t.Errorf("nodes_from nodelist: %v %v", inv, err)
 	}
-	// No address: the name, for ssh_config to map (not with config: none).
-	inv, err = parseText(t, "provider: p\nssh: {user: u, known_hosts: [known_hosts]}\nnodes: [{name: gpu-01}]\n")
-	if err != nil || inv.Nodes[0].Address != "gpu-01" {
+	// No address: the name, when ssh_config has a Host entry with a
+	// HostName for it (dialled by the name, reached by the others at
+	// the HostName); else the address is required.
+	os.WriteFile(filepath.Join(dir, "ssh_config"), []byte("Host gpu-01\n  HostName 10.0.0.1\n"), 0o600)
+	inv, err = parse(filepath.Join(dir, "inv.yaml"), []byte("provider: p\nssh: {user: u, known_hosts: [known_hosts], config: ssh_config}\nnodes: [{name: gpu-01}]\n"), noEnv)
+	if err != nil || inv.Nodes[0].Address != "gpu-01" || inv.Nodes[0].FabricAddress != "10.0.0.1" {
 		t.Errorf("no address with ssh_config: %v %v", inv, err)
+	}
+	_, err = parse(filepath.Join(dir, "inv.yaml"), []byte("provider: p\nssh: {user: u, known_hosts: [known_hosts], config: ssh_config}\nnodes: [{name: gpu-02}]\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "nodes[0].address: required") {
+		t.Errorf("no address, no Host entry: %v", err)
 	}
 }
 
@@ -112,9 +119,24 @@ func TestNodeRangeErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %q", c.nodes, err, c.want)
 		}
 	}
-	_, err := parseText(t, rangesHead+"nodes_from: missing/hosts.txt\n")
-	if err == nil || !strings.Contains(err.Error(), "nodes_from: ") || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("a missing nodes_from file: %v", err)
+	for _, missing := range []string{"missing/hosts.txt", "hosts"} {
+		_, err := parseText(t, rangesHead+"nodes_from: "+missing+"\n")
+		if err == nil || !strings.Contains(err.Error(), "nodes_from: ") || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("a missing nodes_from file %s: %v", missing, err)
+		}
+	}
+	// A file of IP addresses names each node after its whole address; a
+	// line too long to be a host list is an error, not a shorter fleet.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "known_hosts"), nil, 0o600)
+	os.WriteFile(filepath.Join(dir, "ips"), []byte("10.0.0.5\n10.0.0.6\n"), 0o644)
+	inv, err := parse(filepath.Join(dir, "inv.yaml"), []byte(rangesHead+"nodes_from: ips\n"), noEnv)
+	if err != nil || len(inv.Nodes) != 2 || inv.Nodes[1].Name != "10-0-0-6" || inv.Nodes[1].Address != "10.0.0.6" {
+		t.Errorf("a file of IP addresses: %v %v", inv, err)
+	}
+	os.WriteFile(filepath.Join(dir, "long"), []byte("gpu-1\n"+strings.Repeat("x", 5<<20)+"\n"), 0o644)
+	if _, err := parse(filepath.Join(dir, "inv.yaml"), []byte(rangesHead+"nodes_from: long\n"), noEnv); err == nil || !strings.Contains(err.Error(), "nodes_from: ") {
+		t.Errorf("a 5 MiB line: %v", err)
 	}
 }
 

@@ -35,6 +35,29 @@ type validator struct {
 	// origins is where each node of inv.Nodes was written, once host
 	// ranges and nodes_from are expanded.
 	origins []nodeOrigin
+	// cfg is ssh.config's file, read once (sshConfig); nil for none.
+	cfg     *sshconfig.Config
+	cfgRead bool
+}
+
+// sshConfig is the ssh_config the dial will read (ssh.config, else
+// ~/.ssh/config); nil with ssh.config none or when it cannot be read (the
+// dial says so, naming the file: an inventory may be checked where its
+// ssh_config is not).
+func (v *validator) sshConfig() *sshconfig.Config {
+	if v.cfgRead {
+		return v.cfg
+	}
+	v.cfgRead = true
+	if strings.EqualFold(v.inv.SSH.Config, "none") || v.c.blocked("ssh.config") {
+		return nil
+	}
+	c, err := sshconfig.Load(v.inv.SSH.Config)
+	if err != nil {
+		return nil
+	}
+	v.cfg = c
+	return c
 }
 
 func validate(inv *Inventory, c *collector, dir string) {
@@ -201,14 +224,18 @@ func (v *validator) node(i int, names map[string]int) {
 			names[n.Name] = i
 		}
 	}
-	if n.Address == "" && n.Name != "" && v.inv.SSH.Config != "none" {
-		// ssh_config's Host entry for the name gives its HostName, as
-		// `ssh gpu-01` does; with none, the name is dialled as it is.
+	if hn := v.sshConfig().Get(n.Name, "HostName"); n.Address == "" && n.Name != "" && hn != "" {
+		// ssh_config's Host entry for the name: dialled by the name, as
+		// `ssh gpu-01` is (its Port, User and keys apply); the other
+		// nodes reach it at its HostName, which they resolve themselves.
 		n.Address = n.Name
+		if n.FabricAddress == "" && checkAddress(hn) == "" && !strings.Contains(hn, "%") {
+			n.FabricAddress = hn
+		}
 	}
 	if msg := checkAddress(n.Address); msg != "" {
 		if n.Address == "" {
-			msg += " (or, without ssh.config none, an ssh_config Host entry for the name)"
+			msg += " (or a Host entry with a HostName for the name in ssh_config)"
 		}
 		v.problem(key+".address", "%s%s", who, msg)
 	}
@@ -270,12 +297,8 @@ func ValidHost(a string) bool {
 func (v *validator) users() {
 	nodes := v.inv.Nodes
 	var cfg *sshconfig.Config
-	if v.inv.SSH.User == "" && v.inv.SSH.Config != "none" && !v.c.blocked("ssh.config") {
-		c, err := sshconfig.Load(v.inv.SSH.Config)
-		if err != nil {
-			v.problem("ssh.config", "%v", err)
-		}
-		cfg = c
+	if v.inv.SSH.User == "" {
+		cfg = v.sshConfig()
 	}
 	var missing []int
 	for i := range nodes {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,9 +102,18 @@ func (v *validator) expandNodes() {
 	if v.inv.NodesFrom != "" {
 		hosts := v.nodesFrom(v.inv.NodesFrom)
 		for _, h := range hosts {
+			// A host's first label names it; an IP address is named
+			// whole (10.0.0.5: 10-0-0-5), or every node would be "10".
 			name, _, _ := strings.Cut(strings.ToLower(h), ".")
+			if net.ParseIP(h) != nil {
+				name = strings.NewReplacer(".", "-", ":", "-").Replace(strings.ToLower(h))
+			}
 			nodes, origins = append(nodes, Node{Name: name, Address: h}), append(origins, nodeOrigin{key: "nodes_from", member: h})
 		}
+	}
+	if len(nodes) > hostlist.MaxHosts {
+		v.problem("nodes", "%d nodes: more than the %d one window takes", len(nodes), hostlist.MaxHosts)
+		nodes, origins = nodes[:hostlist.MaxHosts], origins[:hostlist.MaxHosts]
 	}
 	v.inv.Nodes, v.origins = nodes, origins
 }
@@ -133,6 +143,7 @@ func (v *validator) nodesFrom(spec string) []string {
 			return nil
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 64<<10), maxNodesFile)
 		n := 0
 		for sc.Scan() {
 			n++
@@ -147,12 +158,18 @@ func (v *validator) nodesFrom(spec string) []string {
 			}
 			lines = append(lines, hosts...)
 		}
+		if err := sc.Err(); err != nil {
+			v.problem("nodes_from", "%s line %d: %v", path, n+1, err)
+			return nil
+		}
 		if len(lines) == 0 {
 			v.problem("nodes_from", "%s names no host", path)
 		}
 		return lines
 	}
-	if strings.ContainsAny(spec, "/") || strings.HasSuffix(spec, ".txt") {
+	// A nodelist has a range or a list; a bare word is a file's name,
+	// and a missing file is said as such (not read as one node).
+	if strings.ContainsAny(spec, "/") || !strings.ContainsAny(spec, "[,") {
 		v.problem("nodes_from", "%s: no such file (nodes_from is a file of host names or a nodelist such as gpu-[001-128])", path)
 		return nil
 	}

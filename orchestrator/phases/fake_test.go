@@ -73,7 +73,7 @@ func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 			return fake.Reply{Stdout: "removed $HOME/.gpuaccept/window\nprocesses ended: 0\n"}
 		})
 		h.Reply(`(?s)^bash -c .* left `, fake.Reply{Stdout: "checked\n"})
-		h.On(`^cd && cd \S+ && tar -x -f `+archiveName, func(c *fake.Call) fake.Reply { return unpack(h, c.Command) })
+		h.On(`^cd && cd \S+ && tar -x -o -f `+archiveName, func(c *fake.Call) fake.Reply { return unpack(h, c.Command) })
 		answerSecurity(h, soundPosture)
 	}
 	return f

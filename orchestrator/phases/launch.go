@@ -288,19 +288,33 @@ func faultsOf(w *orchestrator.Window, nodes []*orchestrator.Node, out string) []
 	if len(found) == 0 {
 		return nil
 	}
+	// The host names the nodes answered with first, each only when one
+	// node gave it (cloud images share "ubuntu"); then the inventory's
+	// names and addresses, which no answer overrides.
 	names := map[string]string{}
+	said := map[string][]string{}
 	for _, n := range nodes {
-		names[n.Name] = n.Name
+		var reached Reached
+		if _, ok := w.Result("connect", n.Index, &reached); ok && reached.Hostname != "" {
+			short, _, _ := strings.Cut(reached.Hostname, ".")
+			for _, h := range uniq([]string{reached.Hostname, short}) {
+				said[h] = append(said[h], n.Name)
+			}
+		}
+	}
+	for h, ns := range said {
+		if len(ns) == 1 {
+			names[h] = ns[0]
+		}
+	}
+	for _, n := range nodes {
 		names[w.FabricHost(n)] = n.Name
 		if n.Index >= 0 && n.Index < len(w.Inv.Nodes) {
 			names[w.Inv.Nodes[n.Index].Address] = n.Name
 		}
-		var reached Reached
-		if _, ok := w.Result("connect", n.Index, &reached); ok && reached.Hostname != "" {
-			names[reached.Hostname] = n.Name
-			short, _, _ := strings.Cut(reached.Hostname, ".")
-			names[short] = n.Name
-		}
+	}
+	for _, n := range nodes {
+		names[n.Name] = n.Name
 	}
 	var faults []SweepFault
 	for _, f := range found {
@@ -323,7 +337,9 @@ func faultsOf(w *orchestrator.Window, nodes []*orchestrator.Node, out string) []
 // reach h1 (connect() to 10.0.0.11:1025 failed: ... (Open MPI))".
 func faultsText(fs []SweepFault) string {
 	var parts []string
-	for _, f := range fs {
+	// The first few: the rest are in the sweep's faults.
+	const said = 3
+	for _, f := range fs[:min(said, len(fs))] {
 		from, to := orElse(f.From, f.Local), orElse(f.To, orElse(f.Peer, f.PeerAddr))
 		switch {
 		case f.Lost != "":
@@ -331,6 +347,9 @@ func faultsText(fs []SweepFault) string {
 		default:
 			parts = append(parts, fmt.Sprintf("%s could not reach %s (%s)", from, to, f.Said))
 		}
+	}
+	if len(fs) > said {
+		parts = append(parts, fmt.Sprintf("and %d more", len(fs)-said))
 	}
 	return strings.Join(parts, "; ")
 }

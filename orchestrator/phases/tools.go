@@ -72,7 +72,7 @@ var Tools = orchestrator.Phase{
 		for _, f := range scripts.Pushed() {
 			names = append(names, remote.Quote(f.Name))
 		}
-		out, err := runOn(ctx, w, n, "cd && cd "+remote.Quote(dir)+" && tar -x -f "+archiveName+" && rm -f "+archiveName+
+		out, err := runOn(ctx, w, n, "cd && cd "+remote.Quote(dir)+" && tar -x -o -f "+archiveName+" && rm -f "+archiveName+
 			" && sha256sum -- "+strings.Join(names, " ")+" && wc -c -- "+strings.Join(names, " "))
 		if err != nil {
 			return res, fmt.Errorf("unpack the scripts: %w", err)

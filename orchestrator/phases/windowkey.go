@@ -51,9 +51,11 @@ var WindowKey = orchestrator.Phase{
 		// A little past the window's own end: a node whose teardown is
 		// never reached closes the key itself.
 		expires := w.Deadline().Add(30 * time.Minute).UTC().Truncate(time.Second)
-		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), remote.Quote(known), remote.Quote(portLines),
+		// The peers' host keys and ports on stdin: at 1,000 nodes they are
+		// past the 128 KiB one argument may be (the bench found it).
+		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), "-", "-",
 			fmt.Sprint(expires.Unix()), remote.Quote(strings.Join(peers, ",")))
-		out, err := runOn(ctx, w, n, cmd)
+		out, err := runIn(ctx, w, n, cmd, strings.NewReader(known+"\n@@ports\n"+portLines+"\n"))
 		if err != nil {
 			return nil, err
 		}

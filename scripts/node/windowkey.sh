@@ -2,7 +2,10 @@
 # starts its daemons that way) with a key pair made for this window only.
 # $1: the window's directory on the node, $2: the public key and its
 # comment (which marks it for teardown), $3: known_hosts lines for every
-# node, $4: ssh_config lines for nodes on another port, $5: when the key
+# node, $4: ssh_config lines for nodes on another port (each "-": read
+# from stdin instead, the known_hosts lines, a line "@@ports", the
+# ssh_config lines: at 1,000 nodes they pass the 128 KiB an argument may
+# be), $5: when the key
 # expires (seconds since the epoch), $6: the window's nodes as their peers
 # reach them, comma-separated. The private key is not here: the
 # coordinator copies it into the directory this makes (0700) once it is
@@ -15,6 +18,14 @@
 # node teardown never reached still closes it. Prints "authorized LINE".
 set -eu
 umask 077
+known=$3 ports=$4
+if [ "$known" = - ] || [ "$ports" = - ]; then
+	known= ports= part=k
+	while IFS= read -r line; do
+		if [ "$part" = k ] && [ "$line" = @@ports ]; then part=p; continue; fi
+		if [ "$part" = k ]; then known+=$line$'\n'; else ports+=$line$'\n'; fi
+	done
+fi
 d="$1/ssh"
 mkdir -p "$d"
 chmod 700 "$1" "$d"
@@ -24,7 +35,7 @@ IFS=, read -r -a peers <<<"$6"
 from=$({
   printf '%s\n' "${peers[@]}"
   # Bounded: a resolver that drops queries must not hold the window.
-  t=; command -v timeout >/dev/null 2>&1 && t="timeout 20"
+  t=; command -v timeout >/dev/null 2>&1 && t="timeout $((20 + ${#peers[@]} / 20))"
   [ "${#peers[@]}" -eq 0 ] || $t getent ahosts "${peers[@]}" 2>/dev/null | awk '{ print $1 }'
 } | awk 'NF && !seen[$1]++ { printf "%s%s", sep, $1; sep = "," }')
 expiry=$(date -d "@$5" +%Y%m%d%H%M%S)
@@ -32,9 +43,9 @@ line="restrict,from=\"$from\",expiry-time=\"$expiry\" $2"
 # Nodes may share one home (NFS): each writes its own temporary file and
 # renames it; they all write the same bytes.
 put() { t=$(mktemp "$d/.$1.XXXXXX") && cat >"$t" && mv -f "$t" "$d/$1"; }
-printf '%s\n' "$3" | put known_hosts
+printf '%s\n' "$known" | put known_hosts
 {
-  printf '%s\n' "$4"
+  printf '%s\n' "$ports"
   printf 'Host *\n'
   printf '  IdentityFile %s\n' "$d/id_ed25519"
   printf '  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n' "$d/known_hosts"

@@ -110,9 +110,11 @@ func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 	}
 	j.leader = j.node == rdzvHost
 	j.dir = filepath.Join(filepath.Dir(filepath.Clean(j.ckpt)), "rdzv-"+rdzvID)
-	if err := os.MkdirAll(j.dir, 0o755); err != nil || os.MkdirAll(j.ckpt, 0o755) != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", SimPython, err)
-		return 1
+	for _, d := range []string{j.dir, j.ckpt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", SimPython, err)
+			return 1
+		}
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
