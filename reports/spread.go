@@ -82,22 +82,18 @@ func spread(r *record.Run, v record.Verdict) float64 {
 }
 
 // timedOver is the seconds a throughput figure was timed over (a node's
-// checkpoint shards, end to end); 0 when the run does not say.
+// whole save or restore: its shards go at once, so theirs would add up to
+// more); 0 when the run does not say.
 func timedOver(r *record.Run, v record.Verdict) float64 {
 	phase := map[string]string{"CKPT-002": "checkpoint-write", "CKPT-003": "checkpoint-restore"}[v.ID]
 	if phase == "" {
 		return 0
 	}
 	var d struct {
-		Shards []struct {
-			Seconds float64 `json:"seconds"`
-		} `json:"shards"`
+		Seconds float64 `json:"seconds"`
 	}
-	var secs float64
 	if hasData(r, phase, v.Node, &d) {
-		for _, s := range d.Shards {
-			secs += s.Seconds
-		}
+		return d.Seconds
 	}
-	return secs
+	return 0
 }
