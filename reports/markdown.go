@@ -13,6 +13,7 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 )
@@ -174,11 +175,7 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	}
 
 	b.WriteString("\n## Verdicts\n\n")
-	rows = nil
-	for _, v := range verdicts(run) {
-		rows = append(rows, []string{v.ID, v.Title, nodeLabel(v.Node), string(v.Status), v.Measured, v.Quoted,
-			decimal(v.Ratio), decimal(v.Tolerance), v.Detail})
-	}
+	rows = groupedVerdictRows(run)
 	header := []string{"ID", "Title", "Node", "Status", "Measured", "Quoted", "Ratio", "Tolerance", "Detail"}
 	if err := mdTable(&b, header, escapeAll(rows), "No verdicts."); err != nil {
 		return err
@@ -320,6 +317,52 @@ func escapeAll(rows [][]string) [][]string {
 
 // mdTable renders a GitHub-flavoured Markdown table; cells must already be
 // escaped.
+// groupedVerdictRows is a row per verdict, the nodes whose verdicts of one
+// requirement read alike in one row as a host range (dshbak's way: a
+// 1,000-node window's SKIPs are a few rows, not thousands).
+func groupedVerdictRows(run *record.Run) [][]string {
+	var rows [][]string
+	type group struct {
+		row   []string
+		nodes []string
+	}
+	var order []*group
+	byKey := map[string]*group{}
+	flush := func() {
+		for _, g := range order {
+			if len(g.nodes) > 0 {
+				g.row[2] = hostlist.Compress(g.nodes)
+			}
+			rows = append(rows, g.row)
+		}
+		order, byKey = nil, map[string]*group{}
+	}
+	last := ""
+	for _, v := range verdicts(run) {
+		if v.ID != last {
+			flush()
+			last = v.ID
+		}
+		row := []string{v.ID, v.Title, nodeLabel(v.Node), string(v.Status), v.Measured, v.Quoted,
+			decimal(v.Ratio), decimal(v.Tolerance), v.Detail}
+		key := strings.Join(append([]string{row[0], row[1]}, row[3:]...), "\x00")
+		if v.Node == "" || strings.Contains(v.Node, ",") {
+			key += "\x00" + v.Node // a cluster verdict, or several nodes': its own row
+		}
+		g := byKey[key]
+		if g == nil {
+			g = &group{row: row}
+			byKey[key] = g
+			order = append(order, g)
+		}
+		if v.Node != "" && !strings.Contains(v.Node, ",") {
+			g.nodes = append(g.nodes, v.Node)
+		}
+	}
+	flush()
+	return rows
+}
+
 // mdCellMax bounds a table cell of report.md.
 const mdCellMax = 160
 
