@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,20 +30,10 @@ unreadable.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
-			problems, err := reports.VerifyAs(dir, toolName())
-			if err != nil {
-				return exitWith(exitBadInput, err)
-			}
 			out := cmd.OutOrStdout()
-			for _, p := range problems {
-				fmt.Fprintln(out, p.String())
-			}
-			if len(problems) > 0 {
-				return exitWith(exitNotAccepted, fmt.Errorf("%s: %d file(s) do not match the manifest", dir, len(problems)))
-			}
-			manifest, err := os.ReadFile(filepath.Join(dir, reports.ManifestName))
+			manifest, err := intactManifest(dir, out, "")
 			if err != nil {
-				return exitWith(exitBadInput, err)
+				return err
 			}
 			sum := sha256.Sum256(manifest)
 			fmt.Fprintf(out, "%s: intact (bundle digest %s)\n", dir, hex.EncodeToString(sum[:]))
@@ -92,19 +83,9 @@ ssh-keygen -Y verify -f FILE -I YOU -n gpuaccept -s RUN_DIR/MANIFEST.sha256.sig 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
-			problems, err := reports.VerifyAs(dir, toolName())
+			manifest, err := intactManifest(dir, cmd.ErrOrStderr(), "not signed: ")
 			if err != nil {
-				return exitWith(exitBadInput, err)
-			}
-			if len(problems) > 0 {
-				for _, p := range problems {
-					fmt.Fprintln(cmd.ErrOrStderr(), p.String())
-				}
-				return exitWith(exitNotAccepted, fmt.Errorf("%s: not signed: %d file(s) do not match the manifest", dir, len(problems)))
-			}
-			manifest, err := os.ReadFile(filepath.Join(dir, reports.ManifestName))
-			if err != nil {
-				return exitWith(exitBadInput, err)
+				return err
 			}
 			sig, fp, err := remote.Sign(manifest, remote.SignOptions{KeyFile: key})
 			if err != nil {
@@ -121,4 +102,24 @@ ssh-keygen -Y verify -f FILE -I YOU -n gpuaccept -s RUN_DIR/MANIFEST.sha256.sig 
 	}
 	cmd.Flags().StringVar(&key, "key", "", "private key file, or the .pub of a key in ssh-agent (default: ssh-agent's only key)")
 	return cmd
+}
+
+// intactManifest checks dir against its manifest (each problem a line on
+// w; an exit 1 error, its words after prefix) and returns the manifest.
+func intactManifest(dir string, w io.Writer, prefix string) ([]byte, error) {
+	problems, err := reports.VerifyAs(dir, toolName())
+	if err != nil {
+		return nil, exitWith(exitBadInput, err)
+	}
+	for _, p := range problems {
+		fmt.Fprintln(w, p.String())
+	}
+	if len(problems) > 0 {
+		return nil, exitWith(exitNotAccepted, fmt.Errorf("%s: %s%d file(s) do not match the manifest", dir, prefix, len(problems)))
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, reports.ManifestName))
+	if err != nil {
+		return nil, exitWith(exitBadInput, err)
+	}
+	return manifest, nil
 }
