@@ -117,7 +117,7 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 			}
 			if serve != "" {
 				if quoteFile != "" || f.selection() != nil {
-					return exitWith(exitBadInput, fmt.Errorf("--serve writes the demo's own inventory: no --quote, --only or --skip"))
+					return exitWith(exitBadInput, fmt.Errorf("--serve writes the demo's own inventory: no --quote, --only, --skip or --nodes range (--nodes N sets its size)"))
 				}
 				if err := serveDemo(contextOf(cmd), cmd.OutOrStdout(), inv, serve); err != nil {
 					return exitWith(exitCouldNotRun, fmt.Errorf("demo --serve: %w", err))
