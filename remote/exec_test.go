@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -311,3 +312,44 @@ func TestStdinReaderErrorEndsStdin(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("source broke") }
+
+func TestGuardStopsACommandWhoseStopCameEarly(t *testing.T) {
+	// The guard is told to stop (TERM, as sshd or the control stream's end
+	// would) at moments spread over its start: before, or just as, it waits
+	// on the command. A command that ignores TERM must still be KILLed after
+	// the grace period, and bash's notice of the kill must not reach the
+	// command's stderr.
+	for i := range 40 {
+		sleep, marker := uniqueSleep()
+		cmd := exec.CommandContext(t.Context(), "bash", "-c", guardScript, "gpuaccept-guard",
+			"trap '' TERM; "+sleep+" & wait; wait", "60", "1", "0")
+		stdin, err := cmd.StdinPipe() // held open: only the TERM stops the command
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		time.Sleep(time.Duration(i) * 250 * time.Microsecond)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("try %d: the guard ended with status 0; want the command's KILL", i)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			_ = exec.Command("pkill", "-KILL", "-f", marker).Run()
+			<-done
+			t.Fatalf("try %d: the guard still waits on its command 10 s after it was told to stop", i)
+		}
+		stdin.Close()
+		if stderr.Len() > 0 {
+			t.Fatalf("try %d: the guard wrote to the command's stderr: %q", i, stderr.String())
+		}
+	}
+}

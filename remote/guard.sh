@@ -16,7 +16,7 @@
 # Processes that leave the group on purpose (setsid) are not followed.
 set -u
 cmd=$1 lease=$2 grace=$3 withstdin=$4
-dir= pid=
+dir= pid= killer=
 
 # Signal the command's group and the command itself: until the child has
 # called setsid the group does not exist yet, and the child must still go.
@@ -25,13 +25,32 @@ stop() {
   kill -TERM -- "-$pid" 2>/dev/null
   kill -TERM "$pid" 2>/dev/null
 }
-# stopnow: the command must end: TERM now; the main loop below gives it
-# the grace period, then KILLs. Installed before anything starts, so an
-# early signal is never lost. USR1 comes from the control subshell.
+# stopnow: the command must end: TERM now, KILL after the grace period.
+# Installed before anything starts, so an early signal is never lost (the
+# command is stopped as soon as it has a pid). USR1 comes from the control
+# subshell. The KILL comes from a timer of its own rather than from the main
+# loop: a signal that lands just before the loop's wait would otherwise
+# leave the guard waiting on a command that ignores TERM.
 stopping=
 stopnow() {
   stopping=1
+  [ -n "$pid" ] && startkill
+}
+startkill() {
+  [ -n "$killer" ] && return 0
   stop
+  {
+    i=0
+    while alive "$pid" && [ $i -lt $((grace * 10)) ]; do
+      sleep 0.1
+      i=$((i + 1))
+    done
+    if alive "$pid"; then
+      kill -KILL -- "-$pid"
+      kill -KILL "$pid"
+    fi
+  } </dev/null >/dev/null 2>&1 &
+  killer=$!
 }
 trap stopnow TERM HUP INT USR1
 
@@ -60,6 +79,12 @@ else
   setsid bash -c "$cmd" </dev/null &
 fi
 pid=$!
+# From here on the guard's stderr is the command's alone: bash reports a
+# job killed by a signal ("line 80: 1234 Killed ...") whenever it reaps it,
+# not only inside a redirected wait, and that notice is not the command's
+# output.
+exec 2>/dev/null
+[ -n "$stopping" ] && startkill
 
 control() {
   trap '' PIPE
@@ -108,24 +133,13 @@ disown "$ctl" 2>/dev/null # it may have ended already (a closed channel)
 exec 4<&-
 
 # wait returns early when a trapped signal arrives; keep waiting for the
-# command itself, and once it was told to stop, KILL it after the grace
-# period.
+# command itself (the timer KILLs it once it was told to stop).
 while :; do
-  # bash reports a job killed by a signal ("Killed") on its stderr, which
-  # is the command's: not ours to add to.
-  wait "$pid" 2>/dev/null
+  wait "$pid"
   rc=$?
-  alive "$pid" || { wait "$pid" 2>/dev/null; rc2=$?; [ $rc2 -ne 127 ] && rc=$rc2; break; }
-  if [ -n "$stopping" ]; then
-    i=0
-    while alive "$pid" && [ $i -lt $((grace * 10)) ]; do
-      sleep 0.1
-      i=$((i + 1))
-    done
-    kill -KILL -- "-$pid" 2>/dev/null
-    kill -KILL "$pid" 2>/dev/null
-  fi
+  alive "$pid" || { wait "$pid"; rc2=$?; [ $rc2 -ne 127 ] && rc=$rc2; break; }
 done
+[ -n "$killer" ] && kill "$killer"
 
 # Whatever the command left in its group goes too: TERM, then KILL after
 # the grace period.
