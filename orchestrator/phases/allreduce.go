@@ -23,6 +23,9 @@ type Sweeps struct {
 	Collectives map[string]Sweep `json:"collectives,omitempty"`
 	// Lost: nodes that stopped answering (quarantined after the phase).
 	Lost map[string]string `json:"lost,omitempty"`
+	// Pairs: when a sweep failed and its output named no node, the pairs
+	// run to find where (allreduce_search.go).
+	Pairs *Bisected `json:"pairs,omitempty"`
 }
 
 // Quarantine implements orchestrator.Quarantiner.
@@ -36,7 +39,7 @@ var AllReduce = orchestrator.Phase{
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Enabled },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		a := inv.Phases.AllReduce
-		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + time.Minute
+		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
 		nodes := w.Active()
@@ -86,6 +89,12 @@ var AllReduce = orchestrator.Phase{
 				res.Lost = lostNodes(s)
 			}
 		}
+		if ctx.Err() == nil && unnamedFailure(res) {
+			res.Pairs = searchPairs(ctx, w, nodes)
+			if res.Pairs != nil && len(res.Pairs.Lost) > 0 {
+				res.Lost = res.Pairs.Lost
+			}
+		}
 		if failed == len(res.Repeats) {
 			return res, errors.New(res.Repeats[0].Error)
 		}
@@ -128,9 +137,20 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 		// Nothing ran (no node left, say): nothing was computed right.
 		correct.Status, correct.Measured, correct.Detail = record.Skip, "no sweep ran", r.Error
 	}
+	// What the pairs found of a failure nothing named.
+	found := ""
+	if s.Pairs != nil {
+		found = searchText(*s.Pairs, len(s.Nodes))
+		if correct.Status == record.Fail {
+			correct.Detail = join(correct.Detail, found)
+		}
+		if correct.Node == "" {
+			correct.Node = strings.Join(s.Pairs.SlowNodes, ",")
+		}
+	}
 	out := []record.Verdict{correct}
 	if len(medians) == 0 || last == nil {
-		bw.Status, bw.Detail = record.Fail, firstNonEmpty(r.Error, strings.Join(problems, "; "), "no sweep completed")
+		bw.Status, bw.Detail = record.Fail, join(firstNonEmpty(r.Error, strings.Join(problems, "; "), "no sweep completed"), found)
 		bw.Node = correct.Node
 		out = append(out, bw)
 		if v := collectivesVerdict(s); v.ID != "" {

@@ -37,69 +37,89 @@ var Bisection = orchestrator.Phase{
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
 		a := w.Inv.Phases.AllReduce
-		nodes := w.Active()
-		byName := map[string]*orchestrator.Node{}
-		var names []string
-		for _, n := range nodes {
-			byName[n.Name] = n
-			names = append(names, n.Name)
-		}
-		bis, err := fabric.NewBisector(names, a.Bisection.SlowRatio, a.Bisection.MaxRounds)
+		bis, byName, labels, err := bisector(w, w.Active())
 		if err != nil {
 			return nil, err
 		}
-		labels := map[string]map[string]string{}
-		for _, n := range nodes {
-			if ls := w.Inv.Nodes[n.Index].Labels; len(ls) > 0 {
-				labels[n.Name] = ls
-			}
-		}
-		bis.Group = groupOf(labels, names)
-		b := allReduceBench(a)
-		b.min, b.max, b.iters = a.Bisection.MinBytes, a.Bisection.MaxBytes, a.Bisection.Iters
-		res := Bisected{}
-		for round := 1; ctx.Err() == nil; round++ {
-			pairs := bis.Next()
-			if pairs == nil {
-				break
-			}
-			w.Progress.Line("bisect round %d: %s", round, pairList(pairs))
-			start := time.Now()
-			runs := make([]Sweep, len(pairs))
-			var wg sync.WaitGroup
-			for i, p := range pairs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					j := job{nodes: []*orchestrator.Node{byName[p[0]], byName[p[1]]}, ranksPerNode: a.RanksPerNode, bench: b,
-						log: fmt.Sprintf("bisect-r%d-%s-%s", round, p[0], p[1])}
-					runs[i] = j.run(ctx, w, sweepTimeout(w.Inv))
-				}()
-			}
-			wg.Wait()
-			res.RoundSecs = append(res.RoundSecs, time.Since(start).Seconds())
-			for i, p := range pairs {
-				s := runs[i]
-				r := fabric.PairResult{A: p[0], B: p[1], Err: s.Error}
-				if s.Judgement != nil && s.Error == "" {
-					r.BusBW = s.Judgement.BusBW.Median
-				}
-				bis.Add(r)
-				res.Runs = append(res.Runs, s)
-				for _, n := range s.Silent {
-					if res.Lost == nil {
-						res.Lost = map[string]string{}
-					}
-					res.Lost[n] = "stopped answering during a pairwise test"
-				}
-			}
-		}
-		res.Bisection = bis.Result()
+		res := pairRounds(ctx, w, bis, byName, pairBench(a), sweepTimeout(w.Inv), "bisect", "a pairwise test")
 		res.Groups = fabric.Groups(res.Bisection, labels)
 		w.Progress.Line("bisect: %s", res.Summary())
 		return res, nil
 	},
 	Judge: judgeBisection,
+}
+
+// bisector is a Bisector over nodes, grouped by their labels where they
+// all carry one of groupKeys; byName finds a node by its name.
+func bisector(w *orchestrator.Window, nodes []*orchestrator.Node) (bis *fabric.Bisector,
+	byName map[string]*orchestrator.Node, labels map[string]map[string]string, err error) {
+	a := w.Inv.Phases.AllReduce
+	byName = map[string]*orchestrator.Node{}
+	var names []string
+	for _, n := range nodes {
+		byName[n.Name] = n
+		names = append(names, n.Name)
+	}
+	bis, err = fabric.NewBisector(names, a.Bisection.SlowRatio, a.Bisection.MaxRounds)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	labels = map[string]map[string]string{}
+	for _, n := range nodes {
+		if ls := w.Inv.Nodes[n.Index].Labels; len(ls) > 0 {
+			labels[n.Name] = ls
+		}
+	}
+	bis.Group = groupOf(labels, names)
+	return bis, byName, labels, nil
+}
+
+// pairRounds runs the bisector's rounds until it is done or ctx ends:
+// each round's disjoint pairs at once, each pair a two-node job bounded by
+// timeout, its raw log named by the log prefix, round and pair. A node
+// that stops answering is lost (what: during which test).
+func pairRounds(ctx context.Context, w *orchestrator.Window, bis *fabric.Bisector, byName map[string]*orchestrator.Node,
+	b bench, timeout time.Duration, log, what string) Bisected {
+	a := w.Inv.Phases.AllReduce
+	res := Bisected{}
+	for round := 1; ctx.Err() == nil; round++ {
+		pairs := bis.Next()
+		if pairs == nil {
+			break
+		}
+		w.Progress.Line("%s round %d: %s", log, round, pairList(pairs))
+		start := time.Now()
+		runs := make([]Sweep, len(pairs))
+		var wg sync.WaitGroup
+		for i, p := range pairs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j := job{nodes: []*orchestrator.Node{byName[p[0]], byName[p[1]]}, ranksPerNode: a.RanksPerNode, bench: b,
+					log: fmt.Sprintf("%s-r%d-%s-%s", log, round, p[0], p[1])}
+				runs[i] = j.run(ctx, w, timeout)
+			}()
+		}
+		wg.Wait()
+		res.RoundSecs = append(res.RoundSecs, time.Since(start).Seconds())
+		for i, p := range pairs {
+			s := runs[i]
+			r := fabric.PairResult{A: p[0], B: p[1], Err: s.Error}
+			if s.Judgement != nil && s.Error == "" {
+				r.BusBW = s.Judgement.BusBW.Median
+			}
+			bis.Add(r)
+			res.Runs = append(res.Runs, s)
+			for _, n := range s.Silent {
+				if res.Lost == nil {
+					res.Lost = map[string]string{}
+				}
+				res.Lost[n] = "stopped answering during " + what
+			}
+		}
+	}
+	res.Bisection = bis.Result()
+	return res
 }
 
 // groupKeys are the labels the bisection pairs nodes by, the first that
@@ -123,10 +143,16 @@ func groupOf(labels map[string]map[string]string, names []string) map[string]str
 	return nil
 }
 
+// pairList is a round's pairs for a progress line: the first few, then how
+// many more (a 1,000-node round is 500 pairs).
 func pairList(pairs [][2]string) string {
+	const shown = 6
 	var s []string
-	for _, p := range pairs {
+	for _, p := range pairs[:min(shown, len(pairs))] {
 		s = append(s, p[0]+"+"+p[1])
+	}
+	if len(pairs) > shown {
+		s = append(s, fmt.Sprintf("and %d more", len(pairs)-shown))
 	}
 	return strings.Join(s, " ")
 }

@@ -351,17 +351,9 @@ func TestBisectionNamesTheSlowNode(t *testing.T) {
 	}
 }
 
-// TestAFailedCollectiveNamesTheLink: mpirun on h1 fails after Open MPI
-// said h3 could not connect to h1's address (the words of a 5-host lab
-// window, in Open MPI's help-mpi-btl-tcp.txt layout); the verdict names
-// the link h3→h1, not only that the collective did not finish.
-func TestAFailedCollectiveNamesTheLink(t *testing.T) {
-	f, inv := fabricFleet(t, 3, "")
-	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
-		if !strings.Contains(c.Command, "mpirun ") {
-			return fake.Reply{}, false
-		}
-		return fake.Reply{Exit: 1, Stderr: `--------------------------------------------------------------------------
+// ompiConnectFailed is Open MPI's warning of a TCP connect that failed
+// (help-mpi-btl-tcp.txt's layout, a 5-host lab window's words).
+const ompiConnectFailed = `--------------------------------------------------------------------------
 WARNING: Open MPI failed to TCP connect to a peer MPI process.  This
 should not happen.
 
@@ -372,7 +364,19 @@ Your Open MPI job may now hang or fail.
   Message:    connect() to 192.0.2.11:1025 failed
   Error:      Connection refused (111)
 --------------------------------------------------------------------------
-`}, true
+`
+
+// TestAFailedCollectiveNamesTheLink: mpirun on h1 fails after Open MPI
+// said h3 could not connect to h1's address (the words of a 5-host lab
+// window, in Open MPI's help-mpi-btl-tcp.txt layout); the verdict names
+// the link h3→h1, not only that the collective did not finish.
+func TestAFailedCollectiveNamesTheLink(t *testing.T) {
+	f, inv := fabricFleet(t, 3, "")
+	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if !strings.Contains(c.Command, "mpirun ") {
+			return fake.Reply{}, false
+		}
+		return fake.Reply{Exit: 1, Stderr: ompiConnectFailed}, true
 	})
 	r := runFake(t, inv, f, WindowKey, AllReduce)
 	v := verdictOf(t, r, "NCCL-002", "")
@@ -415,5 +419,89 @@ func TestBisectionNamesASlowLeaf(t *testing.T) {
 	v := verdictOf(t, r, "NCCL-004", "h5,h6,h7,h8")
 	if v.Status != record.Fail || !strings.HasPrefix(v.Measured, "slow: leaf=leaf-2 (h[5-8]): all 4 nodes slow, in ") {
 		t.Errorf("NCCL-004: %+v", v)
+	}
+}
+
+// TestAFailedCollectiveThatSaidNothingIsFoundByPairs: every run that
+// includes h4 hangs and prints nothing (as a dead NIC does), so the
+// all-reduce's output names no node; pairs of nodes then name h4 from its
+// failures with partners proven good, and the verdicts say so.
+func TestAFailedCollectiveThatSaidNothingIsFoundByPairs(t *testing.T) {
+	inv := fakeInventory(t, 5, strings.Replace(fabricQuote, "repeats: 2\n    timeout: 1m", "repeats: 1\n    timeout: 2s", 1))
+	f := fakeFleet(inv)
+	model := fabricHosts(5, "")
+	for _, n := range inv.Nodes {
+		h := f.Host(n.Name)
+		answerFabric(h, model, n.Address)
+		answerWindowKey(h, nil)
+		h.Intercept(func(c *fake.Call) (fake.Reply, bool) {
+			if strings.Contains(c.Command, "mpirun ") && strings.Contains(c.Command, "192.0.2.14:") {
+				return fake.Reply{Hang: true}, true
+			}
+			return fake.Reply{}, false
+		})
+	}
+	r := runFake(t, inv, f, WindowKey, AllReduce)
+	var s Sweeps
+	if err := json.Unmarshal(resultOf(t, r, "allreduce", -1).Data, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Pairs == nil {
+		t.Fatalf("no pairs ran after the collective failed: %+v", s)
+	}
+	if got := s.Pairs.SlowNodes; len(got) != 1 || got[0] != "h4" {
+		t.Errorf("pairs named %v, want h4: %+v", got, s.Pairs.Pairs)
+	}
+	v := verdictOf(t, r, "NCCL-002", "h4")
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "did not finish within 2s") ||
+		!strings.Contains(v.Detail, "pairs name node h4 (failed with ") {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+	t.Logf("NCCL-002: %s", v.Detail)
+	if c := verdictOf(t, r, "NCCL-001", "h4"); c.Status != record.Fail || !strings.Contains(c.Detail, "pairs name node h4") {
+		t.Errorf("NCCL-001: %+v", c)
+	}
+	for _, p := range s.Pairs.Pairs {
+		if (p.A == "h4" || p.B == "h4") != (p.Err != "") {
+			t.Errorf("pair %s+%s: %q", p.A, p.B, p.Err)
+		}
+	}
+}
+
+// TestAFailureOnlyTheWholeSetShowsIsSaidSo: the five-node run fails
+// without a word while every pair runs clean; the verdict says the fault
+// is in no one node or link, and names no node.
+func TestAFailureOnlyTheWholeSetShowsIsSaidSo(t *testing.T) {
+	f, inv := fabricFleet(t, 5, "")
+	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if strings.Contains(c.Command, "mpirun ") && strings.Contains(c.Command, " -np 40 ") {
+			return fake.Reply{Exit: 1}, true
+		}
+		return fake.Reply{}, false
+	})
+	r := runFake(t, inv, f, WindowKey, AllReduce)
+	v := verdictOf(t, r, "NCCL-002", "")
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "every pair ran (") ||
+		!strings.Contains(v.Detail, "the collective fails only over the whole set of 5 nodes") {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+}
+
+// TestANamedFaultRunsNoPairs: Open MPI named the link; no pairs follow.
+func TestANamedFaultRunsNoPairs(t *testing.T) {
+	f, inv := fabricFleet(t, 3, "")
+	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if !strings.Contains(c.Command, "mpirun ") {
+			return fake.Reply{}, false
+		}
+		return fake.Reply{Exit: 1, Stderr: ompiConnectFailed}, true
+	})
+	r := runFake(t, inv, f, WindowKey, AllReduce)
+	var s Sweeps
+	if err := json.Unmarshal(resultOf(t, r, "allreduce", -1).Data, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Pairs != nil || f.Host("h2").Ran(`mpirun`) != 0 {
+		t.Errorf("pairs ran though Open MPI named the link: %+v", s.Pairs)
 	}
 }
