@@ -2,9 +2,11 @@ package orchestrator
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,8 +16,14 @@ import (
 	"gpuaccept/orchestrator/redact"
 )
 
-// JournalFile is the journal's name in the run directory.
-const JournalFile = "journal.jsonl"
+// JournalFile is the journal's name in the run directory while the window
+// may still be resumed; SealedJournalFile its name once the window ended
+// (gzip: nothing appends to it again, and it is a fifth of a 1,000-node
+// bundle uncompressed).
+const (
+	JournalFile       = "journal.jsonl"
+	SealedJournalFile = JournalFile + ".gz"
+)
 
 // entry is one journal line. The journal is the window's memory: each line
 // is on disk (fsync) before the window moves on, so a coordinator that
@@ -36,8 +44,9 @@ type entry struct {
 // journal appends entries; phases write notes from their per-node
 // goroutines, so writes are serialised.
 type journal struct {
-	mu sync.Mutex
-	f  *os.File
+	mu     sync.Mutex
+	f      *os.File
+	closed bool
 }
 
 func createJournal(dir string) (*journal, error) {
@@ -93,7 +102,84 @@ func (j *journal) write(e entry) error {
 	return nil
 }
 
-func (j *journal) close() error { return j.f.Close() }
+func (j *journal) close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	return j.f.Close()
+}
+
+// seal ends the journal of a window that is over: closed, then gzipped to
+// SealedJournalFile (synced, renamed into place) before the plain file is
+// removed, so a crash at any point leaves one whole journal to read.
+func (j *journal) seal() error {
+	if err := j.close(); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	path := j.f.Name()
+	in, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".journal-*.gz")
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // gone by rename when all went well
+	zw := gzip.NewWriter(tmp)
+	zw.Name = JournalFile
+	_, err = io.Copy(zw, in)
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(filepath.Dir(path), SealedJournalFile))
+	}
+	if err == nil {
+		err = os.Remove(path)
+	}
+	if err != nil {
+		return fmt.Errorf("journal: seal: %w", err)
+	}
+	return nil
+}
+
+// OpenJournal reads the journal of the run in dir, plain or sealed.
+func OpenJournal(dir string) (io.ReadCloser, error) {
+	f, err := os.Open(filepath.Join(dir, JournalFile))
+	if !os.IsNotExist(err) {
+		return f, err
+	}
+	f, err = os.Open(filepath.Join(dir, SealedJournalFile))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("%s: no %s in it", dir, JournalFile)
+		}
+		return nil, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{zr, f}, nil
+}
 
 // replayed is what a journal says about a window so far.
 type replayed struct {
@@ -110,7 +196,7 @@ type replayed struct {
 // naming it.
 func readJournal(dir string) (*replayed, error) {
 	path := filepath.Join(dir, JournalFile)
-	f, err := os.Open(path)
+	f, err := OpenJournal(dir)
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}

@@ -321,6 +321,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	if ioErr == nil && !w.rec.Interrupted {
 		// An interrupted window stays resumable; anything else is over.
 		ioErr = j.write(entry{Type: "end", Reason: reason})
+		if ioErr == nil {
+			ioErr = j.seal()
+		}
 	}
 	return w.rec, w.Dir, ioErr
 }

@@ -180,6 +180,13 @@ func TestInterruptThenResume(t *testing.T) {
 			t.Errorf("%s recorded %d times", k, n)
 		}
 	}
+	// The window is over: its journal is sealed, and still read.
+	if _, err := os.Stat(filepath.Join(dir, JournalFile)); !os.IsNotExist(err) {
+		t.Errorf("the ended window's plain journal is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SealedJournalFile)); err != nil {
+		t.Errorf("sealed journal: %v", err)
+	}
 	if _, _, err := Resume(t.Context(), dir, load, second, Options{}); err == nil || !strings.Contains(err.Error(), "already ended") {
 		t.Fatalf("resuming an ended window: %v", err)
 	}

@@ -102,6 +102,31 @@ var (
 	phaseEnd   = regexp.MustCompile(`^== ([a-z-]+): `)
 )
 
+// lenientSSH are the bench's SSH timings in place of the demo's: the bench
+// measures what the coordinator costs, and on a small machine hundreds of
+// simulated nodes share its CPUs with it; a node side starved for ten
+// seconds is not a lost node here (a 256-node run on two busy cores
+// quarantined 74 nodes in preflight at the demo's 2 s x 5, 57 of them for
+// unanswered keepalives).
+var lenientSSH = map[string]string{"session_timeout": "60s", "keepalive_interval": "10s", "keepalive_misses": "6"}
+
+// lenient rewrites the inventory's ssh timings to lenientSSH.
+func lenient(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	for k, v := range lenientSSH {
+		re := regexp.MustCompile(`(?m)^(  ` + k + `:) .*$`)
+		if !re.MatchString(s) {
+			return fmt.Errorf("%s: no ssh.%s to set", path, k)
+		}
+		s = re.ReplaceAllString(s, "${1} "+v)
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
 func window(bin, dir string, n int) (result, error) {
 	res := result{nodes: n}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -140,6 +165,9 @@ func window(bin, dir string, n int) (result, error) {
 		}
 	case <-time.After(10 * time.Minute):
 		return res, fmt.Errorf("the node side did not serve in 10 minutes")
+	}
+	if err := lenient(inv); err != nil {
+		return res, err
 	}
 	nodeStart := cpuOf(serve.Process.Pid)
 

@@ -271,7 +271,7 @@ func TestWindowNamesTheOddNodes(t *testing.T) {
 	if v := gpuaccept(t, "verify", dir); v.code != 0 {
 		t.Fatalf("verify: exit %d: %s%s", v.code, v.stdout, v.stderr)
 	}
-	for _, f := range []string{"raw/h4/diag.log.gz", "raw/h3/preflight.log.gz", "report.md", "junit.xml", "MANIFEST.sha256", orchestrator.JournalFile} {
+	for _, f := range []string{"raw/h4/diag.log.gz", "raw/h3/preflight.log.gz", "report.md", "junit.xml", "MANIFEST.sha256", orchestrator.SealedJournalFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("bundle lacks %s", f)
 		}
@@ -428,7 +428,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 
 func journalTypes(t *testing.T, dir string) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, orchestrator.JournalFile))
+	f, err := orchestrator.OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func TestAHostileNodeCannotExhaustTheCoordinator(t *testing.T) {
 		t.Errorf("the cut is not said: %q", tail)
 	}
 	// Every journal line reads back within the limit a resume uses.
-	j, err := os.Open(filepath.Join(dir, orchestrator.JournalFile))
+	j, err := orchestrator.OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -218,7 +219,12 @@ func checkWindow(t *testing.T, s schedule) {
 	// line, resumed over the same hosts (what they hold, a checkpoint on
 	// shared storage, outlives the coordinator; its connections do not),
 	// their faults the same.
-	journal, err := os.ReadFile(filepath.Join(run, orchestrator.JournalFile))
+	jf, err := orchestrator.OpenJournal(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal, err := io.ReadAll(jf)
+	jf.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
