@@ -141,6 +141,20 @@ type Metric struct {
 	Note string `json:"note,omitempty"`
 }
 
+// withinInterval: the steps a failure loses are where it fell after the
+// last checkpoint, anywhere from 0 to the interval (every steps) — one
+// sample of a position, not a speed. Two runs that both lost no more than
+// the interval differ by chance, not by a regression; a run that lost more
+// fails RECOV-002 and shows as a status change.
+func (m *Metric) withinInterval(every int) {
+	if !m.Regression || m.Unit != record.UnitSteps || every <= 0 || m.Candidate > float64(every) {
+		return
+	}
+	m.Regression, m.Change = false, ChangeWorse
+	m.Note = fmt.Sprintf("%g then %g step(s), both within the checkpoint interval of %d: where the failure fell, not a regression",
+		m.Baseline, m.Candidate, every)
+}
+
 // timingFloor is the smallest change in a duration that is a
 // regression: the coordinator times commands over SSH, whose round trips
 // jitter by tens of milliseconds (an image loaded in 0.02 s, then 0.05 s,
@@ -677,6 +691,7 @@ func (d *Diff) compareVerdicts(b, c *record.Run, reg *record.Regression) {
 		default:
 			m := compareMetric(x, *y.Value, *x.Value, reg.For(k.id))
 			m.withSpread(max(spread(b, y), spread(c, x)), [2]float64{timedOver(b, y), timedOver(c, x)})
+			m.withinInterval(min(checkpointEvery(b, y), checkpointEvery(c, x)))
 			d.Metrics = append(d.Metrics, m)
 			if m.Regression {
 				metricRegs = append(metricRegs, metricLine(m))

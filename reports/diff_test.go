@@ -596,3 +596,25 @@ func TestDiffHoldsAChangeToTheRunsSpread(t *testing.T) {
 		t.Errorf("2.4 s more: %+v", m)
 	}
 }
+
+// Steps lost are where the failure fell after the last checkpoint: 1 then
+// 2 with a checkpoint every 3 steps is chance (CI saw two demos of one seed
+// differ so); past the interval, or with no interval known, it counts.
+func TestDiffHoldsStepsLostToTheCheckpointInterval(t *testing.T) {
+	lost := record.Verdict{ID: "RECOV-002", Unit: record.UnitSteps}
+	m := compareMetric(lost, 1, 2, 0.05)
+	m.withinInterval(3)
+	if m.Regression || !strings.Contains(m.Note, "both within the checkpoint interval of 3") {
+		t.Errorf("1 then 2 steps, every 3: %+v", m)
+	}
+	m = compareMetric(lost, 1, 4, 0.05)
+	m.withinInterval(3)
+	if !m.Regression {
+		t.Errorf("1 then 4 steps, every 3: %+v", m)
+	}
+	m = compareMetric(lost, 1, 2, 0.05)
+	m.withinInterval(0)
+	if !m.Regression {
+		t.Errorf("1 then 2 steps, interval unknown: %+v", m)
+	}
+}

@@ -84,6 +84,21 @@ func spread(r *record.Run, v record.Verdict) float64 {
 // timedOver is the seconds a throughput figure was timed over (a node's
 // whole save or restore: its shards go at once, so theirs would add up to
 // more); 0 when the run does not say.
+// checkpointEvery is the failure test's checkpoint interval in steps, for
+// its steps-lost verdict (RECOV-002); 0 when not recorded.
+func checkpointEvery(r *record.Run, v record.Verdict) int {
+	if v.ID != "RECOV-002" {
+		return 0
+	}
+	var d struct {
+		Every int `json:"checkpoint_every"`
+	}
+	if hasData(r, "failure", v.Node, &d) {
+		return d.Every
+	}
+	return 0
+}
+
 func timedOver(r *record.Run, v record.Verdict) float64 {
 	phase := map[string]string{"CKPT-002": "checkpoint-write", "CKPT-003": "checkpoint-restore"}[v.ID]
 	if phase == "" {

@@ -27,6 +27,9 @@ type Failed struct {
 	World      int      `json:"world"` // workers of the whole job
 	Dir        string   `json:"dir"`
 	Command    string   `json:"command"` // the first launch on the rendezvous node
+	// CheckpointEvery: the job's checkpoint interval in steps; the steps
+	// a failure loses lie anywhere from 0 to it, by where it fell.
+	CheckpointEvery int `json:"checkpoint_every,omitempty"`
 	// Actions: what the test did, in order, with their times.
 	Actions []FailureAction `json:"actions"`
 	FailureFigures
@@ -114,7 +117,8 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 		return nil, fmt.Errorf("the victim %s would be the rendezvous node (the first in the window): failing it ends the job for good", victim.Name)
 	}
 	res := &Failed{Inject: f.Inject, Recovery: f.Recovery, Victim: victim.Name, Rendezvous: nodes[0].Name,
-		World: len(nodes) * f.ProcsPerNode, Dir: failureDir(w), Left: map[string]int{}, Currency: w.Inv.Quote.Currency}
+		World: len(nodes) * f.ProcsPerNode, Dir: failureDir(w), Left: map[string]int{}, Currency: w.Inv.Quote.Currency,
+		CheckpointEvery: f.CheckpointEvery}
 	for _, n := range nodes {
 		res.Nodes = append(res.Nodes, n.Name)
 	}
