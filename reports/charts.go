@@ -376,7 +376,12 @@ func failureChart(run *record.Run) (*chart, error) {
 		p.Add(poly)
 		p.Legend.Add("failure window", poly)
 	}
-	nodes := append([]string(nil), d.Nodes...)
+	nodes := record.TimelineNodes(d.Nodes, d.Victim)
+	caption := "Every worker's steps as the coordinator received them; shaded from the failure to resumed progress."
+	if len(nodes) < len(d.Nodes) {
+		caption += fmt.Sprintf(" %d of the job's %d nodes drawn: the rendezvous, the victim and the first others (all in run.json).", len(nodes), len(d.Nodes))
+	}
+	nodes = append([]string(nil), nodes...)
 	sort.Strings(nodes)
 	for i, n := range nodes {
 		var xys plotter.XYs
@@ -409,8 +414,7 @@ func failureChart(run *record.Run) (*chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &chart{ID: "chart-failure", Title: p.Title.Text, SVG: svg,
-		Caption: "Every worker's steps as the coordinator received them; shaded from the failure to resumed progress."}, nil
+	return &chart{ID: "chart-failure", Title: p.Title.Text, SVG: svg, Caption: caption}, nil
 }
 
 // bisectMatrix is the pairwise bisection as a table: each pair's busbw

@@ -14,6 +14,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
 )
 
@@ -127,11 +128,14 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	res.EndedAt = job.now()
 	job.cleanup(nodes, victim)
 	events, _ := job.log.snapshot()
-	res.Events = events
+	res.Events = recordedEvents(events)
 	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
 	res.DetectionSecs, res.ResumeSecs = res.FailureFigures.DetectionSecs(), res.FailureFigures.ResumeSecs()
 	job.bill(len(nodes))
-	res.Timeline = textTimeline(res.Nodes, events, res.FailureFigures, res.EndedAt, 64)
+	res.Timeline = textTimeline(record.TimelineNodes(res.Nodes, victim.Name), events, res.FailureFigures, res.EndedAt, 64)
+	if shown := len(record.TimelineNodes(res.Nodes, victim.Name)); res.Timeline != "" && shown < len(res.Nodes) {
+		res.Timeline += fmt.Sprintf("(%d of the job's %d nodes drawn: the rendezvous, the victim and the first others)\n", shown, len(res.Nodes))
+	}
 	if res.Timeline != "" {
 		w.Progress.Line("failure: steps per node over time\n%s", strings.TrimRight(res.Timeline, "\n"))
 	}

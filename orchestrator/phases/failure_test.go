@@ -1,6 +1,9 @@
 package phases
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -120,5 +123,33 @@ func TestLineWriterSplitsLines(t *testing.T) {
 	l.flush()
 	if strings.Join(got, "|") != "a|bc||d" {
 		t.Errorf("%q", got)
+	}
+}
+
+// The record keeps one step event per node and step: the ranks of a node
+// step together; a step counted again after a restart is kept again.
+func TestRecordedEventsKeepOneStepPerNode(t *testing.T) {
+	ev := []JobEvent{
+		{Node: "h1", Kind: "start", Rank: 0}, {Node: "h1", Kind: "start", Rank: 1},
+		{Node: "h1", Kind: "step", Rank: 0, Step: 1}, {Node: "h1", Kind: "step", Rank: 1, Step: 1},
+		{Node: "h2", Kind: "step", Rank: 2, Step: 1}, {Node: "h1", Kind: "checkpoint", Rank: 0, Step: 1},
+		{Node: "h1", Kind: "step", Rank: 0, Step: 2}, {Node: "h1", Kind: "step", Rank: 1, Step: 2},
+		{Node: "h1", Kind: "error", Rank: 1, Step: 2},
+		{Node: "h1", Kind: "start", Rank: 0}, {Node: "h1", Kind: "step", Rank: 0, Step: 2},
+		{Node: "h1", Kind: "step", Rank: 1, Step: 2},
+	}
+	got := recordedEvents(ev)
+	var kinds []string
+	for _, e := range got {
+		kinds = append(kinds, fmt.Sprintf("%s:%s:%d", e.Node, e.Kind, e.Step))
+	}
+	want := []string{"h1:start:0", "h1:start:0", "h1:step:1", "h2:step:1", "h1:checkpoint:1", "h1:step:2", "h1:error:2",
+		"h1:start:0", "h1:step:2"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("recorded %v\nwant     %v", kinds, want)
+	}
+	// Figures come from every event, not the recorded ones: the same here.
+	if a, b := figures(ev, 0, "h1", 1), figures(got, 0, "h1", 1); !reflect.DeepEqual(a, b) {
+		t.Errorf("figures differ: %+v / %+v", a, b)
 	}
 }
