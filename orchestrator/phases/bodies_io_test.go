@@ -390,6 +390,10 @@ func TestAFailedCollectiveNamesTheLink(t *testing.T) {
 	if fs := s.Repeats[0].Faults; len(fs) != 1 || fs[0].From != "h3" || fs[0].To != "h1" {
 		t.Errorf("faults: %+v", fs)
 	}
+	// Open MPI named the link: no pairs are run to find it.
+	if s.Pairs != nil || f.Host("h2").Ran(`mpirun`) != 0 {
+		t.Errorf("pairs ran though Open MPI named the link: %+v", s.Pairs)
+	}
 }
 
 // TestBisectionNamesASlowLeaf: with the nodes' leaf labels, the pairs go
@@ -484,24 +488,5 @@ func TestAFailureOnlyTheWholeSetShowsIsSaidSo(t *testing.T) {
 	if v.Status != record.Fail || !strings.Contains(v.Detail, "every pair ran (") ||
 		!strings.Contains(v.Detail, "the collective fails only over the whole set of 5 nodes") {
 		t.Errorf("NCCL-002: %+v", v)
-	}
-}
-
-// TestANamedFaultRunsNoPairs: Open MPI named the link; no pairs follow.
-func TestANamedFaultRunsNoPairs(t *testing.T) {
-	f, inv := fabricFleet(t, 3, "")
-	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
-		if !strings.Contains(c.Command, "mpirun ") {
-			return fake.Reply{}, false
-		}
-		return fake.Reply{Exit: 1, Stderr: ompiConnectFailed}, true
-	})
-	r := runFake(t, inv, f, WindowKey, AllReduce)
-	var s Sweeps
-	if err := json.Unmarshal(resultOf(t, r, "allreduce", -1).Data, &s); err != nil {
-		t.Fatal(err)
-	}
-	if s.Pairs != nil || f.Host("h2").Ran(`mpirun`) != 0 {
-		t.Errorf("pairs ran though Open MPI named the link: %+v", s.Pairs)
 	}
 }
