@@ -40,6 +40,7 @@ type Progress struct {
 	pending   []*heldLine
 	pendingAt map[string]*heldLine
 	flush     *time.Timer
+	heldSince time.Time
 	addresses map[string]string
 }
 
@@ -50,8 +51,14 @@ type heldLine struct {
 }
 
 // groupFor is how long a node's line waits for others that say the same:
-// the nodes of a lockstep phase fail within it of one another.
-const groupFor = 300 * time.Millisecond
+// the nodes of a lockstep phase fail within it of one another. Each node
+// that joins a held line holds it groupFor more, up to groupAtMost in all:
+// nodes that fail one after another (a lab's three within 0.4 s) are one
+// line, and a line is never held long.
+const (
+	groupFor    = 300 * time.Millisecond
+	groupAtMost = 2 * time.Second
+)
 
 // NewProgress writes to w; live enables the terminal status line.
 func NewProgress(w io.Writer, live bool) *Progress {
@@ -103,6 +110,9 @@ func (p *Progress) Node(node, format string, args ...any) {
 	msg = record.Impersonal(msg, node, p.addresses[node])
 	if h := p.pendingAt[msg]; h != nil {
 		h.nodes = append(h.nodes, node)
+		if left := groupAtMost - time.Since(p.heldSince); p.flush != nil && left > 0 {
+			p.flush.Reset(min(groupFor, left))
+		}
 		return
 	}
 	if p.pendingAt == nil {
@@ -112,6 +122,7 @@ func (p *Progress) Node(node, format string, args ...any) {
 	p.pending = append(p.pending, h)
 	p.pendingAt[msg] = h
 	if p.flush == nil {
+		p.heldSince = time.Now()
 		p.flush = time.AfterFunc(groupFor, p.Flush)
 	}
 }

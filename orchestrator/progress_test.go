@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -114,5 +115,21 @@ func TestNodeLinesGroup(t *testing.T) {
 			t.Fatal("a held line was never printed")
 		}
 		time.Sleep(groupFor / 4)
+	}
+}
+
+// Each node that joins a held line holds it longer, never past
+// groupAtMost: nodes saying the same thing without end still get lines.
+func TestAGrowingGroupIsStillPrinted(t *testing.T) {
+	var out syncBuffer
+	p := NewProgress(&out, false)
+	p.Phase("staging", 100)
+	for i := 0; time.Duration(i)*groupFor/3 < 2*groupAtMost; i++ {
+		p.Node(fmt.Sprintf("n%d", i), "staging failed: no such file")
+		time.Sleep(groupFor / 3)
+	}
+	p.End()
+	if n := strings.Count(out.String(), "staging failed: no such file"); n < 2 {
+		t.Errorf("%d line(s) in %s of joining: held past %s\n%s", n, 2*groupAtMost, groupAtMost, out.String())
 	}
 }
