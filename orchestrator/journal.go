@@ -196,6 +196,9 @@ type replayed struct {
 // naming it.
 func readJournal(dir string) (*replayed, error) {
 	path := filepath.Join(dir, JournalFile)
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		path = filepath.Join(dir, SealedJournalFile) // what errors below name
+	}
 	f, err := OpenJournal(dir)
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)

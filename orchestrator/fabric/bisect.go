@@ -412,18 +412,21 @@ func (b *Bisector) Result() Bisection {
 	return out
 }
 
+// Explained: one of the slow groups explains node a (b "") or the link a–b.
+func (s Bisection) Explained(a, b string) bool {
+	for _, g := range s.Groups {
+		if g.Explains(a, b) {
+			return true
+		}
+	}
+	return false
+}
+
 // Summary is one line for a verdict.
 func (s Bisection) Summary() string {
 	var parts []string
 	// A group first, and what it explains not again node by node.
-	explained := func(a, b string) bool {
-		for _, g := range s.Groups {
-			if g.Explains(a, b) {
-				return true
-			}
-		}
-		return false
-	}
+	explained := s.Explained
 	for _, g := range s.Groups {
 		parts = append(parts, g.String())
 	}

@@ -95,14 +95,7 @@ func searchText(b Bisected, nodes int) string {
 		}
 	}
 	head := fmt.Sprintf("%d pair run(s) in %d round(s), %d failed", len(b.Pairs), b.Rounds, failed)
-	explained := func(x, y string) bool {
-		for _, g := range b.Groups {
-			if g.Explains(x, y) {
-				return true
-			}
-		}
-		return false
-	}
+	explained := b.Explained
 	var named []string
 	for _, g := range b.Groups {
 		named = append(named, g.String())

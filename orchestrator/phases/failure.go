@@ -132,9 +132,10 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
 	res.DetectionSecs, res.ResumeSecs = res.FailureFigures.DetectionSecs(), res.FailureFigures.ResumeSecs()
 	job.bill(len(nodes))
-	res.Timeline = textTimeline(record.TimelineNodes(res.Nodes, victim.Name), events, res.FailureFigures, res.EndedAt, 64)
-	if shown := len(record.TimelineNodes(res.Nodes, victim.Name)); res.Timeline != "" && shown < len(res.Nodes) {
-		res.Timeline += fmt.Sprintf("(%d of the job's %d nodes drawn: the rendezvous, the victim and the first others)\n", shown, len(res.Nodes))
+	drawn := record.TimelineNodes(res.Nodes, victim.Name)
+	res.Timeline = textTimeline(drawn, events, res.FailureFigures, res.EndedAt, 64)
+	if res.Timeline != "" && len(drawn) < len(res.Nodes) {
+		res.Timeline += fmt.Sprintf("(%d of the job's %d nodes drawn: the rendezvous, the victim and the first others)\n", len(drawn), len(res.Nodes))
 	}
 	if res.Timeline != "" {
 		w.Progress.Line("failure: steps per node over time\n%s", strings.TrimRight(res.Timeline, "\n"))

@@ -215,33 +215,26 @@ func figures(events []JobEvent, injectedAt float64, victim string, resumeSteps i
 	return f
 }
 
-// textTimeline draws each node's steps over time, up to ended (at least),
-// a column per bucket:
-// '#' steps logged, '.' none, 'x' an error; a ruler marks the failure
-// window (from injection to resumed progress, or to the end) with '!'.
 // recordedEvents are the events the record keeps: every start, checkpoint
 // and error, and one step event per node and step (the first rank's) —
 // the ranks of a data-parallel job step together, and every rank's every
 // step made a 64-node record's events a third of run.json. Each rank's
-// lines stay in the raw log. A step counted again after a restart (the
-// job resumed from a checkpoint) is kept again.
+// lines stay in the raw log. A step counted again after a start (the job
+// resumed from a checkpoint) is kept again.
 func recordedEvents(events []JobEvent) []JobEvent {
 	type key struct {
-		node string
-		step int
+		node      string
+		gen, step int
 	}
+	gen := map[string]int{} // starts seen per node
 	seen := map[key]bool{}
 	var out []JobEvent
 	for _, e := range events {
-		if e.Kind == "start" {
-			for k := range seen {
-				if k.node == e.Node {
-					delete(seen, k)
-				}
-			}
-		}
-		if e.Kind == "step" {
-			k := key{e.Node, e.Step}
+		switch e.Kind {
+		case "start":
+			gen[e.Node]++
+		case "step":
+			k := key{e.Node, gen[e.Node], e.Step}
 			if seen[k] {
 				continue
 			}
@@ -252,6 +245,10 @@ func recordedEvents(events []JobEvent) []JobEvent {
 	return out
 }
 
+// textTimeline draws each node's steps over time, up to ended (at least),
+// a column per bucket:
+// '#' steps logged, '.' none, 'x' an error; a ruler marks the failure
+// window (from injection to resumed progress, or to the end) with '!'.
 func textTimeline(nodes []string, events []JobEvent, f FailureFigures, ended float64, width int) string {
 	end := ended
 	for _, e := range events {
