@@ -24,9 +24,6 @@ type Phase struct {
 	// Teardown phases run after everything else, also when the window was
 	// interrupted or aborted, on every node that was reached.
 	Teardown bool
-	// Facts: the phase's successful result on a node is what run.json
-	// keeps as the node's facts (preflight's identity and GPU facts).
-	Facts bool
 	// Enabled says whether the inventory wants it; nil means always.
 	Enabled func(inv *inventory.Inventory) bool
 	// Skipped says why the window's selection (--only, --skip) leaves it

@@ -523,14 +523,6 @@ func (w *Window) judge(phases []Phase) {
 	for _, n := range w.Nodes {
 		rn := &w.rec.Nodes[n.Index]
 		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt
-		for i := range phases {
-			if !phases[i].Facts {
-				continue
-			}
-			if r, ok := w.Result(phases[i].Name, n.Index, nil); ok && r.Outcome == record.OK {
-				rn.Facts = r.Data
-			}
-		}
 	}
 }
 

@@ -408,16 +408,7 @@ func (it items) set(item, key, value string) {
 func nodeItems(r *record.Run, node string) items {
 	it := items{}
 	var f diffFacts
-	ok := hasData(r, "preflight", node, &f)
-	if !ok {
-		// Runs keep the facts on the node too.
-		for _, n := range r.Nodes {
-			if n.Name == node && len(n.Facts) > 0 {
-				ok = json.Unmarshal(n.Facts, &f) == nil
-			}
-		}
-	}
-	if ok {
+	if facts := r.NodeFacts(node); len(facts) > 0 && json.Unmarshal(facts, &f) == nil {
 		it.set("driver", "", f.Driver)
 		it.set("CUDA", "", f.CUDA)
 		it.set("kernel", "", f.Kernel)

@@ -30,7 +30,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: run.Lint != nil || run.Build != nil,
 		Matrix: nodeMatrix(run), Signoff: signoffLines(run, bf), Outcome: run.Result().Outcome, Selection: selectionText(run)}
 	if bf != nil {
-		page.Evidence = bf.Evidence
+		page.Evidence, page.Raw = evidenceRows(bf.Evidence)
 	}
 	for _, g := range reasons(run, record.Fail) {
 		page.Failed = append(page.Failed, g.line())
@@ -43,9 +43,10 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		page.Reqs = append(page.Reqs, htmlReq{requirement: r, Anchor: reqAnchor(r.ID), Held: r.Worst.Rule(),
 			Worst: r.worstText(), Passed: r.passedText(), Class: statusClass(r.Status)})
 	}
-	for _, v := range verdicts(run) {
-		page.Verdicts = append(page.Verdicts, htmlVerdict{Verdict: v, NodeLabel: nodeLabel(v.Node),
-			Ratio: decimal(v.Ratio), Tolerance: decimal(v.Tolerance), Class: strings.ToLower(string(v.Status))})
+	page.VerdictCount = len(run.Verdicts)
+	for _, g := range groupedVerdicts(run) {
+		page.Verdicts = append(page.Verdicts, htmlVerdict{Verdict: g.Verdict, NodeLabel: g.Nodes, Anchor: reqAnchor(g.ID),
+			Ratio: decimal(g.Ratio), Tolerance: decimal(g.Tolerance), Class: strings.ToLower(string(g.Status))})
 	}
 	for _, n := range run.Nodes {
 		row := htmlNode{Node: n}
@@ -97,11 +98,13 @@ type htmlPage struct {
 	Signoff                 []string
 	Reqs                    []htmlReq
 	Verdicts                []htmlVerdict
+	VerdictCount            int
 	Nodes                   []htmlNode
 	Charts                  []htmlChart
 	Bisect                  *bisectMatrix
 	Timeline                string
 	Evidence                []EvidenceFile
+	Raw                     rawSummary
 	Cost                    *htmlCost
 }
 
@@ -141,9 +144,38 @@ type htmlReq struct {
 // statusClass is the CSS class of a status ("not-run" for NOT RUN).
 func statusClass(s string) string { return strings.ToLower(strings.ReplaceAll(s, " ", "-")) }
 
+// rawSummary is the raw logs of the bundle in one row: a 1,000-node
+// bundle has some fifteen thousand, each listed with its sha256 in
+// MANIFEST.sha256, which verify checks.
+type rawSummary struct {
+	Files, Nodes int
+	Bytes        int64
+}
+
+// evidenceRows splits the bundle's files into those the page lists one by
+// one and the raw logs it sums up.
+func evidenceRows(files []EvidenceFile) ([]EvidenceFile, rawSummary) {
+	var top []EvidenceFile
+	var raw rawSummary
+	nodes := map[string]bool{}
+	for _, f := range files {
+		rest, ok := strings.CutPrefix(f.Path, "raw/")
+		if !ok {
+			top = append(top, f)
+			continue
+		}
+		raw.Files++
+		raw.Bytes += f.Bytes
+		node, _, _ := strings.Cut(rest, "/")
+		nodes[node] = true
+	}
+	raw.Nodes = len(nodes)
+	return top, raw
+}
+
 type htmlVerdict struct {
 	record.Verdict
-	NodeLabel, Ratio, Tolerance, Class string
+	NodeLabel, Anchor, Ratio, Tolerance, Class string
 }
 
 type htmlNode struct {
@@ -305,17 +337,18 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 {{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td class="node">{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td><td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
 {{end}}</table></details>
 <h2>Verdicts</h2>
-<details><summary>Every verdict of every node ({{len .Verdicts}})</summary>
+<details><summary>Every verdict of every node ({{.VerdictCount}}; nodes whose verdicts read alike share a row)</summary>
 <table id="verdicts">
-<tr><th>ID</th><th>Title</th><th>Node</th><th>Status</th><th>Measured</th><th>Quoted</th><th>Ratio</th><th>Tolerance</th><th>Detail</th></tr>
-{{range .Verdicts}}<tr class="{{.Class}}"><td class="id">{{.ID}}</td><td>{{.Title}}</td><td class="node">{{.NodeLabel}}</td><td class="status">{{.Status}}</td><td>{{.Measured}}</td><td>{{.Quoted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Tolerance}}</td><td>{{.Detail}}</td></tr>
-{{else}}<tr><td colspan="9">No verdicts.</td></tr>{{end}}
+<tr><th>ID</th><th>Node</th><th>Status</th><th>Measured</th><th>Quoted</th><th>Ratio</th><th>Tolerance</th><th>Detail</th></tr>
+{{range .Verdicts}}<tr class="{{.Class}}"><td class="id"><a href="#{{.Anchor}}">{{.ID}}</a></td><td class="node">{{.NodeLabel}}</td><td class="status">{{.Status}}</td><td>{{.Measured}}</td><td>{{.Quoted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Tolerance}}</td><td>{{.Detail}}</td></tr>
+{{else}}<tr><td colspan="8">No verdicts.</td></tr>{{end}}
 </table></details>
 <h2>Evidence</h2>
 <p>Tool: {{.Run.Tool}} · Inventory: <code>{{.Run.Inventory.Path}}</code> (sha256 <code>{{.Run.Inventory.Digest}}</code>)</p>
-{{if .Evidence}}<details><summary>{{len .Evidence}} file(s) with their sha256</summary><table id="evidence">
+{{if or .Evidence .Raw.Files}}<details><summary>{{len .Evidence}} file(s) with their sha256{{if .Raw.Files}}, and the raw logs{{end}}</summary><table id="evidence">
 <tr><th>File</th><th>Bytes</th><th>sha256</th></tr>
 {{range .Evidence}}<tr><td><code>{{.Path}}</code></td><td class="num">{{.Bytes}}</td><td><code>{{.SHA256}}</code></td></tr>
+{{end}}{{if .Raw.Files}}<tr><td><code>raw/</code>: {{.Raw.Files}} raw log(s) of {{.Raw.Nodes}} node(s), gzip; each with its sha256 in <code>MANIFEST.sha256</code></td><td class="num">{{.Raw.Bytes}}</td><td></td></tr>
 {{end}}</table></details>
 <p>Every file is listed in <code>MANIFEST.sha256</code>; <code>gpuaccept verify</code> checks the bundle and this page.</p>
 {{else}}<p id="evidence">Every file of the bundle is listed with its sha256 in <code>MANIFEST.sha256</code>; <code>gpuaccept verify</code> checks it.</p>{{end}}

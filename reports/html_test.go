@@ -60,11 +60,18 @@ var wantCharts = []string{"chart-busbw", "chart-intranode", "chart-io", "chart-f
 
 func TestHTMLHasEveryPart(t *testing.T) {
 	var b bytes.Buffer
-	if err := HTML(&b, fullRun(), &BundleFacts{Evidence: []EvidenceFile{{Path: "raw/gpu-01/diag.log", SHA256: "ab12", Bytes: 3}}}); err != nil {
+	evidence := []EvidenceFile{{Path: "run.json", SHA256: "ab12", Bytes: 3}, {Path: "raw/gpu-01/diag.log.gz", SHA256: "cd34", Bytes: 5},
+		{Path: "raw/gpu-01/intranode.log.gz", SHA256: "ef56", Bytes: 7}, {Path: "raw/gpu-02/diag.log.gz", SHA256: "0789", Bytes: 11}}
+	if err := HTML(&b, fullRun(), &BundleFacts{Evidence: evidence}); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
-	for _, want := range append(wantCharts, `id="simulated"`, "FAIL-001", "DIAG-001", "raw/gpu-01/diag.log", "ab12", "535.183.01",
+	// The raw logs are summed up in one row (their sums are in the
+	// manifest); the other files are listed with theirs.
+	if !strings.Contains(page, "3 raw log(s) of 2 node(s), gzip") || !strings.Contains(page, `<td class="num">23</td>`) || strings.Contains(page, "cd34") {
+		t.Error("the raw logs are not summed up in one row")
+	}
+	for _, want := range append(wantCharts, `id="simulated"`, "FAIL-001", "DIAG-001", "run.json", "ab12", "535.183.01",
 		"8 × NVIDIA H100 80GB HBM3", "x &lt;tag&gt; &amp; y", "<svg", "gating window", "quote 370 GB/s", "failure window", "gpu-03 (victim)") {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page has no %q", want)

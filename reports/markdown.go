@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -176,7 +177,7 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 
 	b.WriteString("\n## Verdicts\n\n")
 	rows = groupedVerdictRows(run)
-	header := []string{"ID", "Title", "Node", "Status", "Measured", "Quoted", "Ratio", "Tolerance", "Detail"}
+	header := []string{"ID", "Node", "Status", "Measured", "Quoted", "Ratio", "Tolerance", "Detail"}
 	if err := mdTable(&b, header, escapeAll(rows), "No verdicts."); err != nil {
 		return err
 	}
@@ -294,11 +295,13 @@ func duration(p record.PhaseResult) string {
 	return p.Ended.Sub(p.Started).Round(time.Millisecond).String()
 }
 
-func logLink(path string) string {
-	if path == "" {
+// logLink links a phase's raw log by its file name: the section names the
+// node, and the path twice on every row of a fleet was a tenth of the page.
+func logLink(p string) string {
+	if p == "" {
 		return none
 	}
-	return fmt.Sprintf("[%s](%s)", md(path), (&url.URL{Path: path}).EscapedPath())
+	return fmt.Sprintf("[%s](%s)", md(path.Base(p)), (&url.URL{Path: p}).EscapedPath())
 }
 
 // mdEscaper neutralises what a node's text could do to the page: break a
@@ -317,23 +320,31 @@ func escapeAll(rows [][]string) [][]string {
 
 // mdTable renders a GitHub-flavoured Markdown table; cells must already be
 // escaped.
-// groupedVerdictRows is a row per verdict, the nodes whose verdicts of one
-// requirement read alike in one row as a host range (dshbak's way: a
-// 1,000-node window's SKIPs are a few rows, not thousands).
-func groupedVerdictRows(run *record.Run) [][]string {
-	var rows [][]string
+// verdictGroup is a row of the verdict tables: one verdict, or the nodes
+// whose verdicts of one requirement read alike, as a host range (dshbak's
+// way: a 1,000-node window's SKIPs are a few rows, not thousands). Nodes
+// is the row's node label.
+type verdictGroup struct {
+	record.Verdict
+	Nodes string
+}
+
+// groupedVerdicts is the run's verdicts in report order, grouped.
+func groupedVerdicts(run *record.Run) []verdictGroup {
+	var out []verdictGroup
 	type group struct {
-		row   []string
+		v     record.Verdict
 		nodes []string
 	}
 	var order []*group
 	byKey := map[string]*group{}
 	flush := func() {
 		for _, g := range order {
+			label := nodeLabel(g.v.Node)
 			if len(g.nodes) > 0 {
-				g.row[2] = hostlist.Compress(g.nodes)
+				label = hostlist.Compress(g.nodes)
 			}
-			rows = append(rows, g.row)
+			out = append(out, verdictGroup{g.v, label})
 		}
 		order, byKey = nil, map[string]*group{}
 	}
@@ -343,23 +354,34 @@ func groupedVerdictRows(run *record.Run) [][]string {
 			flush()
 			last = v.ID
 		}
-		row := []string{v.ID, v.Title, nodeLabel(v.Node), string(v.Status), v.Measured, v.Quoted,
-			decimal(v.Ratio), decimal(v.Tolerance), v.Detail}
-		key := strings.Join(append([]string{row[0], row[1]}, row[3:]...), "\x00")
-		if v.Node == "" || strings.Contains(v.Node, ",") {
+		key := strings.Join([]string{v.ID, v.Title, string(v.Status), v.Measured, v.Quoted,
+			decimal(v.Ratio), decimal(v.Tolerance), v.Detail}, "\x00")
+		single := v.Node != "" && !strings.Contains(v.Node, ",")
+		if !single {
 			key += "\x00" + v.Node // a cluster verdict, or several nodes': its own row
 		}
 		g := byKey[key]
 		if g == nil {
-			g = &group{row: row}
+			g = &group{v: v}
 			byKey[key] = g
 			order = append(order, g)
 		}
-		if v.Node != "" && !strings.Contains(v.Node, ",") {
+		if single {
 			g.nodes = append(g.nodes, v.Node)
 		}
 	}
 	flush()
+	return out
+}
+
+// groupedVerdictRows is the Verdicts table of report.md; a requirement's
+// title is in the Requirements table above it.
+func groupedVerdictRows(run *record.Run) [][]string {
+	var rows [][]string
+	for _, g := range groupedVerdicts(run) {
+		rows = append(rows, []string{g.ID, g.Nodes, string(g.Status), g.Measured, g.Quoted,
+			decimal(g.Ratio), decimal(g.Tolerance), g.Detail})
+	}
 	return rows
 }
 

@@ -31,8 +31,9 @@ type Judgement struct {
 	WireRate   float64 `json:"wire_rate_gbs,omitempty"`
 	Quoted     float64 `json:"quoted_gbs,omitempty"`
 	// Verdicts: NCCL-001 results correct; NCCL-002 (inter) or NCCL-003
-	// (intra) bandwidth against the quote.
-	Verdicts []record.Verdict `json:"verdicts"`
+	// (intra) bandwidth against the quote. A sweep's record keeps only
+	// those that did not pass.
+	Verdicts []record.Verdict `json:"verdicts,omitempty"`
 }
 
 // Spread is a distribution's summary.

@@ -84,7 +84,7 @@ func Compute(run *record.Run, inv *inventory.Inventory) (*record.Ledger, error) 
 	var gpuSecs, nodeSecs float64
 	accepted := 0
 	for _, n := range run.Nodes {
-		gpus := gpusOf(q, n)
+		gpus := gpusOf(q, run.NodeFacts(n.Name))
 		qAt := quarantinedAt(run, n)
 		var busy, failed []interval
 		for _, p := range run.Phases {
@@ -201,16 +201,16 @@ func roundUp(d, step time.Duration) time.Duration {
 	return n * step
 }
 
-// gpusOf is the GPUs billed on node n: the quote's, else those preflight
-// found, else 1 (as the failure test bills its stall).
-func gpusOf(q *inventory.Quote, n record.Node) int {
+// gpusOf is the GPUs billed on a node: the quote's, else those preflight
+// found (facts), else 1 (as the failure test bills its stall).
+func gpusOf(q *inventory.Quote, facts json.RawMessage) int {
 	if q.GPUsPerNode > 0 {
 		return q.GPUsPerNode
 	}
 	var f struct {
 		GPUCount int `json:"gpu_count"`
 	}
-	if len(n.Facts) > 0 && json.Unmarshal(n.Facts, &f) == nil && f.GPUCount > 0 {
+	if len(facts) > 0 && json.Unmarshal(facts, &f) == nil && f.GPUCount > 0 {
 		return f.GPUCount
 	}
 	return 1

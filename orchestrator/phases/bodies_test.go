@@ -184,7 +184,7 @@ func TestPreflightReadsTheStandinsAndJudgesTheFleet(t *testing.T) {
 		t.Errorf("GPU-005 h2 (another driver): %+v", v)
 	}
 	var facts Facts
-	if err := json.Unmarshal(r.Nodes[0].Facts, &facts); err != nil || facts.GPUCount != 8 || facts.Driver == "" {
+	if err := json.Unmarshal(r.NodeFacts("h1"), &facts); err != nil || facts.GPUCount != 8 || facts.Driver == "" {
 		t.Errorf("h1's facts in run.json: %+v %v", facts, err)
 	}
 }

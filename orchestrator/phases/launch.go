@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"gpuaccept/orchestrator/fabric"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
@@ -138,8 +140,9 @@ func (j job) launcher(ctx context.Context, w *orchestrator.Window) (*orchestrato
 type Sweep struct {
 	Nodes     []string          `json:"nodes,omitempty"`
 	Judgement *fabric.Judgement `json:"judgement,omitempty"`
-	// Algorithms: NCCL's lines naming the algorithm and protocol it used;
-	// Choices: what they say, per algorithm/protocol.
+	// Choices: what NCCL's lines naming the algorithm and protocol it used
+	// say, per algorithm/protocol; Algorithms: those lines, verbatim, when
+	// none of them could be read as a choice.
 	Algorithms []string           `json:"algorithms,omitempty"`
 	Choices    []parse.NCCLChoice `json:"nccl_choices,omitempty"`
 	Error      string             `json:"error,omitempty"`
@@ -261,7 +264,19 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		source = "json"
 	}
 	judge := fabric.Judge(r, w.Inv, "")
-	s := Sweep{Judgement: &judge, Algorithms: capLines(r.Algorithms, 20), Choices: r.Choices(), Source: source, NCCLVersion: r.NCCLVersion}
+	// A sweep keeps the verdicts of its own that did not pass: the phase's
+	// judge makes the requirements' verdicts from the sweeps' figures, and
+	// two passing verdicts a sweep, titles and all, three sweeps a node,
+	// were a tenth of a fleet's run.json.
+	judge.Verdicts = slices.DeleteFunc(judge.Verdicts, func(v record.Verdict) bool { return v.Status == record.Pass })
+	s := Sweep{Judgement: &judge, Choices: r.Choices(), Source: source, NCCLVersion: r.NCCLVersion}
+	if len(s.Choices) == 0 {
+		// NCCL's own lines are kept only when they said nothing the
+		// record could read: the raw log has them all, and a sweep's
+		// eight tuning lines on each of a thousand nodes were a tenth of
+		// run.json.
+		s.Algorithms = capLines(r.Algorithms, 20)
+	}
 	for _, row := range r.Rows {
 		s.Points = append(s.Points, SweepPoint{Bytes: row.Size, BusBW: row.OOP.BusBW})
 	}

@@ -17,7 +17,6 @@ import (
 var Preflight = orchestrator.Phase{
 	Name:   "preflight",
 	Gating: true,
-	Facts:  true,
 	Enabled: func(inv *inventory.Inventory) bool {
 		return inventory.On(inv.Phases.Preflight.Enabled)
 	},

@@ -205,8 +205,31 @@ type Node struct {
 	// QuarantinedAt is when it happened (the end of the phase that found it
 	// unfit); zero in runs recorded before it existed.
 	QuarantinedAt time.Time `json:"quarantined_at,omitzero"`
-	// Facts are what preflight found (GPU models, versions, NICs...).
+	// Facts are what preflight found (GPU models, versions, NICs...), as
+	// runs recorded them before the schema kept them once, in the node's
+	// preflight result: read them with Run.NodeFacts.
 	Facts json.RawMessage `json:"facts,omitempty"`
+}
+
+// FactsPhase is the phase whose successful result on a node is what the
+// node is (its identity, GPUs, versions, NICs).
+const FactsPhase = "preflight"
+
+// NodeFacts is what preflight found on the named node: its successful
+// FactsPhase result's data, or for runs recorded before that, the facts
+// kept on the node; nil when neither exists.
+func (r *Run) NodeFacts(node string) json.RawMessage {
+	for _, p := range r.Phases {
+		if p.Phase == FactsPhase && p.Node == node && p.Outcome == OK && len(p.Data) > 0 {
+			return p.Data
+		}
+	}
+	for _, n := range r.Nodes {
+		if n.Name == node {
+			return n.Facts
+		}
+	}
+	return nil
 }
 
 // PhaseResult is one phase on one node (or on the cluster: Node == "").
