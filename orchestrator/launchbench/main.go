@@ -10,7 +10,7 @@
 // says which link Open MPI named. It prints figures;
 // it asserts nothing.
 //
-//	go run ./orchestrator/launchbench [-hosts 16,32,64,128]
+//	go run ./orchestrator/launchbench [-hosts 16,32,64,128] [-links 2]
 //
 // Root on Linux, Open MPI installed (make deps); it brings up its own lab
 // (name "lbench") and tears it down.
@@ -39,14 +39,15 @@ func main() {
 	sizes := flag.String("hosts", "16,32,64,128", "host counts, comma-separated")
 	timeout := flag.Duration("timeout", 4*time.Minute, "how long one launch may take")
 	rate := flag.String("cap", "100mbit", "tc cap on every host's link; \"\" for none")
+	links := flag.Int("links", 2, "Open MPI's btl_tcp_links (LAB.md: 2 makes a lab link full duplex)")
 	flag.Parse()
-	if err := run(*sizes, *timeout, *rate); err != nil {
+	if err := run(*sizes, *timeout, *rate, *links); err != nil {
 		fmt.Fprintln(os.Stderr, "launchbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes string, timeout time.Duration, rate string) error {
+func run(sizes string, timeout time.Duration, rate string, links int) error {
 	if ok, why := lab.Supported(); !ok {
 		return fmt.Errorf("needs the lab: %s", why)
 	}
@@ -77,7 +78,7 @@ func run(sizes string, timeout time.Duration, rate string) error {
 	}
 	defer l.Down(context.Background())
 	fmt.Printf("%d lab hosts up in %.1f s, links capped at %q\n", most, time.Since(start).Seconds(), rate)
-	flags := "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2"
+	flags := "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links " + strconv.Itoa(links)
 	bench := filepath.Join(work, "all_reduce_perf") + " -b 1M -e 1M -f 2 -n 2 -w 1 -c 1 -g 1"
 	fmt.Printf("%-6s %-44s %12s %12s  %s\n", "HOSTS", "LAUNCH", "RANKS UP", "END", "RESULT")
 	for _, n := range ns {

@@ -217,6 +217,13 @@ func (l *Lab) Cap(ctx context.Context, host, rate string) error {
 	return err
 }
 
+// CapTo shapes what host sends to the peer hosts at rate, the rest at the
+// host's cap: a slow link is CapTo on both its ends.
+func (l *Lab) CapTo(ctx context.Context, host, rate string, peers ...string) error {
+	_, err := runScript(ctx, l.hostLabel(host), "cap-to", append([]string{"cap-to", "--name", l.Name, host, rate}, peers...)...)
+	return err
+}
+
 // Uncap removes the host's shaping (no error when there is none).
 func (l *Lab) Uncap(ctx context.Context, host string) error { return l.hostOp(ctx, "uncap", host) }
 

@@ -13,6 +13,11 @@
 #   lab.sh cut     [--name NAME] HOST        link down (bridge side of the host's veth)
 #   lab.sh restore [--name NAME] HOST        link up
 #   lab.sh cap     [--name NAME] HOST RATE   shape both directions with tbf (e.g. 200mbit)
+#   lab.sh cap-to  [--name NAME] HOST RATE PEER...
+#                                            shape what HOST sends to the PEER hosts at RATE (htb; the rest at the
+#                                            host's cap, if any): a slow link is cap-to on both of its ends, a slow
+#                                            leaf uplink cap-to from each member to every host outside the leaf and
+#                                            back. Again on the same host: more peers, at the same RATE.
 #   lab.sh uncap   [--name NAME] HOST
 #   lab.sh ps      [--name NAME] HOST        processes of the host: PID PPID PGID ARGS, header first
 #   lab.sh rekey   [--name NAME] HOST        new host key, restart sshd, rewrite both known_hosts files
@@ -396,15 +401,44 @@ shape_host() { # shape_host RATE: tbf on both directions of host $I
 	local rate=$1 burst err
 	valid_rate "$rate" || hdie "$H" cap "bad rate '$rate' (examples: 100mbit, 1gbit, 500kbit)"
 	burst=$(tbf_burst "$rate")
+	rm -f "$HD/cap-to" # the tbf replaces cap-to's htb
 	err=$(nsenter --net="/run/netns/$NS" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 20ms 2>&1) ||
 		hdie "$H" cap "tc on eth0 in $NS (host transmit): $err"
 	err=$(tc qdisc replace dev "$VETH" root tbf rate "$rate" burst "$burst" latency 20ms 2>&1) ||
 		hdie "$H" cap "tc on $VETH (host receive): $err"
 }
 
+# shape_peers RATE PEER_ADDR...: what host $I sends to the peers at RATE, the rest at the host's cap (its
+# receive side's tbf, which stays) or unshaped. The peers are kept in HD/cap-to (RATE, then one address a line)
+# so that a second call adds to them: the qdisc is built again whole.
+shape_peers() {
+	local rate=$1 base err old a
+	shift
+	valid_rate "$rate" || hdie "$H" cap-to "bad rate '$rate' (examples: 100mbit, 1gbit, 500kbit)"
+	if [[ -f $HD/cap-to ]]; then
+		old=$(head -n 1 "$HD/cap-to")
+		[[ ${old,,} == "${rate,,}" ]] || hdie "$H" cap-to "already shapes some peers at $old; one rate a host ('$PROG uncap' first)"
+	fi
+	base=$(tc qdisc show dev "$VETH" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
+	base=${base:-10gbit}
+	{ [[ -f $HD/cap-to ]] && tail -n +2 "$HD/cap-to"; printf '%s\n' "$@"; } | sort -u >"$HD/cap-to.peers"
+	{ echo "$rate"; cat "$HD/cap-to.peers"; } >"$HD/cap-to.tmp" && mv "$HD/cap-to.tmp" "$HD/cap-to"
+	in_ns() { nsenter --net="/run/netns/$NS" "$@"; }
+	err=$(in_ns tc qdisc replace dev eth0 root handle 1: htb default 10 2>&1 &&
+		in_ns tc class add dev eth0 parent 1: classid 1:10 htb rate "$base" ceil "$base" 2>&1 &&
+		in_ns tc class add dev eth0 parent 1: classid 1:20 htb rate "$rate" ceil "$rate" 2>&1) ||
+		hdie "$H" cap-to "tc htb on eth0 in $NS: $err"
+	while read -r a; do
+		err=$(in_ns tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "$a/32" flowid 1:20 2>&1) ||
+			hdie "$H" cap-to "tc filter for $a on eth0 in $NS: $err"
+	done <"$HD/cap-to.peers"
+	rm -f "$HD/cap-to.peers"
+}
+
 unshape_host() {
 	local err
-	if nsenter --net="/run/netns/$NS" tc qdisc show dev eth0 root 2>/dev/null | grep -q '^qdisc tbf'; then
+	rm -f "$HD/cap-to"
+	if nsenter --net="/run/netns/$NS" tc qdisc show dev eth0 root 2>/dev/null | grep -Eq '^qdisc (tbf|htb)'; then
 		err=$(nsenter --net="/run/netns/$NS" tc qdisc del dev eth0 root 2>&1) || hdie "$H" uncap "tc on eth0 in $NS: $err"
 	fi
 	if tc qdisc show dev "$VETH" root 2>/dev/null | grep -q '^qdisc tbf'; then
@@ -946,6 +980,24 @@ cmd_cap() {
 	shape_host "${ARGS[1]}"
 }
 
+cmd_cap_to() {
+	((${#ARGS[@]} >= 3)) || usage_die "usage: $PROG cap-to [--name NAME] HOST RATE PEER..."
+	require_lab
+	local peers=() p self
+	for p in "${ARGS[@]:2}"; do
+		host_arg "$p"
+		peers+=("$ADDR")
+	done
+	host_arg "${ARGS[0]}"
+	self=$ADDR
+	for p in "${peers[@]}"; do
+		[[ $p != "$self" ]] || hdie "$H" cap-to "a host is not its own peer"
+	done
+	need_cmds tc
+	lock
+	shape_peers "${ARGS[1]}" "${peers[@]}"
+}
+
 cmd_uncap() {
 	one_host
 	need_cmds tc
@@ -1111,12 +1163,12 @@ main() {
 	case $CMD in
 	help) usage; exit 0 ;;
 	"") usage; exit 2 ;;
-	up | down | status | kill | start | cut | restore | cap | uncap | ps | rekey | exec | slurm | storage) ;;
+	up | down | status | kill | start | cut | restore | cap | cap-to | uncap | ps | rekey | exec | slurm | storage) ;;
 	*) usage_die "unknown command '$CMD'" ;;
 	esac
 	need_root
 	check_common
-	"cmd_$CMD"
+	"cmd_${CMD//-/_}"
 }
 
 main "$@"

@@ -163,6 +163,51 @@ func TestLab(t *testing.T) {
 		}
 	})
 
+	t.Run("cap-to shapes one link", func(t *testing.T) {
+		// h3 sends to h2 at 20 Mbit/s, to h1 at its own cap (100 Mbit/s):
+		// what a slow link between two hosts is (cap-to on both ends).
+		if err := l.Cap(ctx, "h3", "100mbit"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.CapTo(ctx, "h3", "20mbit", "h2"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Uncap(context.Background(), "h3") })
+		rate := func(to string) float64 {
+			t.Helper()
+			const sink = `import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 5201)); s.listen(1); c, _ = s.accept()
+while c.recv(65536): pass
+c.close()`
+			if _, err := l.Exec(ctx, to, "bash", "-c", "timeout 30 python3 -c '"+sink+"' >/dev/null 2>&1 &"); err != nil {
+				t.Fatal(err)
+			}
+			const send = `import socket, sys, time
+for _ in range(50):
+    try: c = socket.create_connection((sys.argv[1], 5201)); break
+    except OSError: time.sleep(0.1)
+t = time.time(); b = b"x" * 65536
+for _ in range(40): c.sendall(b)
+c.shutdown(socket.SHUT_WR); c.recv(1); print(40 * 65536 * 8 / 1e6 / (time.time() - t))`
+			out, err := l.Exec(ctx, "h3", "python3", "-c", send, l.Host(to).Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mbit, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+			if err != nil {
+				t.Fatalf("h3 -> %s: %q", to, out)
+			}
+			return mbit
+		}
+		slow, fast := rate("h2"), rate("h1")
+		t.Logf("h3 -> h2 %.1f Mbit/s, h3 -> h1 %.1f Mbit/s", slow, fast)
+		if slow > 22 || fast < 2*slow {
+			t.Errorf("h3 -> h2 %.1f Mbit/s (cap-to 20mbit), h3 -> h1 %.1f Mbit/s (cap 100mbit)", slow, fast)
+		}
+		if err := l.CapTo(ctx, "h3", "30mbit", "h1"); err == nil || !strings.Contains(err.Error(), "one rate a host") {
+			t.Errorf("a second rate on h3: %v", err)
+		}
+	})
+
 	t.Run("rekey", func(t *testing.T) {
 		old, err := os.ReadFile(l.KnownHosts)
 		if err != nil {
