@@ -54,9 +54,11 @@ lab-down:
 # image archive pushed to 16 hosts at 200 Mbit/s against naive copies; a
 # whole window at 256 and 1,000 simulated nodes (coordinator CPU, memory,
 # bundle, report load time, per phase); mpirun's launch over 16..128 lab
-# hosts.
+# hosts; the bisection on 64 lab hosts in leaves with a slow host, link and
+# leaf uplink.
 bench: deps
 	@rc=0; $(GO) run ./remote/bench || rc=$$?; $(LAB) down --name bench; \
 	  $(GO) run ./orchestrator/bench || rc=$$?; $(LAB) down --name ibench; \
 	  $(GO) run ./orchestrator/launchbench || rc=$$?; $(LAB) down --name lbench; \
+	  $(GO) run ./orchestrator/bisectbench || rc=$$?; $(LAB) down --name bbench; \
 	  $(GO) run ./orchestrator/fleetbench -nodes 256,1000 || rc=$$?; exit $$rc

@@ -12,7 +12,7 @@
 // work; its coordinator CPU-seconds are what the coordinator alone costs.
 // It prints figures; it asserts nothing.
 //
-//	go run ./orchestrator/fleetbench [-nodes 256,1000]
+//	go run ./orchestrator/fleetbench [-nodes 256,1000] [-keep DIR]
 package main
 
 import (
@@ -37,14 +37,15 @@ import (
 
 func main() {
 	sizes := flag.String("nodes", "256,1000", "fleet sizes, comma-separated")
+	keep := flag.String("keep", "", "a directory to move each size's bundle into (N/), to read it after")
 	flag.Parse()
-	if err := run(*sizes); err != nil {
+	if err := run(*sizes, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes string) error {
+func run(sizes, keep string) error {
 	work, err := os.MkdirTemp("", "fleetbench-")
 	if err != nil {
 		return err
@@ -63,9 +64,20 @@ func run(sizes string) error {
 			return fmt.Errorf("-nodes: %q is not a node count", s)
 		}
 		fmt.Fprintf(os.Stderr, "fleetbench: %d nodes\n", n)
-		r, err := window(bin, filepath.Join(work, strconv.Itoa(n)), n)
+		dir := filepath.Join(work, strconv.Itoa(n))
+		r, err := window(bin, dir, n)
 		if err != nil {
 			return fmt.Errorf("%d nodes: %w", n, err)
+		}
+		if keep != "" {
+			to := filepath.Join(keep, strconv.Itoa(n))
+			if err := os.MkdirAll(keep, 0o755); err != nil {
+				return err
+			}
+			if err := os.Rename(filepath.Join(dir, "runs"), to); err != nil {
+				return fmt.Errorf("-keep: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "fleetbench: %d nodes' bundle kept in %s\n", n, to)
 		}
 		results = append(results, r)
 	}

@@ -3,8 +3,11 @@ package phases
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -336,5 +339,29 @@ func TestTeardownRedialsALostNodeAndJudgesTheWindow(t *testing.T) {
 	}
 	if v := verdictOf(t, r, "WIN-001", "h2"); v.Status != record.Fail {
 		t.Errorf("WIN-001 h2 (quarantined at preflight when its connection dropped): %+v", v)
+	}
+}
+
+// A from= list that names every node of a fleet is kept as its count and
+// digest; a short one as written.
+func TestWindowKeyRecordElidesAFleetsFromList(t *testing.T) {
+	short := `restrict,from="h1,h2,10.0.0.1",expiry-time="20261202145145" ssh-ed25519 AAAA k`
+	if got, from := elideFrom(short); got != short || from != nil {
+		t.Errorf("a short list: %q %+v", got, from)
+	}
+	var names []string
+	for i := 1; i <= 1000; i++ {
+		names = append(names, fmt.Sprintf("gpu-%04d", i))
+	}
+	list := strings.Join(names, ",")
+	line := `restrict,from="` + list + `",expiry-time="20261202145145" ssh-ed25519 AAAA k`
+	got, from := elideFrom(line)
+	sum := sha256.Sum256([]byte(list))
+	if got != `restrict,from="…",expiry-time="20261202145145" ssh-ed25519 AAAA k` || from == nil ||
+		from.Patterns != 1000 || from.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("a fleet's list: %q %+v", got, from)
+	}
+	if got, from := elideFrom(`restrict ssh-ed25519 AAAA k`); got != `restrict ssh-ed25519 AAAA k` || from != nil {
+		t.Errorf("no list: %q %+v", got, from)
 	}
 }

@@ -128,11 +128,11 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	res.EndedAt = job.now()
 	job.cleanup(nodes, victim)
 	events, _ := job.log.snapshot()
-	res.Events = recordedEvents(events)
+	drawn := record.TimelineNodes(res.Nodes, victim.Name)
+	res.Events = recordedEvents(events, drawn)
 	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
 	res.DetectionSecs, res.ResumeSecs = res.FailureFigures.DetectionSecs(), res.FailureFigures.ResumeSecs()
 	job.bill(len(nodes))
-	drawn := record.TimelineNodes(res.Nodes, victim.Name)
 	res.Timeline = textTimeline(drawn, events, res.FailureFigures, res.EndedAt, 64)
 	if res.Timeline != "" && len(drawn) < len(res.Nodes) {
 		res.Timeline += fmt.Sprintf("(%d of the job's %d nodes drawn: the rendezvous, the victim and the first others)\n", len(drawn), len(res.Nodes))

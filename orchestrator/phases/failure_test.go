@@ -138,7 +138,7 @@ func TestRecordedEventsKeepOneStepPerNode(t *testing.T) {
 		{Node: "h1", Kind: "start", Rank: 0}, {Node: "h1", Kind: "step", Rank: 0, Step: 2},
 		{Node: "h1", Kind: "step", Rank: 1, Step: 2},
 	}
-	got := recordedEvents(ev)
+	got := recordedEvents(ev, []string{"h1", "h2"})
 	var kinds []string
 	for _, e := range got {
 		kinds = append(kinds, fmt.Sprintf("%s:%s:%d", e.Node, e.Kind, e.Step))
@@ -151,5 +151,22 @@ func TestRecordedEventsKeepOneStepPerNode(t *testing.T) {
 	// Figures come from every event, not the recorded ones: the same here.
 	if a, b := figures(ev, 0, "h1", 1), figures(got, 0, "h1", 1); !reflect.DeepEqual(a, b) {
 		t.Errorf("figures differ: %+v / %+v", a, b)
+	}
+	// A node the timeline does not draw keeps the first and the last step
+	// of each run between starts, in time order, to the millisecond.
+	ev = []JobEvent{{At: 0.0004, Node: "h3", Kind: "start"}}
+	for s := 1; s <= 5; s++ {
+		ev = append(ev, JobEvent{At: float64(s) + 0.12345, Node: "h3", Kind: "step", Step: s}, JobEvent{At: float64(s) + 0.2, Node: "h1", Kind: "step", Step: s})
+	}
+	ev = append(ev, JobEvent{At: 6, Node: "h3", Kind: "error", Step: 5}, JobEvent{At: 7, Node: "h3", Kind: "start"},
+		JobEvent{At: 8, Node: "h3", Kind: "step", Step: 4})
+	kinds = nil
+	for _, e := range recordedEvents(ev, []string{"h1"}) {
+		kinds = append(kinds, fmt.Sprintf("%g:%s:%s:%d", e.At, e.Node, e.Kind, e.Step))
+	}
+	want = []string{"0:h3:start:0", "1.123:h3:step:1", "1.2:h1:step:1", "2.2:h1:step:2", "3.2:h1:step:3", "4.2:h1:step:4",
+		"5.123:h3:step:5", "5.2:h1:step:5", "6:h3:error:5", "7:h3:start:0", "8:h3:step:4"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("recorded %v\nwant     %v", kinds, want)
 	}
 }

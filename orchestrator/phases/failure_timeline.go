@@ -3,6 +3,7 @@ package phases
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,29 +217,55 @@ func figures(events []JobEvent, injectedAt float64, victim string, resumeSteps i
 }
 
 // recordedEvents are the events the record keeps: every start, checkpoint
-// and error, and one step event per node and step (the first rank's) —
-// the ranks of a data-parallel job step together, and every rank's every
-// step made a 64-node record's events a third of run.json. Each rank's
-// lines stay in the raw log. A step counted again after a start (the job
-// resumed from a checkpoint) is kept again.
-func recordedEvents(events []JobEvent) []JobEvent {
+// and error, and of the steps, for the nodes the timeline draws one event
+// per node and step (the first rank's: the ranks of a data-parallel job
+// step together), for the others the first and the last step of each run
+// between starts — a fleet's every step was a third of run.json, and grew
+// with the test's length. Each rank's lines stay in the raw log. Times are
+// kept to the millisecond.
+func recordedEvents(events []JobEvent, drawn []string) []JobEvent {
+	type run struct {
+		node string
+		gen  int
+	}
 	type key struct {
-		node      string
-		gen, step int
+		run
+		step int
 	}
 	gen := map[string]int{} // starts seen per node
 	seen := map[key]bool{}
-	var out []JobEvent
+	var kept []JobEvent
+	var runs []run // kept[i]'s run, for steps
+	ends := map[run][2]int{}
 	for _, e := range events {
+		e.At = math.Round(e.At*1000) / 1000
+		var r run
 		switch e.Kind {
 		case "start":
 			gen[e.Node]++
 		case "step":
-			k := key{e.Node, gen[e.Node], e.Step}
+			r = run{e.Node, gen[e.Node]}
+			k := key{r, e.Step}
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
+			se, ok := ends[r]
+			if !ok {
+				se[0] = len(kept)
+			}
+			se[1] = len(kept)
+			ends[r] = se
+		}
+		kept = append(kept, e)
+		runs = append(runs, r)
+	}
+	var out []JobEvent
+	for i, e := range kept {
+		if e.Kind == "step" && !slices.Contains(drawn, e.Node) {
+			if se := ends[runs[i]]; i != se[0] && i != se[1] {
+				continue
+			}
 		}
 		out = append(out, e)
 	}

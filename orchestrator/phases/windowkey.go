@@ -3,6 +3,8 @@ package phases
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -18,8 +20,13 @@ type KeyInstalled struct {
 	Fingerprint   string `json:"fingerprint"`
 	AuthorizedKey string `json:"authorized_key"`
 	// Installed is the authorized_keys line as the node wrote it: its
-	// options restrict the key to the window's nodes and its time.
+	// options restrict the key to the window's nodes and its time. A
+	// from= list past fromKept bytes is kept as its count and sha256
+	// (From), the line saying from="…": every node's list names every
+	// node, which at 1,000 nodes was 20 MB of run.json. The raw log has
+	// the line whole.
 	Installed string    `json:"installed,omitempty"`
+	From      *FromList `json:"from,omitempty"`
 	Expires   time.Time `json:"expires"`
 	Config    string    `json:"ssh_config"` // on the node; launchers pass it with -F
 }
@@ -85,8 +92,37 @@ var WindowKey = orchestrator.Phase{
 		if installed == "" {
 			return nil, fmt.Errorf("windowkey.sh did not say which line it installed: %.200q", strings.TrimSpace(string(out)))
 		}
-		return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Installed: installed, Expires: expires, Config: dir + "/ssh/config"}, nil
+		installed, from := elideFrom(installed)
+		return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Installed: installed, From: from, Expires: expires, Config: dir + "/ssh/config"}, nil
 	},
+}
+
+// FromList is an authorized_keys from= list the record keeps as its
+// count and digest.
+type FromList struct {
+	Patterns int    `json:"patterns"`
+	SHA256   string `json:"sha256"` // of the list as written, between the quotes
+}
+
+// fromKept is the longest from= list a record keeps as written.
+const fromKept = 256
+
+// elideFrom is line with a from= list longer than fromKept bytes replaced
+// by "…", and that list's count and digest.
+func elideFrom(line string) (string, *FromList) {
+	const opt = `from="`
+	i := strings.Index(line, opt)
+	if i < 0 {
+		return line, nil
+	}
+	start := i + len(opt)
+	n := strings.IndexByte(line[start:], '"')
+	if n <= fromKept {
+		return line, nil
+	}
+	list := line[start : start+n]
+	sum := sha256.Sum256([]byte(list))
+	return line[:start] + "…" + line[start+n:], &FromList{Patterns: strings.Count(list, ",") + 1, SHA256: hex.EncodeToString(sum[:])}
 }
 
 // KeyMark is the comment that marks the window's line in authorized_keys.

@@ -66,7 +66,7 @@ keys="$HOME/.ssh/authorized_keys"
 mark="gpuaccept-window-$run"
 if [ -f "$keys" ] && awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$keys"; then
   (
-    flock -w 10 9 || exit 1
+    flock -w 30 9 || exit 1 # every node at once on a shared home (windowkey.sh); the phase has 45 s
     # Rewritten in place (cat >, not mv) so its owner, mode and any
     # hard link stay as they were.
     tmp=$(mktemp "$HOME/.ssh/.authorized_keys.XXXXXX")
