@@ -379,7 +379,7 @@ func failureChart(run *record.Run) (*chart, error) {
 	nodes := record.TimelineNodes(d.Nodes, d.Victim)
 	caption := "Every worker's steps as the coordinator received them; shaded from the failure to resumed progress."
 	if len(nodes) < len(d.Nodes) {
-		caption += fmt.Sprintf(" %d of the job's %d nodes drawn: the rendezvous, the victim and the first others (all in run.json).", len(nodes), len(d.Nodes))
+		caption += fmt.Sprintf(" %d of the job's %d nodes drawn: the rendezvous, the victim and the first others (the others' first and last steps of each run are in run.json, every step in the raw log).", len(nodes), len(d.Nodes))
 	}
 	nodes = append([]string(nil), nodes...)
 	sort.Strings(nodes)

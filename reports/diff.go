@@ -260,8 +260,8 @@ func LoadRun(path string) (*record.Run, string, error) {
 	switch {
 	case run.Schema == 0 && run.ID == "":
 		return nil, file, fmt.Errorf("%s: not a gpuaccept run.json (no schema, no id)", file)
-	case run.Schema != record.Schema:
-		return nil, file, fmt.Errorf("%s: run.json schema %d; this gpuaccept reads schema %d", file, run.Schema, record.Schema)
+	case run.Schema < record.OldestSchema || run.Schema > record.Schema:
+		return nil, file, fmt.Errorf("%s: run.json schema %d; this gpuaccept reads schemas %d to %d", file, run.Schema, record.OldestSchema, record.Schema)
 	}
 	return &run, file, nil
 }
@@ -408,7 +408,16 @@ func (it items) set(item, key, value string) {
 func nodeItems(r *record.Run, node string) items {
 	it := items{}
 	var f diffFacts
-	if facts := r.NodeFacts(node); len(facts) > 0 && json.Unmarshal(facts, &f) == nil {
+	// The latest preflight result with data, passed or failed (a failed
+	// one keeps what the node did say: often the node that matters), else
+	// the facts of a run recorded before they were kept once.
+	ok := hasData(r, record.FactsPhase, node, &f)
+	if !ok {
+		if facts := r.NodeFacts(node); len(facts) > 0 {
+			ok = json.Unmarshal(facts, &f) == nil
+		}
+	}
+	if ok {
 		it.set("driver", "", f.Driver)
 		it.set("CUDA", "", f.CUDA)
 		it.set("kernel", "", f.Kernel)

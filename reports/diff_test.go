@@ -524,17 +524,27 @@ func TestLoadRun(t *testing.T) {
 			t.Errorf("%s: %v %v %s", p, r, err, file)
 		}
 	}
+	// A schema 1 run is still read.
+	old := *base
+	old.Schema = 1
+	data, _ = json.Marshal(&old)
+	oldDir := t.TempDir()
+	os.WriteFile(filepath.Join(oldDir, "run.json"), data, 0o644)
+	if r, _, err := LoadRun(oldDir); err != nil || r.Schema != 1 {
+		t.Errorf("a schema 1 run: %v %v", r, err)
+	}
 	bad := func(name, content string) string {
 		p := filepath.Join(t.TempDir(), name)
 		os.WriteFile(p, []byte(content), 0o644)
 		return p
 	}
 	for path, want := range map[string]string{
-		t.TempDir():                                 ": no run.json: not a run directory",
-		filepath.Join(dir, "nothing"):               "nothing: no such file or directory",
-		bad("run.json", "{not json"):                "run.json: not a gpuaccept run.json: ",
-		bad("other.json", `{"hello": 1}`):           "other.json: not a gpuaccept run.json (no schema, no id)",
-		bad("run.json", `{"schema": 9, "id": "x"}`): "run.json: run.json schema 9; this gpuaccept reads schema 1",
+		t.TempDir():                                  ": no run.json: not a run directory",
+		filepath.Join(dir, "nothing"):                "nothing: no such file or directory",
+		bad("run.json", "{not json"):                 "run.json: not a gpuaccept run.json: ",
+		bad("other.json", `{"hello": 1}`):            "other.json: not a gpuaccept run.json (no schema, no id)",
+		bad("run.json", `{"schema": 9, "id": "x"}`):  "run.json: run.json schema 9; this gpuaccept reads schemas 1 to 2",
+		bad("run.json", `{"schema": -1, "id": "x"}`): "run.json: run.json schema -1; this gpuaccept reads schemas 1 to 2",
 	} {
 		_, _, err := LoadRun(path)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), path) {

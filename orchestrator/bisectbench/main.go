@@ -44,7 +44,7 @@ const (
 )
 
 func main() {
-	sizes := flag.String("hosts", "64", "host counts, comma-separated (16..128, a multiple of 8)")
+	sizes := flag.String("hosts", "64", "host counts, comma-separated (48..128, a multiple of 8)")
 	rate := flag.Int("rate", 20, "every link's rate, Mbit/s")
 	flag.Parse()
 	if err := run(*sizes, *rate); err != nil {
@@ -60,8 +60,9 @@ func run(sizes string, rate int) error {
 	var ns []int
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 16 || n > lab.MaxHosts || n%leafSize != 0 {
-			return fmt.Errorf("-hosts: %q is not 16..%d, a multiple of %d", s, lab.MaxHosts, leafSize)
+		// The planted faults are h7, h20-h45 and leaf-3: 48 hosts at least.
+		if err != nil || n < 48 || n > lab.MaxHosts || n%leafSize != 0 {
+			return fmt.Errorf("-hosts: %q is not 48..%d, a multiple of %d", s, lab.MaxHosts, leafSize)
 		}
 		ns = append(ns, n)
 	}
@@ -144,7 +145,7 @@ func size(n, rate int, bin, nccl, work string) error {
 			return nil
 		}},
 	}
-	for _, c := range cases {
+	for i, c := range cases {
 		for _, h := range l.Hosts { // every host back at the rate
 			if err := firstErr(l.Uncap(ctx, h.Name), l.Cap(ctx, h.Name, mbit(1))); err != nil {
 				return err
@@ -153,7 +154,7 @@ func size(n, rate int, bin, nccl, work string) error {
 		if err := c.apply(); err != nil {
 			return err
 		}
-		runs := filepath.Join(work, "runs-"+strconv.Itoa(n)+"-"+strconv.Itoa(len(c.planted)))
+		runs := filepath.Join(work, fmt.Sprintf("runs-%d-%d", n, i))
 		t0 := time.Now()
 		// The bisection alone: the cluster-wide all-reduce is launchbench's.
 		cmd := exec.CommandContext(ctx, bin, "run", inv, "--runs-dir", runs, "--only", "bisect")

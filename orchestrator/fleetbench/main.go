@@ -65,6 +65,9 @@ func run(sizes, keep string) error {
 		}
 		fmt.Fprintf(os.Stderr, "fleetbench: %d nodes\n", n)
 		dir := filepath.Join(work, strconv.Itoa(n))
+		if _, err := os.Stat(filepath.Join(keep, strconv.Itoa(n))); keep != "" && err == nil {
+			return fmt.Errorf("-keep: %s is there already (an earlier bench's?): not overwritten", filepath.Join(keep, strconv.Itoa(n)))
+		}
 		r, err := window(bin, dir, n)
 		if err != nil {
 			return fmt.Errorf("%d nodes: %w", n, err)
@@ -72,9 +75,10 @@ func run(sizes, keep string) error {
 		if keep != "" {
 			to := filepath.Join(keep, strconv.Itoa(n))
 			if err := os.MkdirAll(keep, 0o755); err != nil {
-				return err
+				return fmt.Errorf("-keep: %w", err)
 			}
-			if err := os.Rename(filepath.Join(dir, "runs"), to); err != nil {
+			// A copy, not a rename: -keep may be on another filesystem.
+			if err := os.CopyFS(to, os.DirFS(filepath.Join(dir, "runs"))); err != nil {
 				return fmt.Errorf("-keep: %w", err)
 			}
 			fmt.Fprintf(os.Stderr, "fleetbench: %d nodes' bundle kept in %s\n", n, to)

@@ -10,8 +10,13 @@ import (
 )
 
 // Schema is the version of run.json's layout; bump it on any incompatible
-// change.
-const Schema = 1
+// change. OldestSchema is the oldest this gpuaccept still reads: schema 2
+// keeps a node's facts only in its preflight result (NodeFacts reads
+// both) and thins what sweeps, the failure test and windowkey record.
+const (
+	Schema       = 2
+	OldestSchema = 1
+)
 
 // Status of a verdict.
 type Status string

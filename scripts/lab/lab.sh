@@ -422,9 +422,10 @@ shape_peers() {
 	base=$(tc qdisc show dev "$VETH" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
 	base=${base:-10gbit}
 	{ [[ -f $HD/cap-to ]] && tail -n +2 "$HD/cap-to"; printf '%s\n' "$@"; } | sort -u >"$HD/cap-to.peers"
-	{ echo "$rate"; cat "$HD/cap-to.peers"; } >"$HD/cap-to.tmp" && mv "$HD/cap-to.tmp" "$HD/cap-to"
 	in_ns() { nsenter --net="/run/netns/$NS" "$@"; }
-	err=$(in_ns tc qdisc replace dev eth0 root handle 1: htb default 10 2>&1 &&
+	# Built again whole (htb has no change): the old root goes first.
+	in_ns tc qdisc del dev eth0 root 2>/dev/null || true
+	err=$(in_ns tc qdisc add dev eth0 root handle 1: htb default 10 2>&1 &&
 		in_ns tc class add dev eth0 parent 1: classid 1:10 htb rate "$base" ceil "$base" 2>&1 &&
 		in_ns tc class add dev eth0 parent 1: classid 1:20 htb rate "$rate" ceil "$rate" 2>&1) ||
 		hdie "$H" cap-to "tc htb on eth0 in $NS: $err"
@@ -432,6 +433,8 @@ shape_peers() {
 		err=$(in_ns tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "$a/32" flowid 1:20 2>&1) ||
 			hdie "$H" cap-to "tc filter for $a on eth0 in $NS: $err"
 	done <"$HD/cap-to.peers"
+	# Recorded once it is in place.
+	{ echo "$rate"; cat "$HD/cap-to.peers"; } >"$HD/cap-to.tmp" && mv "$HD/cap-to.tmp" "$HD/cap-to"
 	rm -f "$HD/cap-to.peers"
 }
 

@@ -166,13 +166,13 @@ func TestLab(t *testing.T) {
 	t.Run("cap-to shapes one link", func(t *testing.T) {
 		// h3 sends to h2 at 20 Mbit/s, to h1 at its own cap (100 Mbit/s):
 		// what a slow link between two hosts is (cap-to on both ends).
+		t.Cleanup(func() { _ = l.Uncap(context.Background(), "h3") })
 		if err := l.Cap(ctx, "h3", "100mbit"); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.CapTo(ctx, "h3", "20mbit", "h2"); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = l.Uncap(context.Background(), "h3") })
 		rate := func(to string) float64 {
 			t.Helper()
 			const sink = `import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 5201)); s.listen(1); c, _ = s.accept()
@@ -205,6 +205,14 @@ c.shutdown(socket.SHUT_WR); c.recv(1); print(40 * 65536 * 8 / 1e6 / (time.time()
 		}
 		if err := l.CapTo(ctx, "h3", "30mbit", "h1"); err == nil || !strings.Contains(err.Error(), "one rate a host") {
 			t.Errorf("a second rate on h3: %v", err)
+		}
+		// Again at the same rate: one more peer, the first kept.
+		if err := l.CapTo(ctx, "h3", "20mbit", "h1"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := l.Exec(ctx, "h3", "tc", "filter", "show", "dev", "eth0")
+		if err != nil || strings.Count(out, "flowid 1:20") != 2 {
+			t.Errorf("h3's filters after a second cap-to: %q, %v", out, err)
 		}
 	})
 
