@@ -22,6 +22,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -33,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"gpuaccept/internal/gobuild"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/scripts/lab"
 	"gpuaccept/scripts/standins"
@@ -71,11 +73,9 @@ func run(sizes string, rate int) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "gpuaccept")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gpuaccept")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build: %w", err)
+	bin, err := gobuild.Gpuaccept(work)
+	if err != nil {
+		return err
 	}
 	nccl := filepath.Join(work, "nccl")
 	if out, err := exec.Command("bash", "scripts/standins/nccl/build.sh", nccl).CombinedOutput(); err != nil {
@@ -264,7 +264,7 @@ func bisected(r *record.Run) string {
 	var named []string
 	for _, v := range verdict(r, "NCCL-004") {
 		if v.Status == record.Fail {
-			named = append(named, firstNonEmpty(v.Node, "cluster")+": "+v.Measured)
+			named = append(named, cmp.Or(v.Node, "cluster")+": "+v.Measured)
 		}
 	}
 	if len(named) == 0 {
@@ -280,15 +280,6 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
 
 func tail(s string, n int) string {

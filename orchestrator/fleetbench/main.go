@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"gpuaccept/internal/browser"
+	"gpuaccept/internal/gobuild"
 )
 
 func main() {
@@ -51,11 +52,9 @@ func run(sizes, keep string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "gpuaccept")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gpuaccept")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build: %w", err)
+	bin, err := gobuild.Gpuaccept(work)
+	if err != nil {
+		return err
 	}
 	var results []result
 	for _, s := range strings.Split(sizes, ",") {
