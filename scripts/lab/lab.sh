@@ -397,6 +397,10 @@ tbf_burst() { # bytes: 100000 (as measured in LAB.md up to 1gbit), more above 1g
 		printf "%d\n", b }'
 }
 
+veth_rate() { # veth_rate VETH: the rate of the tbf on the bridge side of a host's link (what cap set), if any
+	tc qdisc show dev "$1" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }'
+}
+
 shape_host() { # shape_host RATE: tbf on both directions of host $I
 	local rate=$1 burst err
 	valid_rate "$rate" || hdie "$H" cap "bad rate '$rate' (examples: 100mbit, 1gbit, 500kbit)"
@@ -419,7 +423,7 @@ shape_peers() {
 		old=$(head -n 1 "$HD/cap-to")
 		[[ ${old,,} == "${rate,,}" ]] || hdie "$H" cap-to "already shapes some peers at $old; one rate a host ('$PROG uncap' first)"
 	fi
-	base=$(tc qdisc show dev "$VETH" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
+	base=$(veth_rate "$VETH")
 	base=${base:-10gbit}
 	{ [[ -f $HD/cap-to ]] && tail -n +2 "$HD/cap-to"; printf '%s\n' "$@"; } | sort -u >"$HD/cap-to.peers"
 	in_ns() { nsenter --net="/run/netns/$NS" "$@"; }
@@ -1147,7 +1151,7 @@ cmd_status() {
 			sshd=up
 			if nsenter --net="/run/netns/$ns" timeout 2 bash -c ': 3<>/dev/tcp/127.0.0.1/22' 2>/dev/null; then tcp=open; else tcp=closed; fi
 		fi
-		cap=$(tc qdisc show dev "$veth" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
+		cap=$(veth_rate "$veth")
 		printf '%-7s %-15s %-5s %-5s %-6s %s\n' "$name" "$addr" "$sshd" "$link" "$tcp" "${cap:--}"
 	done <"$DIR/hosts.tsv"
 	set_storage
@@ -1156,7 +1160,7 @@ cmd_status() {
 		link=cut tcp=closed
 		[[ -z ${up[$VETH]:-} ]] || link=up
 		if [[ -n $port ]] && nsenter --net="/run/netns/$NS" timeout 2 bash -c ': 3<>"/dev/tcp/127.0.0.1/$1"' sh "$port" 2>/dev/null; then tcp=open; fi
-		cap=$(tc qdisc show dev "$VETH" root 2>/dev/null | awk '$2 == "tbf" { for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1) }')
+		cap=$(veth_rate "$VETH")
 		printf '%-7s %-15s %-5s %-5s %-6s %s\n' storage "$ADDR" - "$link" "$tcp" "${cap:--}"
 	fi
 }
