@@ -43,9 +43,8 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		page.Reqs = append(page.Reqs, htmlReq{requirement: r, Anchor: reqAnchor(r.ID), Held: r.Worst.Rule(),
 			Worst: r.worstText(), Passed: r.passedText(), Class: statusClass(r.Status)})
 	}
-	page.VerdictCount = len(run.Verdicts)
 	for _, g := range groupedVerdicts(run) {
-		page.Verdicts = append(page.Verdicts, htmlVerdict{Verdict: g.Verdict, NodeLabel: g.Nodes, Anchor: reqAnchor(g.ID),
+		page.Verdicts = append(page.Verdicts, htmlVerdict{Verdict: g.Verdict, NodeLabel: g.Nodes,
 			Ratio: decimal(g.Ratio), Tolerance: decimal(g.Tolerance), Class: strings.ToLower(string(g.Status))})
 	}
 	for _, n := range run.Nodes {
@@ -58,7 +57,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 			Kernel   string `json:"kernel"`
 			OS       string `json:"os"`
 		}
-		if hasData(run, "preflight", n.Name, &f) {
+		if hasData(run, record.FactsPhase, n.Name, &f) {
 			if f.GPUCount > 0 {
 				row.GPUs = fmt.Sprintf("%d × %s", f.GPUCount, f.GPUModel)
 			}
@@ -98,7 +97,6 @@ type htmlPage struct {
 	Signoff                 []string
 	Reqs                    []htmlReq
 	Verdicts                []htmlVerdict
-	VerdictCount            int
 	Nodes                   []htmlNode
 	Charts                  []htmlChart
 	Bisect                  *bisectMatrix
@@ -175,7 +173,7 @@ func evidenceRows(files []EvidenceFile) ([]EvidenceFile, rawSummary) {
 
 type htmlVerdict struct {
 	record.Verdict
-	NodeLabel, Anchor, Ratio, Tolerance, Class string
+	NodeLabel, Ratio, Tolerance, Class string
 }
 
 type htmlNode struct {
@@ -337,10 +335,10 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 {{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td class="node">{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td><td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
 {{end}}</table></details>
 <h2>Verdicts</h2>
-<details><summary>Every verdict of every node ({{.VerdictCount}}; nodes whose verdicts read alike share a row)</summary>
+<details><summary>Every verdict of every node ({{len .Run.Verdicts}}; nodes whose verdicts read alike share a row)</summary>
 <table id="verdicts">
 <tr><th>ID</th><th>Node</th><th>Status</th><th>Measured</th><th>Quoted</th><th>Ratio</th><th>Tolerance</th><th>Detail</th></tr>
-{{range .Verdicts}}<tr class="{{.Class}}"><td class="id"><a href="#{{.Anchor}}">{{.ID}}</a></td><td class="node">{{.NodeLabel}}</td><td class="status">{{.Status}}</td><td>{{.Measured}}</td><td>{{.Quoted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Tolerance}}</td><td>{{.Detail}}</td></tr>
+{{range .Verdicts}}<tr class="{{.Class}}"><td class="id"><a href="#{{anchor .ID}}">{{.ID}}</a></td><td class="node">{{.NodeLabel}}</td><td class="status">{{.Status}}</td><td>{{.Measured}}</td><td>{{.Quoted}}</td><td class="num">{{.Ratio}}</td><td class="num">{{.Tolerance}}</td><td>{{.Detail}}</td></tr>
 {{else}}<tr><td colspan="8">No verdicts.</td></tr>{{end}}
 </table></details>
 <h2>Evidence</h2>

@@ -71,6 +71,14 @@ func TestHTMLHasEveryPart(t *testing.T) {
 	if !strings.Contains(page, "3 raw log(s) of 2 node(s), gzip") || !strings.Contains(page, `<td class="num">23</td>`) || strings.Contains(page, "cd34") {
 		t.Error("the raw logs are not summed up in one row")
 	}
+	// A verdict row links its requirement's row, and the table says how
+	// many verdicts its rows hold.
+	if a := `<a href="#` + reqAnchor("DIAG-001") + `">DIAG-001</a>`; !strings.Contains(page, a) || !strings.Contains(page, `id="`+reqAnchor("DIAG-001")+`"`) {
+		t.Errorf("the page has no %s to a requirement row", a)
+	}
+	if n := fmt.Sprintf("Every verdict of every node (%d;", len(fullRun().Verdicts)); !strings.Contains(page, n) {
+		t.Errorf("the page has no %q", n)
+	}
 	for _, want := range append(wantCharts, `id="simulated"`, "FAIL-001", "DIAG-001", "run.json", "ab12", "535.183.01",
 		"8 × NVIDIA H100 80GB HBM3", "x &lt;tag&gt; &amp; y", "<svg", "gating window", "quote 370 GB/s", "failure window", "gpu-03 (victim)") {
 		if !strings.Contains(page, want) {
