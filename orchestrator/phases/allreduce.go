@@ -195,6 +195,18 @@ func summarize(sweeps []Sweep, correct *record.Verdict, what string) (medians []
 	if len(problems) > 0 && correct.Status == record.Pass {
 		correct.Status, correct.Measured, correct.Detail = record.Fail, fmt.Sprintf("%d of %d sweeps failed%s", len(problems), len(sweeps), what), strings.Join(problems, "; ")
 	}
+	var hung []string
+	for i, sw := range sweeps {
+		if sw.ExitHung != "" && sw.Error == "" {
+			hung = append(hung, fmt.Sprintf("sweep %d: %s (judged on what it printed; its ranks were ended)", i+1, sw.ExitHung))
+		}
+	}
+	if len(hung) > 0 && correct.Status == record.Pass {
+		// The results were right, but a job that cannot end is a fault a
+		// training run meets at every exit.
+		correct.Status, correct.Measured = record.Warn, fmt.Sprintf("0 wrong; %d of %d sweeps' launcher hung at exit%s", len(hung), len(sweeps), what)
+		correct.Detail = join(correct.Detail, strings.Join(hung, "; "))
+	}
 	return medians, problems, last
 }
 

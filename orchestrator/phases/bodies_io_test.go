@@ -233,43 +233,47 @@ func fabricHosts(n int, slow string) string {
 // model, as the demo's nodes do (its hosts are the nodes' fabric
 // addresses, which mpirun's -H names).
 func answerFabric(h *fake.Host, fabric, addr string) {
-	h.On(`(^|; )mpirun |_perf -b `, func(c *fake.Call) fake.Reply {
-		words := shellWords(c.Command)
-		env := []string{standins.FabricEnv + "=" + fabric, standins.FabricNodeEnv + "=" + addr}
-		for i, w := range words {
-			tool := w[strings.LastIndex(w, "/")+1:]
-			if tool == "mpirun" || standins.IsFabricTool(tool) && !strings.Contains(w, "=") {
-				args := []string{}
-				rest := words[i+1:]
-				if k := slices.Index(rest, "-J"); k >= 0 && k+1 < len(rest) {
-					// The report is the test's to serve (cat): the model
-					// would write it to a path the shell never expanded.
-					rest = append(slices.Clone(rest[:k]), rest[k+2:]...)
-				}
-				for _, a := range rest {
-					if a == "$ROOT" {
-						// As the shell sets it where the coordinator logs in
-						// as root (mpirun refuses root otherwise).
-						a = "--allow-run-as-root"
-					}
-					args = append(args, a)
-				}
-				for _, e := range words[:i] {
-					if strings.Contains(e, "=") && !strings.Contains(e, ";") {
-						env = append(env, e)
-					}
-				}
-				var out, errw bytes.Buffer
-				rc := standins.FabricMain(tool, args, env, &out, &errw)
-				return fake.Reply{Stdout: out.String(), Stderr: errw.String(), Exit: rc}
-			}
-		}
-		return fake.Reply{Exit: 127, Stderr: "fake: no fabric tool in " + c.Command}
-	})
+	h.On(`(^|; )mpirun |_perf -b `, func(c *fake.Call) fake.Reply { return fabricReply(c, fabric, addr) })
 	// After a failed run, the ranks left on every node are ended: none.
 	h.Reply(`(?s)^bash -c .* endranks `, fake.Reply{Stdout: "0\n"})
 	// No -J: the text output is what the phases read here.
 	h.Reply(`_perf -h 2>&1 \| grep -c -e --output_file$`, fake.Reply{Stdout: "0\n"})
+}
+
+// fabricReply is the fabric model's answer to a call of mpirun or a
+// nccl-tests binary on the node at addr.
+func fabricReply(c *fake.Call, fabric, addr string) fake.Reply {
+	words := shellWords(c.Command)
+	env := []string{standins.FabricEnv + "=" + fabric, standins.FabricNodeEnv + "=" + addr}
+	for i, w := range words {
+		tool := w[strings.LastIndex(w, "/")+1:]
+		if tool == "mpirun" || standins.IsFabricTool(tool) && !strings.Contains(w, "=") {
+			args := []string{}
+			rest := words[i+1:]
+			if k := slices.Index(rest, "-J"); k >= 0 && k+1 < len(rest) {
+				// The report is the test's to serve (cat): the model
+				// would write it to a path the shell never expanded.
+				rest = append(slices.Clone(rest[:k]), rest[k+2:]...)
+			}
+			for _, a := range rest {
+				if a == "$ROOT" {
+					// As the shell sets it where the coordinator logs in
+					// as root (mpirun refuses root otherwise).
+					a = "--allow-run-as-root"
+				}
+				args = append(args, a)
+			}
+			for _, e := range words[:i] {
+				if strings.Contains(e, "=") && !strings.Contains(e, ";") {
+					env = append(env, e)
+				}
+			}
+			var out, errw bytes.Buffer
+			rc := standins.FabricMain(tool, args, env, &out, &errw)
+			return fake.Reply{Stdout: out.String(), Stderr: errw.String(), Exit: rc}
+		}
+	}
+	return fake.Reply{Exit: 127, Stderr: "fake: no fabric tool in " + c.Command}
 }
 
 const fabricQuote = `quote:
@@ -393,6 +397,52 @@ func TestAFailedCollectiveNamesTheLink(t *testing.T) {
 	// Open MPI named the link: no pairs are run to find it.
 	if s.Pairs != nil || f.Host("h2").Ran(`mpirun`) != 0 {
 		t.Errorf("pairs ran though Open MPI named the link: %+v", s.Pairs)
+	}
+}
+
+// TestACollectiveThatHungAtExitIsJudgedOnItsTable: mpirun on h1 prints
+// the whole sweep and its footer, then never exits (as at 60 lab hosts);
+// the figures are judged, NCCL-001 warns that the launcher hung, the ranks
+// are ended, and no pairs go looking for a fault.
+func TestACollectiveThatHungAtExitIsJudgedOnItsTable(t *testing.T) {
+	inv := fakeInventory(t, 3, strings.Replace(fabricQuote, "repeats: 2\n    timeout: 1m", "repeats: 1\n    timeout: 2s", 1))
+	f := fakeFleet(inv)
+	model := fabricHosts(3, "")
+	for _, n := range inv.Nodes {
+		answerFabric(f.Host(n.Name), model, n.Address)
+		answerWindowKey(f.Host(n.Name), nil)
+	}
+	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if !strings.Contains(c.Command, "mpirun ") {
+			return fake.Reply{}, false
+		}
+		r := fabricReply(c, model, inv.Nodes[0].Address)
+		if r.Exit != 0 || !strings.Contains(r.Stdout, "Avg bus bandwidth") {
+			t.Errorf("the model did not print a whole sweep: %+v", r)
+		}
+		r.Hang = true
+		return r, true
+	})
+	r := runFake(t, inv, f, WindowKey, AllReduce)
+	var s Sweeps
+	if err := json.Unmarshal(resultOf(t, r, "allreduce", -1).Data, &s); err != nil || len(s.Repeats) != 1 {
+		t.Fatalf("allreduce data: %v %+v", err, s)
+	}
+	if sw := s.Repeats[0]; sw.Error != "" || sw.Judgement == nil || !strings.Contains(sw.ExitHung, "did not exit within 2s") {
+		t.Errorf("sweep: error %q, exit_hung %q, judged %v", sw.Error, sw.ExitHung, sw.Judgement != nil)
+	}
+	if s.Pairs != nil {
+		t.Errorf("pairs ran for a sweep that finished: %+v", s.Pairs)
+	}
+	if f.Host("h2").Ran(`endranks`) == 0 {
+		t.Error("the ranks left by the hung launcher were not ended")
+	}
+	if v := verdictOf(t, r, "NCCL-002", ""); v.Status != record.Pass || v.Value == nil {
+		t.Errorf("NCCL-002 not judged on the printed table: %+v", v)
+	}
+	if c := verdictOf(t, r, "NCCL-001", ""); c.Status != record.Warn || !strings.Contains(c.Measured, "launcher hung at exit") ||
+		!strings.Contains(c.Detail, "sweep 1: the launcher did not exit within 2s") {
+		t.Errorf("NCCL-001: %+v", c)
 	}
 }
 

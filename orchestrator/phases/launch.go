@@ -154,6 +154,11 @@ type Sweep struct {
 	Source string         `json:"source,omitempty"`
 	Ended  map[string]int `json:"ended,omitempty"`
 	Secs   float64        `json:"seconds"`
+	// ExitHung: the run printed its whole table and footer, then its
+	// launcher did not exit within the timeout (MPI_Finalize or the
+	// daemons' teardown stuck): the figures printed are judged, the ranks
+	// ended, and the verdicts say so.
+	ExitHung string `json:"exit_hung,omitempty"`
 	// NCCLVersion is the NCCL library version the run printed
 	// ("NCCL version 2.21.5+cuda12.4", with NCCL_DEBUG=INFO), when it did.
 	NCCLVersion string `json:"nccl_version,omitempty"`
@@ -192,7 +197,7 @@ func (j job) run(ctx context.Context, w *orchestrator.Window, timeout time.Durat
 	start := time.Now()
 	ctx = orchestrator.WithLog(ctx, j.log)
 	s := j.runOnce(ctx, w, timeout)
-	if s.Error != "" && ctx.Err() == nil {
+	if (s.Error != "" || s.ExitHung != "") && ctx.Err() == nil {
 		if j.usesSrun(w) {
 			if err := j.scancel(ctx, w); err != nil {
 				s.Error = join(s.Error, err.Error())
@@ -200,7 +205,7 @@ func (j job) run(ctx context.Context, w *orchestrator.Window, timeout time.Durat
 		}
 		s.Silent, s.Ended = endRanks(ctx, w, j.nodes, j.bench.binary)
 		if len(s.Silent) > 0 {
-			s.Error = fmt.Sprintf("%s stopped answering; %s", strings.Join(s.Silent, ", "), s.Error)
+			s.Error = join(strings.Join(s.Silent, ", ")+" stopped answering", s.Error)
 		}
 	}
 	for _, n := range j.nodes {
@@ -249,10 +254,23 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 			}
 		}
 	}
-	if sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return faulted(Sweep{Error: fmt.Sprintf("the collective did not finish within %s", timeout)})
-	}
 	r, perr := parse.NCCLTests(string(out))
+	hung := ""
+	if sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		// A table with its footer and no error is a finished sweep whose
+		// launcher hung on the way out (seen at 60 lab hosts): its figures
+		// are as good as any, and throwing them away sent the window
+		// looking for a fault the fabric did not have.
+		if perr != nil || !r.OK {
+			return faulted(Sweep{Error: fmt.Sprintf("the collective did not finish within %s", timeout)})
+		}
+		hung = fmt.Sprintf("the launcher did not exit within %s of its start, after printing its whole result", timeout)
+		err = nil
+		// The -J report is read with a context of its own: sctx is spent.
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
 	if errors.Is(perr, parse.ErrNotRecognized) {
 		if err != nil {
 			return faulted(Sweep{Error: err.Error()})
@@ -269,7 +287,7 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	// two passing verdicts a sweep, titles and all, three sweeps a node,
 	// were a tenth of a fleet's run.json.
 	judge.Verdicts = slices.DeleteFunc(judge.Verdicts, func(v record.Verdict) bool { return v.Status == record.Pass })
-	s := Sweep{Judgement: &judge, Choices: r.Choices(), Source: source, NCCLVersion: r.NCCLVersion}
+	s := Sweep{Judgement: &judge, Choices: r.Choices(), Source: source, NCCLVersion: r.NCCLVersion, ExitHung: hung}
 	if len(s.Choices) == 0 {
 		// NCCL's own lines are kept only when they said nothing the
 		// record could read: the raw log has them all, and a sweep's
