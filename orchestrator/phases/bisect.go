@@ -182,6 +182,14 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 	default:
 		v.Status = record.Pass
 	}
+	slowAll := allPairsSlow(b.Bisection, w.Inv.Quote.InterBusBWGBs, w.Inv.Acceptance.ToleranceFor("NCCL-002"))
+	switch {
+	case slowAll != "" && v.Status == record.Pass:
+		// Nothing stood out, but nothing could: the search was blind.
+		v.Status = record.Warn
+	case slowAll != "" && v.Status == record.Fail:
+		slowAll += "; before blaming a named part, run the bisection again over it and a few good nodes (run --only bisect --nodes ...)"
+	}
 	v.Measured = b.Summary()
 	if len(b.Scores) > 0 {
 		// The slowest node's score (the named one's, when one is named):
@@ -196,8 +204,24 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 	for _, s := range b.RoundSecs {
 		secs += s
 	}
-	v.Detail = join(fmt.Sprintf("%d pair run(s) in %.1f s", len(b.Pairs), secs), b.Note)
+	v.Detail = join(join(fmt.Sprintf("%d pair run(s) in %.1f s", len(b.Pairs), secs), b.Note), slowAll)
 	return []record.Verdict{v}
+}
+
+// allPairsSlow says so when the typical pair itself fell short of the
+// quote (tol × quoted): every pair was then held back by something they all
+// shared (a spine too thin for every pair at once, the lab's two cores for
+// 64 pairs), and a pair's score compares that as much as its own link: at
+// 128 lab hosts, pairs at 70% of the link named a node and a link nothing
+// had slowed. "" when the typical pair met the quote or the quote says
+// nothing.
+func allPairsSlow(b fabric.Bisection, quoted, tol float64) string {
+	if quoted <= 0 || b.Reference <= 0 || b.Reference >= tol*quoted {
+		return ""
+	}
+	return fmt.Sprintf("the typical pair ran at %.0f%% of the quoted %.4g GB/s: every pair was held back by what they shared "+
+		"(the fabric's core, or the nodes' CPUs), so the scores may not tell a slow part from noise",
+		100*b.Reference/quoted, quoted)
 }
 
 func bisectionEnabled(inv *inventory.Inventory) bool {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"gpuaccept/orchestrator/fabric"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote/fake"
@@ -351,6 +352,44 @@ func TestBisectionNamesTheSlowNode(t *testing.T) {
 	for _, n := range []string{"h1", "h2", "h4"} {
 		if strings.Contains(v.Measured, n) {
 			t.Errorf("NCCL-004 names a sound node %s: %+v", n, v)
+		}
+	}
+}
+
+// TestABisectionOfPairsAllBelowTheQuoteSaysItWasBlind: every node at half
+// the quoted rate, so every pair is, and none stands out; NCCL-004 warns
+// that the search could not tell a slow part (not a pass), and with a
+// slow node among them names it but says the names want a second look.
+func TestABisectionOfPairsAllBelowTheQuoteSaysItWasBlind(t *testing.T) {
+	f, inv := fabricFleet(t, 4, "h1,h2,h3,h4")
+	r := runFake(t, inv, f, WindowKey, AllReduce, Bisection)
+	v := verdictOf(t, r, "NCCL-004", "")
+	if v.Status != record.Warn || !strings.Contains(v.Detail, "the typical pair ran at 50% of the quoted 370 GB/s") ||
+		strings.Contains(v.Detail, "before blaming") {
+		t.Errorf("NCCL-004 with every pair at half the quote: %+v", v)
+	}
+	f, inv = fabricFleet(t, 4, "h3")
+	inv.Quote.InterBusBWGBs *= 4
+	r = runFake(t, inv, f, WindowKey, AllReduce, Bisection)
+	if v := verdictOf(t, r, "NCCL-004", "h3"); v.Status != record.Fail || !strings.Contains(v.Detail, "of the quoted 1480 GB/s") ||
+		!strings.Contains(v.Detail, "before blaming a named part") {
+		t.Errorf("NCCL-004 naming h3 with every pair below the quote: %+v", v)
+	}
+}
+
+func TestAllPairsSlowNeedsAQuoteAndATypicalPairBelowIt(t *testing.T) {
+	for _, c := range []struct {
+		ref, quoted float64
+		want        string
+	}{
+		{ref: 100, quoted: 0},
+		{ref: 0, quoted: 100},
+		{ref: 90, quoted: 100},
+		{ref: 89, quoted: 100, want: "the typical pair ran at 89% of the quoted 100 GB/s"},
+	} {
+		got := allPairsSlow(fabric.Bisection{Reference: c.ref}, c.quoted, 0.9)
+		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
+			t.Errorf("reference %v, quoted %v: %q, want %q", c.ref, c.quoted, got, c.want)
 		}
 	}
 }
