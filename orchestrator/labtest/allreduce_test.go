@@ -416,3 +416,56 @@ func TestLinkCutDuringAllReduce(t *testing.T) {
 		return true
 	})
 }
+
+// TestSilentSlowHostIsFoundByPairs: h4's link at 1 Mbit/s makes the
+// cluster-wide all-reduce outlast its timeout without a word from Open MPI
+// (a slow link says nothing, as a dead NIC says nothing); the pair search
+// then runs pairs of the same hosts over real Open MPI, h4's time out too,
+// and NCCL-002 names h4 from its pairs with partners proven good.
+func TestSilentSlowHostIsFoundByPairs(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	hosts := []string{"h1", "h2", "h3", "h4"}
+	standinBenchmarks(t, l, hosts)
+	capHosts(t, l, map[string]string{"h1": "100mbit", "h2": "100mbit", "h3": "100mbit", "h4": "1mbit"})
+	inv := writeInventory(t, l, hosts, "", `  allreduce:
+    enabled: true
+    intra_node: false
+    min_bytes: 2MiB
+    max_bytes: 2MiB
+    iters: 2
+    warmup: 1
+    repeats: 1
+    ranks_per_node: 1
+    timeout: 20s
+    bisection:
+      enabled: false
+      min_bytes: 2MiB
+      max_bytes: 2MiB
+      iters: 2
+`+mpiArgs)
+	res, r := runWindow(t, inv)
+	var s phases.Sweeps
+	phaseData(t, r, "allreduce", -1, &s)
+	if s.Pairs == nil {
+		t.Fatalf("no pairs ran after the collective failed: exit %d; sweeps %+v\n%s", res.code, s.Repeats, res.stderr)
+	}
+	var secs float64
+	for _, x := range s.Pairs.RoundSecs {
+		secs += x
+	}
+	v := verdict(r, "NCCL-002", "h4")
+	t.Logf("h4 at 1 Mbit/s: %d pair runs in %d round(s), %.1f s; NCCL-002 %s: %.300s", len(s.Pairs.Pairs), s.Pairs.Rounds, secs, v.Status, v.Detail)
+	if got := s.Pairs.SlowNodes; len(got) != 1 || got[0] != "h4" || len(s.Pairs.SlowLinks) != 0 {
+		t.Errorf("pairs named %v and links %v, want h4 alone: %+v", got, s.Pairs.SlowLinks, s.Pairs.Pairs)
+	}
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "did not finish within 20s") || !strings.Contains(v.Detail, "pairs name node h4 (failed with ") {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+	for _, p := range s.Pairs.Pairs {
+		if (p.A == "h4" || p.B == "h4") != (p.Err != "") {
+			t.Errorf("pair %s+%s: busbw %v, error %q", p.A, p.B, p.BusBW, p.Err)
+		}
+	}
+	nothingLeft(t, l)
+}
