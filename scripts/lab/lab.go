@@ -48,6 +48,10 @@ type Options struct {
 	Hosts  int    // 1..128 (an idle host's sshd is ~1.5 MB)
 	Subnet string // three octets, e.g. "10.232.0"; unique per lab running at the same time
 	Cap    string // tbf rate for both directions of every host, e.g. "200mbit"; "" for none
+	// StaticNeigh gives every host a permanent neighbour entry for every
+	// other (lab.sh up --neigh static): past 64 hosts on a small machine,
+	// late ARP replies failed an all-reduce's first connections.
+	StaticNeigh bool
 }
 
 // Host is one lab host.
@@ -159,6 +163,9 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	args := []string{"up", "--name", o.Name, "--hosts", strconv.Itoa(o.Hosts), "--subnet", o.Subnet, "--dir", dir}
 	if o.Cap != "" {
 		args = append(args, "--cap", o.Cap)
+	}
+	if o.StaticNeigh {
+		args = append(args, "--neigh", "static")
 	}
 	if _, err := runScript(ctx, o.Name, "up", args...); err != nil {
 		return nil, err

@@ -5,7 +5,7 @@
 # (so hosts can ssh each other by name, as mpirun needs). Root only. See LAB.md (shared notes) for the
 # measured facts behind the choices made here.
 #
-#   lab.sh up      [--name NAME] [--hosts N] [--subnet A.B.C] [--cap RATE] [--dir DIR]
+#   lab.sh up      [--name NAME] [--hosts N] [--subnet A.B.C] [--cap RATE] [--neigh static] [--dir DIR]
 #   lab.sh down    [--name NAME]
 #   lab.sh status  [--name NAME]
 #   lab.sh kill    [--name NAME] HOST        kill -9 every process of the host (it "lost power")
@@ -31,6 +31,9 @@
 #                                            SUBNET.2, "storage" in /etc/hosts; port 8080 by default):
 #                                            http://SUBNET.2:PORT/PATH is DIR/PATH, from every host and the
 #                                            coordinator. Again with another DIR or port: restarts the server.
+#
+# --neigh static gives every host a permanent neighbour (ARP) entry for every other host (default: arp, the
+# kernel's own): at 128 hosts on two cores an all-reduce's first connections failed on ARP replies that came late.
 #
 # HOST is h3 or 3; kill, cut, restore, cap, uncap and ps also take "storage" once it runs. Defaults: NAME lab,
 # N 4 (max 128), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME. Host i is SUBNET.(10+i); the bridge (the
@@ -79,7 +82,7 @@ usage_die() {
 now_ms() { NOW=$((${EPOCHREALTIME/[.,]/} / 1000)); }
 
 # ---------------------------------------------------------------- arguments
-NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" DIR="" DIR_SET=0 PORT=8080
+NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" NEIGH=arp DIR="" DIR_SET=0 PORT=8080
 CMD="" ARGS=()
 parse_args() {
 	local raw=0
@@ -98,6 +101,8 @@ parse_args() {
 		--subnet=*) SUBNET=${1#*=}; shift ;;
 		--cap) (($# >= 2)) || usage_die "--cap needs a value"; CAP=$2; shift 2 ;;
 		--cap=*) CAP=${1#*=}; shift ;;
+		--neigh) (($# >= 2)) || usage_die "--neigh needs a value"; NEIGH=$2; shift 2 ;;
+		--neigh=*) NEIGH=${1#*=}; shift ;;
 		--dir) (($# >= 2)) || usage_die "--dir needs a value"; DIR=$2; DIR_SET=1; shift 2 ;;
 		--dir=*) DIR=${1#*=}; DIR_SET=1; shift ;;
 		--port) (($# >= 2)) || usage_die "--port needs a value"; PORT=$2; shift 2 ;;
@@ -790,6 +795,7 @@ cmd_up() {
 	[[ $SUBNET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] && ((10#$o1 <= 255 && 10#$o2 <= 255 && 10#$o3 <= 255)) ||
 		usage_die "--subnet must be three octets like 10.231.0, got '$SUBNET'"
 	[[ -z $CAP ]] || valid_rate "$CAP" || usage_die "bad --cap '$CAP' (examples: 100mbit, 1gbit)"
+	[[ $NEIGH == arp || $NEIGH == static ]] || usage_die "--neigh must be arp or static, got '$NEIGH'"
 	need_cmds ip nsenter unshare flock ssh-keygen "$SSHD" ${CAP:+tc}
 	lock
 	# from here on a failure tears down what was built (teardown is idempotent and spares foreign dirs)
@@ -889,6 +895,7 @@ cmd_up() {
 		set_host "$i"
 		wait "${lpids[i - 1]}" || hdie "$H" up "configuring eth0 in $NS failed: $(<"$HD/start.err")"
 	done
+	if [[ $NEIGH == static ]]; then static_neighbours; fi
 	for p in "${pids[@]}"; do wait "$p" || die "ssh-keygen failed"; done
 	cp "$DIR/home/.ssh/id_ed25519.pub" "$DIR/home/.ssh/authorized_keys"
 	chmod 600 "$DIR/home/.ssh/authorized_keys"
@@ -905,9 +912,9 @@ cmd_up() {
 		printf "LAB_NAME='%s'\nLAB_DIR='%s'\nLAB_HOSTS='%s'\nLAB_SUBNET='%s'\n" "$NAME" "$DIR" "$NHOSTS" "$SUBNET"
 		printf "LAB_KEY='%s'\nLAB_KNOWN_HOSTS='%s'\n" "$DIR/client_ed25519" "$DIR/known_hosts"
 		printf "LAB_HOSTNAMES='%s'\nLAB_ADDRS='%s'\n" "${names# }" "${addrs# }"
-		printf "LAB_BRIDGE='%s'\nLAB_GATEWAY='%s'\nLAB_CAP='%s'\n" "$BR" "$SUBNET.1" "$CAP"
+		printf "LAB_BRIDGE='%s'\nLAB_GATEWAY='%s'\nLAB_CAP='%s'\nLAB_NEIGH='%s'\n" "$BR" "$SUBNET.1" "$CAP" "$NEIGH"
 		printf "LAB_SHARED='%s'\nLAB_CONTAINERS='%s'\n" "$DIR/shared" "$CONTAINERS_DRIVER"
-		printf 'export LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS LAB_HOSTNAMES LAB_ADDRS LAB_BRIDGE LAB_GATEWAY LAB_CAP LAB_SHARED LAB_CONTAINERS\n'
+		printf 'export LAB_NAME LAB_DIR LAB_HOSTS LAB_SUBNET LAB_KEY LAB_KNOWN_HOSTS LAB_HOSTNAMES LAB_ADDRS LAB_BRIDGE LAB_GATEWAY LAB_CAP LAB_NEIGH LAB_SHARED LAB_CONTAINERS\n'
 	} >"$DIR/env"
 
 	# the sshds, launched in parallel, then waited for over the bridge
@@ -930,6 +937,34 @@ cmd_up() {
 		echo "$PROG: lab $NAME: warning: br_netfilter is on and the FORWARD policy is DROP: host-to-host traffic may be dropped" >&2
 	fi
 	echo "lab $NAME: $NHOSTS hosts up on $BR ($SUBNET.0/24), dir $DIR"
+}
+
+# static_neighbours gives every host a permanent neighbour entry for every
+# other host, in one ip batch per host. At 128 hosts on two cores an
+# all-reduce's burst of first connections (127 peers a rank) sent every
+# host ARPing at once, replies came late, and connects failed with "No
+# route to host" (UCX) or a failed connect (Open MPI's TCP BTL); with the
+# entries in place both ran to the end. A real fabric's hosts have their
+# own CPUs for ARP; this takes the lab's shared ones out of the test.
+static_neighbours() {
+	local i j macs=()
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		macs[i]=$(ip -n "$NS" link show eth0 | awk '/link\/ether/ {print $2}')
+		[[ -n ${macs[i]} ]] || hdie "$H" up "no MAC address on eth0 in $NS"
+	done
+	lpids=()
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		for ((j = 1; j <= NHOSTS; j++)); do
+			((i == j)) || printf 'neigh replace %s lladdr %s dev eth0 nud permanent\n' "$SUBNET.$((10 + j))" "${macs[j]}"
+		done | ip -n "$NS" -batch - 2>"$HD/neigh.err" &
+		lpids+=($!)
+	done
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		wait "${lpids[i - 1]}" || hdie "$H" up "static neighbours in $NS failed: $(<"$HD/neigh.err")"
+	done
 }
 
 cmd_down() {
