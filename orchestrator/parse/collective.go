@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Fault is one thing Open MPI or NCCL said about a collective that failed
+// Fault is one thing Open MPI, UCX or NCCL said about a collective that failed
 // or hung: which host could not reach which peer (Peer a host name,
 // PeerAddr an address, as the tool said it), or which host was lost.
 type Fault struct {
@@ -29,10 +29,14 @@ var (
 	// NCCL's socket transport, "HOST:PID:TID [DEV] NCCL WARN Net : Connect
 	// to 10.0.0.2<43215> failed : Connection refused" (any spelling of the
 	// transport name).
+	// UCX's TCP transport (sock.c, UCX 1.13 under Open MPI's pml ucx):
+	// "[1796231823.969109] [h110:13082:0]   sock.c:325  UCX  ERROR
+	// connect(fd=32, dest_addr=10.246.0.124:59879) failed: No route to host".
+	ucxConnect  = regexp.MustCompile(`^\[[\d.]+\]\s+\[([^\s:\]]+):\d+:\d+\]\s+\S+:\d+\s+UCX\s+ERROR\s+connect\(fd=\d+, dest_addr=([0-9A-Fa-f.:]+?):(\d+)\) failed: (.*?)\s*$`)
 	ncclConnect = regexp.MustCompile(`^(?:\[[^\]]*\]\s*)?([^\s:]+):\d+:\d+ \[\d+\] NCCL WARN .*?Connect to ([0-9A-Fa-f.:]+)<\d+> failed\s*:\s*(.*?)\s*$`)
 )
 
-// CollectiveFaults reads what Open MPI and NCCL said in a collective's
+// CollectiveFaults reads what Open MPI, UCX and NCCL said in a collective's
 // output (stdout and stderr) about the peers a host could not reach, or a
 // host lost. Each fault once, in the order said. A node may print
 // anything: a host name is at most 253 characters, and the words kept
@@ -79,6 +83,10 @@ func CollectiveFaults(out string) []Fault {
 		}
 		if m := orteLost.FindStringSubmatch(line); m != nil {
 			add(Fault{Lost: m[1], Said: "Open MPI lost its daemon on " + m[1]})
+			continue
+		}
+		if m := ucxConnect.FindStringSubmatch(line); m != nil {
+			add(Fault{Local: m[1], PeerAddr: m[2], Said: "connect() to " + m[2] + ":" + m[3] + " failed: " + m[4] + " (UCX)"})
 			continue
 		}
 		if m := ncclConnect.FindStringSubmatch(line); m != nil {
