@@ -6,11 +6,14 @@
 // the MPI stand-in of all_reduce_perf (one small sweep), with Open MPI's
 // defaults and with the flags a large launch is known to need
 // (plm_rsh_num_concurrent raised, tree spawn left on), and with ranks that
-// yield while they wait (the lab's hosts share two cores). A run that fails
-// says which link Open MPI named. It prints figures;
-// it asserts nothing.
+// yield while they wait (the lab's hosts share two cores), over Open MPI's
+// TCP transport or UCX's. The lab's hosts get static neighbour entries by
+// default: with ARP, 128 hosts' first connections failed on late replies
+// ("No route to host"), which is the lab's two cores, not the launch. A
+// run that fails says which link Open MPI named. It prints figures; it
+// asserts nothing.
 //
-//	go run ./orchestrator/launchbench [-hosts 16,32,64,128] [-links 2]
+//	go run ./orchestrator/launchbench [-hosts 16,32,64,128] [-links 2] [-transport ob1|ucx|both] [-neigh static|arp] [-logs DIR]
 //
 // Root on Linux, Open MPI installed (make deps); it brings up its own lab
 // (name "lbench") and tears it down.
@@ -40,14 +43,25 @@ func main() {
 	timeout := flag.Duration("timeout", 4*time.Minute, "how long one launch may take")
 	rate := flag.String("cap", "100mbit", "tc cap on every host's link; \"\" for none")
 	links := flag.Int("links", 2, "Open MPI's btl_tcp_links (LAB.md: 2 makes a lab link full duplex)")
+	transport := flag.String("transport", "ob1", "the all-reduce's transport: ob1 (Open MPI's btl tcp), ucx (UCX over TCP), or both")
+	neigh := flag.String("neigh", "static", "the lab's neighbour entries: static (lab.sh up --neigh static) or arp (the kernel's own)")
+	logs := flag.String("logs", "", "a directory to write each launch's whole output into, to read after")
 	flag.Parse()
-	if err := run(*sizes, *timeout, *rate, *links); err != nil {
+	if *transport != "ob1" && *transport != "ucx" && *transport != "both" {
+		fmt.Fprintf(os.Stderr, "launchbench: -transport: %q is not ob1, ucx or both\n", *transport)
+		os.Exit(2)
+	}
+	if *neigh != "static" && *neigh != "arp" {
+		fmt.Fprintf(os.Stderr, "launchbench: -neigh: %q is not static or arp\n", *neigh)
+		os.Exit(2)
+	}
+	if err := run(*sizes, *timeout, *rate, *links, *transport, *logs, *neigh == "static"); err != nil {
 		fmt.Fprintln(os.Stderr, "launchbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes string, timeout time.Duration, rate string, links int) error {
+func run(sizes string, timeout time.Duration, rate string, links int, transport, logs string, static bool) error {
 	if ok, why := lab.Supported(); !ok {
 		return fmt.Errorf("needs the lab: %s", why)
 	}
@@ -72,13 +86,22 @@ func run(sizes string, timeout time.Duration, rate string, links int) error {
 	}
 	fmt.Fprintf(os.Stderr, "bringing up %d lab hosts, links capped at %q...\n", most, rate)
 	start := time.Now()
-	l, err := lab.Up(ctx, lab.Options{Name: "lbench", Hosts: most, Subnet: "10.246.0", Cap: rate})
+	l, err := lab.Up(ctx, lab.Options{Name: "lbench", Hosts: most, Subnet: "10.246.0", Cap: rate, StaticNeigh: static})
 	if err != nil {
 		return err
 	}
 	defer l.Down(context.Background())
-	fmt.Printf("%d lab hosts up in %.1f s, links capped at %q\n", most, time.Since(start).Seconds(), rate)
+	neighbours := "ARP"
+	if static {
+		neighbours = "static neighbour entries"
+	}
+	fmt.Printf("%d lab hosts up in %.1f s, links capped at %q, %s\n", most, time.Since(start).Seconds(), rate, neighbours)
 	flags := "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links " + strconv.Itoa(links)
+	// UCX's TCP transport connects its peers its own way (one socket a
+	// peer, its own progress), where ob1's btl tcp failed to connect some
+	// pairs at 128 hosts. pml ucx opens only on InfiniBand or RoCE devices
+	// unless told any will do.
+	ucxFlags := "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca oob_tcp_if_include eth0 -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=eth0 -x UCX_WARN_UNUSED_ENV_VARS=n"
 	bench := filepath.Join(work, "all_reduce_perf") + " -b 1M -e 1M -f 2 -n 2 -w 1 -c 1 -g 1"
 	fmt.Printf("%-6s %-44s %12s %12s  %s\n", "HOSTS", "LAUNCH", "RANKS UP", "END", "RESULT")
 	for _, n := range ns {
@@ -86,16 +109,29 @@ func run(sizes string, timeout time.Duration, rate string, links int) error {
 		for i := 1; i <= n; i++ {
 			hosts = append(hosts, fmt.Sprintf("h%d:1", i))
 		}
-		for _, c := range []struct{ name, extra, prog string }{
-			{"hostname, Open MPI's defaults", "", "hostname"},
-			{"hostname, plm_rsh_num_concurrent " + strconv.Itoa(n), "--mca plm_rsh_num_concurrent " + strconv.Itoa(n), "hostname"},
-			{"all_reduce_perf (1 MiB), defaults", "", bench},
-			// The lab's hosts share two cores: ranks that spin while they
-			// wait starve the ones they wait for.
-			{"all_reduce_perf, mpi_yield_when_idle 1", "--mca mpi_yield_when_idle 1", bench},
-		} {
-			cmd := fmt.Sprintf("timeout %d mpirun --allow-run-as-root -np %d -H %s %s %s %s", int(timeout.Seconds()), n, strings.Join(hosts, ","), flags, c.extra, c.prog)
-			first, end, res := launch(ctx, l, cmd, n, c.prog == "hostname")
+		type launchCase struct{ name, flags, extra, prog string }
+		cases := []launchCase{
+			{"hostname, Open MPI's defaults", flags, "", "hostname"},
+			{"hostname, plm_rsh_num_concurrent " + strconv.Itoa(n), flags, "--mca plm_rsh_num_concurrent " + strconv.Itoa(n), "hostname"},
+		}
+		if transport != "ucx" {
+			cases = append(cases, launchCase{"all_reduce_perf (1 MiB), defaults", flags, "", bench},
+				// The lab's hosts share two cores: ranks that spin while
+				// they wait starve the ones they wait for.
+				launchCase{"all_reduce_perf, mpi_yield_when_idle 1", flags, "--mca mpi_yield_when_idle 1", bench})
+		}
+		if transport != "ob1" {
+			cases = append(cases, launchCase{"all_reduce_perf, UCX over TCP, yield", ucxFlags, "--mca mpi_yield_when_idle 1", bench})
+		}
+		for _, c := range cases {
+			cmd := fmt.Sprintf("timeout %d mpirun --allow-run-as-root -np %d -H %s %s %s %s", int(timeout.Seconds()), n, strings.Join(hosts, ","), c.flags, c.extra, c.prog)
+			first, end, res, out := launch(ctx, l, cmd, n, c.prog == "hostname")
+			if logs != "" {
+				name := fmt.Sprintf("%d-%s.log", n, strings.NewReplacer(" ", "-", ",", "", "'", "", "(", "", ")", "").Replace(c.name))
+				if err := os.MkdirAll(logs, 0o755); err == nil {
+					err = os.WriteFile(filepath.Join(logs, name), []byte("$ "+cmd+"\n"+out), 0o644)
+				}
+			}
 			fmt.Printf("%-6d %-44s %11.2fs %11.2fs  %s\n", n, c.name, first.Seconds(), end.Seconds(), res)
 		}
 	}
@@ -104,19 +140,19 @@ func run(sizes string, timeout time.Duration, rate string, links int) error {
 
 // launch runs cmd on h1 and times its first line of output and its end;
 // res says whether every rank answered (hostname: n lines) or the sweep
-// printed its result.
-func launch(ctx context.Context, l *lab.Lab, cmd string, n int, hostname bool) (time.Duration, time.Duration, string) {
+// printed its result; out is everything it printed.
+func launch(ctx context.Context, l *lab.Lab, cmd string, n int, hostname bool) (time.Duration, time.Duration, string, string) {
 	c, err := lab.Command(ctx, "exec", "--name", l.Name, "h1", "--", "bash", "-c", cmd+" 2>&1")
 	if err != nil {
-		return 0, 0, err.Error()
+		return 0, 0, err.Error(), ""
 	}
-	out, err := c.StdoutPipe()
+	pipe, err := c.StdoutPipe()
 	if err != nil {
-		return 0, 0, err.Error()
+		return 0, 0, err.Error(), ""
 	}
 	start := time.Now()
 	if err := c.Start(); err != nil {
-		return 0, 0, err.Error()
+		return 0, 0, err.Error(), ""
 	}
 	// The launch is done when the ranks speak: a host name (hostname),
 	// nccl-tests' first "#  Rank" line (every rank through MPI_Init).
@@ -124,7 +160,7 @@ func launch(ctx context.Context, l *lab.Lab, cmd string, n int, hostname bool) (
 	lines, ok := 0, false
 	var last string
 	var all strings.Builder
-	sc := bufio.NewScanner(out)
+	sc := bufio.NewScanner(pipe)
 	for sc.Scan() {
 		line := sc.Text()
 		all.WriteString(line + "\n")
@@ -142,19 +178,36 @@ func launch(ctx context.Context, l *lab.Lab, cmd string, n int, hostname bool) (
 	}
 	err = c.Wait()
 	end := time.Since(start)
+	out := all.String()
 	switch {
 	case err != nil:
 		why := fmt.Sprintf("failed (%v)", err)
-		if fs := parse.CollectiveFaults(all.String()); len(fs) > 0 {
+		if fs := parse.CollectiveFaults(out); len(fs) > 0 {
 			why += fmt.Sprintf("; %d fault(s) said, first: %s could not reach %s: %s", len(fs), fs[0].Local, fs[0].PeerAddr+fs[0].Peer, fs[0].Said)
+		} else if e := firstError(out); e != "" {
+			why += ": " + e
 		} else {
 			why += ": " + last
 		}
-		return first, end, why
+		return first, end, why, out
 	case hostname:
-		return first, end, fmt.Sprintf("%d of %d ranks answered", lines, n)
+		return first, end, fmt.Sprintf("%d of %d ranks answered", lines, n), out
 	case ok:
-		return first, end, "sweep done"
+		return first, end, "sweep done", out
 	}
-	return first, end, "no result: " + last
+	return first, end, "no result: " + last, out
+}
+
+// errorLine is a line a failed launch's cause is likely on: UCX's and
+// Open MPI's own error lines, past the help-aggregation chatter.
+var errorLine = regexp.MustCompile(`(?i)(\berror\b|failed|unreachable|refused|timed out)`)
+
+// firstError is the first such line of out, "" when none.
+func firstError(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if errorLine.MatchString(l) && !strings.Contains(l, "help message") && !strings.Contains(l, "orte_base_help_aggregate") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
