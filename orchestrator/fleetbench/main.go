@@ -12,7 +12,11 @@
 // work; its coordinator CPU-seconds are what the coordinator alone costs.
 // It prints figures; it asserts nothing.
 //
-//	go run ./orchestrator/fleetbench [-nodes 256,1000] [-keep DIR]
+//	go run ./orchestrator/fleetbench [-nodes 256,1000] [-only PHASES] [-keep DIR]
+//
+// -only runs those phases (and the ones every window runs: connect, tools,
+// teardown), as run --only does: a 1,000-node preflight and its bundle and
+// report in minutes where the whole window takes hours on a small machine.
 package main
 
 import (
@@ -39,14 +43,15 @@ import (
 func main() {
 	sizes := flag.String("nodes", "256,1000", "fleet sizes, comma-separated")
 	keep := flag.String("keep", "", "a directory to move each size's bundle into (N/), to read it after")
+	only := flag.String("only", "", "run only these phases (run --only), comma-separated; all when empty")
 	flag.Parse()
-	if err := run(*sizes, *keep); err != nil {
+	if err := run(*sizes, *keep, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes, keep string) error {
+func run(sizes, keep, only string) error {
 	work, err := os.MkdirTemp("", "fleetbench-")
 	if err != nil {
 		return err
@@ -67,7 +72,7 @@ func run(sizes, keep string) error {
 		if _, err := os.Stat(filepath.Join(keep, strconv.Itoa(n))); keep != "" && err == nil {
 			return fmt.Errorf("-keep: %s is there already (an earlier bench's?): not overwritten", filepath.Join(keep, strconv.Itoa(n)))
 		}
-		r, err := window(bin, dir, n)
+		r, err := window(bin, dir, n, only)
 		if err != nil {
 			return fmt.Errorf("%d nodes: %w", n, err)
 		}
@@ -109,6 +114,7 @@ type result struct {
 	loadErr                   string
 	summaryLines, summaryCols int
 	outcome                   string
+	only                      string // the phases run (run --only), "" for all
 	phases                    []*phase
 }
 
@@ -142,8 +148,8 @@ func lenient(path string) error {
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 
-func window(bin, dir string, n int) (result, error) {
-	res := result{nodes: n}
+func window(bin, dir string, n int, only string) (result, error) {
+	res := result{nodes: n, only: only}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
@@ -187,7 +193,11 @@ func window(bin, dir string, n int) (result, error) {
 	nodeStart := cpuOf(serve.Process.Pid)
 
 	runs := filepath.Join(dir, "runs")
-	coord := exec.Command(bin, "run", inv, "--runs-dir", runs)
+	args := []string{"run", inv, "--runs-dir", runs}
+	if only != "" {
+		args = append(args, "--only", only)
+	}
+	coord := exec.Command(bin, args...)
 	coord.Env = append(os.Environ(), "COLUMNS=100")
 	var stdout bytes.Buffer
 	coord.Stdout = &stdout
@@ -300,6 +310,9 @@ func printResults(w io.Writer, rs []result) {
 	for _, r := range rs {
 		n := float64(r.nodes)
 		fmt.Fprintf(w, "\n%d simulated nodes: %s\n", r.nodes, r.outcome)
+		if r.only != "" {
+			fmt.Fprintf(w, "  only %s (run --only), with the phases every window runs\n", r.only)
+		}
 		fmt.Fprintf(w, "  window wall %.1f s; coordinator %.1f CPU-s, peak RSS %s (%s per node); node side %.1f CPU-s\n",
 			r.wall.Seconds(), r.coordCPU, mib(r.rssKiB*1024), kib(float64(r.rssKiB*1024)/n), r.nodeCPU)
 		fmt.Fprintf(w, "  bundle %s in %d files (%s per node), raw logs %s of it (gzip); without them %s per node:\n", mib(r.bundle), r.files,
