@@ -511,6 +511,15 @@ func (w *Window) judge(phases []Phase) {
 	for i := range phases {
 		if j := phases[i].Judge; j != nil {
 			vs, err := guarded(func() ([]record.Verdict, error) { return j(w), nil })
+			if why := phases[i].Skipped; why != "" {
+				// Left out by the selection: whatever the judge made of a
+				// result with nothing in it (a 1,000-node --only preflight
+				// failed NCCL-002 and RECOV-001 "skipped: not in --only"),
+				// nothing was measured.
+				for k := range vs {
+					vs[k] = notRun(vs[k], "skipped: "+why)
+				}
+			}
 			if err != nil {
 				// A judge's bug must not cost the evidence: the window
 				// ends, says why, and is not accepted.
@@ -524,6 +533,12 @@ func (w *Window) judge(phases []Phase) {
 		rn := &w.rec.Nodes[n.Index]
 		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt
 	}
+}
+
+// notRun is v as a requirement its phase did not run for: SKIP, said
+// why, no figure.
+func notRun(v record.Verdict, why string) record.Verdict {
+	return record.Verdict{ID: v.ID, Title: v.Title, Node: v.Node, Status: record.Skip, Detail: why}
 }
 
 func (w *Window) closeClients() {

@@ -321,6 +321,35 @@ func TestSelection(t *testing.T) {
 	if c2.get("preflight", "n1") != 0 || c2.get("diag", "n3") != 1 || c2.get("connect", "n3") != 1 {
 		t.Errorf("--only diag: %v", c2.m)
 	}
+	// A judge that fails what has no result (as the all-reduce's does) is
+	// not heard for a phase the selection left out: its requirement was
+	// not measured.
+	var c3 calls
+	phases3 := []Phase{phase("connect", &c3, true, nil), phase("preflight", &c3, true, nil), phase("diag", &c3, true, nil), teardownPhase(&c3, &ctxSeen)}
+	phases3[0].AlwaysRun = true
+	for i, id := range []string{"GPU-001", "DIAG-001"} {
+		phases3[i+1].Judge = func(w *Window) []record.Verdict {
+			v := record.NewVerdict(id, "")
+			v.Status, v.Measured, v.Detail = record.Fail, "nothing", "no result"
+			return []record.Verdict{v}
+		}
+	}
+	rec3, _, err := Start(t.Context(), inv, phases3, Options{RunsDir: t.TempDir(), Selection: &Selection{Only: []string{"diag"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rec3.Verdicts {
+		want := record.Fail
+		if v.ID == "GPU-001" {
+			want = record.Skip
+		}
+		if v.Status != want || v.ID == "GPU-001" && (v.Detail != "skipped: not in --only" || v.Measured != "") {
+			t.Errorf("--only diag: %+v, want %s", v, want)
+		}
+	}
+	if len(rec3.Verdicts) != 2 {
+		t.Errorf("verdicts %+v", rec3.Verdicts)
+	}
 	// The inventory's order, whatever the flag's: the first node launches.
 	if got, err := selectNodes(inv, &Selection{Nodes: "n3,n1"}); err != nil || len(got.Nodes) != 2 || got.Nodes[0].Name != "n1" {
 		t.Errorf("--nodes n3,n1: %v %v", got, err)
