@@ -439,6 +439,33 @@ func TestAFailedCollectiveNamesTheLink(t *testing.T) {
 	}
 }
 
+// TestAConnectStillInProgressStillRunsThePairs: Open MPI gave up on a
+// connect that had not completed (EINPROGRESS, 115); that names where it
+// waited, not what was slow (in the lab it named h2→h1 with h4 slowed), so
+// the pairs run, and the verdict keeps Open MPI's words next to theirs.
+func TestAConnectStillInProgressStillRunsThePairs(t *testing.T) {
+	f, inv := fabricFleet(t, 3, "")
+	said := strings.Replace(ompiConnectFailed, "Connection refused (111)", "Operation now in progress (115)", 1)
+	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		if !strings.Contains(c.Command, "mpirun ") || !strings.Contains(c.Command, "192.0.2.13:") {
+			return fake.Reply{}, false
+		}
+		return fake.Reply{Exit: 1, Stderr: said}, true
+	})
+	r := runFake(t, inv, f, WindowKey, AllReduce)
+	var s Sweeps
+	if err := json.Unmarshal(resultOf(t, r, "allreduce", -1).Data, &s); err != nil || len(s.Repeats) == 0 {
+		t.Fatalf("allreduce data: %v", err)
+	}
+	if s.Pairs == nil {
+		t.Fatalf("no pairs ran after a connect Open MPI gave up on: %+v", s.Repeats[0])
+	}
+	v := verdictOf(t, r, "NCCL-002", "")
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "Operation now in progress (115)") || !strings.Contains(v.Detail, "pair run(s)") {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+}
+
 // TestACollectiveThatHungAtExitIsJudgedOnItsTable: mpirun on h1 prints
 // the whole sweep and its footer, then never exits (as at 60 lab hosts);
 // the figures are judged, NCCL-001 warns that the launcher hung, the ranks
