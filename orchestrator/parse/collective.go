@@ -15,6 +15,11 @@ type Fault struct {
 	Lost     string `json:"lost,omitempty"`
 	// Said is the tool's own words, one line.
 	Said string `json:"said"`
+	// Waited: Open MPI gave up on a connect that had not completed
+	// ("Operation now in progress (115)"). That names where it waited, not
+	// what was slow: at 128 lab hosts it was late ARP replies, and with h4
+	// at 1 Mbit/s it named h2→h1.
+	Waited bool `json:"waited,omitempty"`
 }
 
 var (
@@ -71,14 +76,15 @@ func CollectiveFaults(out string) []Fault {
 			continue
 		}
 		if m := ompiConnect.FindStringSubmatch(line); m != nil && local != "" {
-			said := m[1]
+			said, waited := m[1], false
 			for _, next := range lines[i+1 : min(i+3, len(lines))] {
 				if e := ompiError.FindStringSubmatch(next); e != nil {
 					said += ": " + e[1]
+					waited = strings.Contains(e[1], "Operation now in progress")
 					break
 				}
 			}
-			add(Fault{Local: local, PeerAddr: m[2], Said: said + " (Open MPI)"})
+			add(Fault{Local: local, PeerAddr: m[2], Said: said + " (Open MPI)", Waited: waited})
 			continue
 		}
 		if m := orteLost.FindStringSubmatch(line); m != nil {

@@ -25,7 +25,7 @@ Your Open MPI job may now hang or fail.
   Message:    connect() to 9.9.11.33:1048 failed
   Error:      Operation now in progress (115)
 --------------------------------------------------------------------------
-`, []Fault{{Local: "bl2609", PeerAddr: "9.9.11.33", Said: "connect() to 9.9.11.33:1048 failed: Operation now in progress (115) (Open MPI)"}}},
+`, []Fault{{Local: "bl2609", PeerAddr: "9.9.11.33", Said: "connect() to 9.9.11.33:1048 failed: Operation now in progress (115) (Open MPI)", Waited: true}}},
 		{"two hosts, said twice", `  Local host: centos-1cpu-1gb-es-mad1
   PID:        272589
   Message:    connect() to 10.7.0.188:1024 failed
@@ -41,8 +41,8 @@ Your Open MPI job may now hang or fail.
   Message:    connect() to 10.7.0.187:1024 failed
   Error:      Operation now in progress (115)
 `, []Fault{
-			{Local: "centos-1cpu-1gb-es-mad1", PeerAddr: "10.7.0.188", Said: "connect() to 10.7.0.188:1024 failed: Operation now in progress (115) (Open MPI)"},
-			{Local: "centos-1cpu-1gb-es-mad2", PeerAddr: "10.7.0.187", Said: "connect() to 10.7.0.187:1024 failed: Operation now in progress (115) (Open MPI)"},
+			{Local: "centos-1cpu-1gb-es-mad1", PeerAddr: "10.7.0.188", Said: "connect() to 10.7.0.188:1024 failed: Operation now in progress (115) (Open MPI)", Waited: true},
+			{Local: "centos-1cpu-1gb-es-mad2", PeerAddr: "10.7.0.187", Said: "connect() to 10.7.0.187:1024 failed: Operation now in progress (115) (Open MPI)", Waited: true},
 		}},
 		{"orte", `A process or daemon was unable to complete a TCP connection
 to another process:
