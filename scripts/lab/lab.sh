@@ -884,18 +884,21 @@ cmd_up() {
 		write_sshd_config
 	done
 	err=$(printf '%s\n' "${batch[@]}" | ip -batch - 2>&1) || die "creating the network failed: ${err//$'\n'/ }"
+	local macs=()
+	if [[ $NEIGH == static ]]; then read_macs; fi
 	# inside each namespace, one ip batch per host, in parallel
 	for ((i = 1; i <= NHOSTS; i++)); do
 		set_host "$i"
-		printf 'addr add %s/24 dev eth0\nlink set lo up\nlink set eth0 up\n' "$ADDR" |
-			ip -n "$NS" -batch - 2>"$HD/start.err" &
+		{
+			printf 'addr add %s/24 dev eth0\nlink set lo up\nlink set eth0 up\n' "$ADDR"
+			if [[ $NEIGH == static ]]; then neighbour_lines "$i"; fi
+		} | ip -n "$NS" -batch - 2>"$HD/start.err" &
 		lpids+=($!)
 	done
 	for ((i = 1; i <= NHOSTS; i++)); do
 		set_host "$i"
 		wait "${lpids[i - 1]}" || hdie "$H" up "configuring eth0 in $NS failed: $(<"$HD/start.err")"
 	done
-	if [[ $NEIGH == static ]]; then static_neighbours; fi
 	for p in "${pids[@]}"; do wait "$p" || die "ssh-keygen failed"; done
 	cp "$DIR/home/.ssh/id_ed25519.pub" "$DIR/home/.ssh/authorized_keys"
 	chmod 600 "$DIR/home/.ssh/authorized_keys"
@@ -939,31 +942,29 @@ cmd_up() {
 	echo "lab $NAME: $NHOSTS hosts up on $BR ($SUBNET.0/24), dir $DIR"
 }
 
-# static_neighbours gives every host a permanent neighbour entry for every
-# other host, in one ip batch per host. At 128 hosts on two cores an
-# all-reduce's burst of first connections (127 peers a rank) sent every
-# host ARPing at once, replies came late, and connects failed with "No
-# route to host" (UCX) or a failed connect (Open MPI's TCP BTL); with the
-# entries in place both ran to the end. A real fabric's hosts have their
-# own CPUs for ARP; this takes the lab's shared ones out of the test.
-static_neighbours() {
-	local i j macs=()
+# --neigh static: every host gets a permanent neighbour entry for every
+# other host, in the ip batch that configures its eth0. At 128 hosts on two
+# cores an all-reduce's burst of first connections (127 peers a rank) sent
+# every host ARPing at once, replies came late, and connects failed with
+# "No route to host" (UCX) or a failed connect (Open MPI's TCP BTL); with
+# the entries in place both ran to the end. A real fabric's hosts have
+# their own CPUs for ARP; this takes the lab's shared ones out of the test.
+
+# read_macs fills macs[i] with host i's eth0 MAC (cmd_up's local array).
+read_macs() {
+	local i
 	for ((i = 1; i <= NHOSTS; i++)); do
 		set_host "$i"
 		macs[i]=$(ip -n "$NS" link show eth0 | awk '/link\/ether/ {print $2}')
 		[[ -n ${macs[i]} ]] || hdie "$H" up "no MAC address on eth0 in $NS"
 	done
-	lpids=()
-	for ((i = 1; i <= NHOSTS; i++)); do
-		set_host "$i"
-		for ((j = 1; j <= NHOSTS; j++)); do
-			((i == j)) || printf 'neigh replace %s lladdr %s dev eth0 nud permanent\n' "$SUBNET.$((10 + j))" "${macs[j]}"
-		done | ip -n "$NS" -batch - 2>"$HD/neigh.err" &
-		lpids+=($!)
-	done
-	for ((i = 1; i <= NHOSTS; i++)); do
-		set_host "$i"
-		wait "${lpids[i - 1]}" || hdie "$H" up "static neighbours in $NS failed: $(<"$HD/neigh.err")"
+}
+
+# neighbour_lines I prints host I's ip batch lines for every other host.
+neighbour_lines() {
+	local j
+	for ((j = 1; j <= NHOSTS; j++)); do
+		(($1 == j)) || printf 'neigh replace %s lladdr %s dev eth0 nud permanent\n' "$SUBNET.$((10 + j))" "${macs[j]}"
 	done
 }
 
