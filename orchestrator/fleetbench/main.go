@@ -166,7 +166,12 @@ func window(bin, dir string, n int, only string) (result, error) {
 	if err := serve.Start(); err != nil {
 		return res, err
 	}
-	defer serve.Wait()
+	// Ended before waited for, on every return: Wait alone, deferred after
+	// cancel, ran first and hung any run that failed.
+	defer func() {
+		cancel()
+		serve.Wait()
+	}()
 	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -210,10 +215,12 @@ func window(bin, dir string, n int, only string) (result, error) {
 		return res, err
 	}
 	open := map[string]*phase{}
+	last := "" // what run said last: why it stopped, when it did
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		last = line
 		if m := phaseStart.FindStringSubmatch(line); m != nil {
 			p := &phase{name: m[1], started: time.Now(), startCoord: cpuOf(coord.Process.Pid), startNd: cpuOf(serve.Process.Pid)}
 			open[m[1]] = p
@@ -230,7 +237,7 @@ func window(bin, dir string, n int, only string) (result, error) {
 	err = coord.Wait()
 	res.wall = time.Since(start)
 	if code := coord.ProcessState.ExitCode(); err != nil && code != 1 && code != 3 {
-		return res, fmt.Errorf("gpuaccept run: exit %d", code)
+		return res, fmt.Errorf("gpuaccept run: exit %d: %s", code, last)
 	}
 	ru := coord.ProcessState.SysUsage().(*syscall.Rusage)
 	res.coordCPU = tv(ru.Utime) + tv(ru.Stime)

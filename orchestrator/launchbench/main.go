@@ -75,6 +75,11 @@ func run(sizes string, timeout time.Duration, rate string, links int, transport,
 		ns = append(ns, n)
 		most = max(most, n)
 	}
+	if logs != "" {
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			return fmt.Errorf("-logs: %w", err)
+		}
+	}
 	ctx := context.Background()
 	work, err := os.MkdirTemp("", "gpuaccept-nccl-") // /tmp is shared by the lab hosts
 	if err != nil {
@@ -128,8 +133,8 @@ func run(sizes string, timeout time.Duration, rate string, links int, transport,
 			first, end, res, out := launch(ctx, l, cmd, n, c.prog == "hostname")
 			if logs != "" {
 				name := fmt.Sprintf("%d-%s.log", n, strings.NewReplacer(" ", "-", ",", "", "'", "", "(", "", ")", "").Replace(c.name))
-				if err := os.MkdirAll(logs, 0o755); err == nil {
-					err = os.WriteFile(filepath.Join(logs, name), []byte("$ "+cmd+"\n"+out), 0o644)
+				if err := os.WriteFile(filepath.Join(logs, name), []byte("$ "+cmd+"\n"+out), 0o644); err != nil {
+					return fmt.Errorf("-logs: %w", err)
 				}
 			}
 			fmt.Printf("%-6d %-44s %11.2fs %11.2fs  %s\n", n, c.name, first.Seconds(), end.Seconds(), res)
