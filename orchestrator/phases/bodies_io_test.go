@@ -292,7 +292,16 @@ phases:
 `
 
 func fabricFleet(t *testing.T, nodes int, slow string) (*fake.Fleet, *inventory.Inventory) {
-	inv := fakeInventory(t, nodes, fabricQuote)
+	return fabricFleetQuoted(t, nodes, slow, fabricQuote)
+}
+
+// quickFabricQuote is fabricQuote with one sweep of 2 s: for tests whose
+// collective hangs.
+var quickFabricQuote = strings.Replace(fabricQuote, "repeats: 2\n    timeout: 1m", "repeats: 1\n    timeout: 2s", 1)
+
+// fabricFleetQuoted is fabricFleet with its own quote and phases.
+func fabricFleetQuoted(t *testing.T, nodes int, slow, quote string) (*fake.Fleet, *inventory.Inventory) {
+	inv := fakeInventory(t, nodes, quote)
 	f := fakeFleet(inv)
 	model := fabricHosts(nodes, slow)
 	for _, n := range inv.Nodes {
@@ -471,13 +480,8 @@ func TestAConnectStillInProgressStillRunsThePairs(t *testing.T) {
 // the figures are judged, NCCL-001 warns that the launcher hung, the ranks
 // are ended, and no pairs go looking for a fault.
 func TestACollectiveThatHungAtExitIsJudgedOnItsTable(t *testing.T) {
-	inv := fakeInventory(t, 3, strings.Replace(fabricQuote, "repeats: 2\n    timeout: 1m", "repeats: 1\n    timeout: 2s", 1))
-	f := fakeFleet(inv)
+	f, inv := fabricFleetQuoted(t, 3, "", quickFabricQuote)
 	model := fabricHosts(3, "")
-	for _, n := range inv.Nodes {
-		answerFabric(f.Host(n.Name), model, n.Address)
-		answerWindowKey(f.Host(n.Name), nil)
-	}
 	f.Host("h1").Intercept(func(c *fake.Call) (fake.Reply, bool) {
 		if !strings.Contains(c.Command, "mpirun ") {
 			return fake.Reply{}, false
@@ -547,14 +551,9 @@ func TestBisectionNamesASlowLeaf(t *testing.T) {
 // all-reduce's output names no node; pairs of nodes then name h4 from its
 // failures with partners proven good, and the verdicts say so.
 func TestAFailedCollectiveThatSaidNothingIsFoundByPairs(t *testing.T) {
-	inv := fakeInventory(t, 5, strings.Replace(fabricQuote, "repeats: 2\n    timeout: 1m", "repeats: 1\n    timeout: 2s", 1))
-	f := fakeFleet(inv)
-	model := fabricHosts(5, "")
+	f, inv := fabricFleetQuoted(t, 5, "", quickFabricQuote)
 	for _, n := range inv.Nodes {
-		h := f.Host(n.Name)
-		answerFabric(h, model, n.Address)
-		answerWindowKey(h, nil)
-		h.Intercept(func(c *fake.Call) (fake.Reply, bool) {
+		f.Host(n.Name).Intercept(func(c *fake.Call) (fake.Reply, bool) {
 			if strings.Contains(c.Command, "mpirun ") && strings.Contains(c.Command, "192.0.2.14:") {
 				return fake.Reply{Hang: true}, true
 			}
