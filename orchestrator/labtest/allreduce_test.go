@@ -21,6 +21,22 @@ import (
 const mpiArgs = `    mpi_args: [--mca, pml, ob1, --mca, btl, "tcp,self", --mca, btl_tcp_if_include, eth0, --mca, oob_tcp_if_include, eth0, --mca, btl_tcp_links, "2"]
 `
 
+// pairSizedSweep is the all-reduce phase of one small sweep (2 MiB, one
+// rank a host, no intra-node runs) bounded by timeout, more YAML of the
+// phase (indented four spaces) after it.
+func pairSizedSweep(timeout, more string) string {
+	return `  allreduce:
+    enabled: true
+    intra_node: false
+    min_bytes: 2MiB
+    max_bytes: 2MiB
+    iters: 2
+    warmup: 1
+    repeats: 1
+    ranks_per_node: 1
+    timeout: ` + timeout + "\n" + more + mpiArgs
+}
+
 var buildOnce struct {
 	sync.Once
 	dir string
@@ -190,19 +206,9 @@ func TestBisectionNamesTheHalfSpeedNode(t *testing.T) {
 	}
 	caps["h3"] = "50mbit"
 	capHosts(t, l, caps)
-	inv := writeInventory(t, l, hosts, "  busbw_size: 2MiB\n", `  allreduce:
-    enabled: true
-    intra_node: false
-    min_bytes: 2MiB
-    max_bytes: 2MiB
-    iters: 2
-    warmup: 1
-    repeats: 1
-    ranks_per_node: 1
-    timeout: 1m
-    bisection:
+	inv := writeInventory(t, l, hosts, "  busbw_size: 2MiB\n", pairSizedSweep("1m", `    bisection:
       iters: 4
-`+mpiArgs)
+`))
 	for run := 1; run <= 3; run++ {
 		res, r := runWindow(t, inv)
 		var b phases.Bisected
@@ -428,22 +434,12 @@ func TestSilentSlowHostIsFoundByPairs(t *testing.T) {
 	hosts := []string{"h1", "h2", "h3", "h4"}
 	standinBenchmarks(t, l, hosts)
 	capHosts(t, l, map[string]string{"h1": "100mbit", "h2": "100mbit", "h3": "100mbit", "h4": "1mbit"})
-	inv := writeInventory(t, l, hosts, "", `  allreduce:
-    enabled: true
-    intra_node: false
-    min_bytes: 2MiB
-    max_bytes: 2MiB
-    iters: 2
-    warmup: 1
-    repeats: 1
-    ranks_per_node: 1
-    timeout: 20s
-    bisection:
+	inv := writeInventory(t, l, hosts, "", pairSizedSweep("20s", `    bisection:
       enabled: false
       min_bytes: 2MiB
       max_bytes: 2MiB
       iters: 2
-`+mpiArgs)
+`))
 	res, r := runWindow(t, inv)
 	var s phases.Sweeps
 	phaseData(t, r, "allreduce", -1, &s)
