@@ -5,6 +5,7 @@ package orchestrator
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"gpuaccept/orchestrator/inventory"
@@ -21,6 +22,12 @@ type Phase struct {
 	// AlwaysRun phases run again on --resume even when the journal holds
 	// their results (connect: connections do not survive the coordinator).
 	AlwaysRun bool
+	// Serves names the phases an essential phase exists for (the window's
+	// key: the MPI launches and the image relay). When the selection
+	// leaves out every one of them, it is left out too, and on --resume it
+	// runs again only while one of them is still to run: at 1,000 nodes a
+	// --only preflight spent 741 s installing a key nothing used.
+	Serves []string
 	// Teardown phases run after everything else, also when the window was
 	// interrupted or aborted, on every node that was reached.
 	Teardown bool
@@ -43,6 +50,24 @@ type Phase struct {
 
 func (p *Phase) enabled(inv *inventory.Inventory) bool {
 	return p.Skipped == "" && (p.Enabled == nil || p.Enabled(inv))
+}
+
+// runsAgain says whether p runs on --resume although the journal holds
+// its results: an AlwaysRun phase does, unless every phase it serves is
+// done or not in the window.
+func (p *Phase) runsAgain(phases []Phase, inv *inventory.Inventory, done map[string]bool) bool {
+	if !p.AlwaysRun {
+		return false
+	}
+	if len(p.Serves) == 0 {
+		return true
+	}
+	for i := range phases {
+		if q := &phases[i]; slices.Contains(p.Serves, q.Name) && q.enabled(inv) && !done[q.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Phase) deadline(inv *inventory.Inventory) time.Duration {

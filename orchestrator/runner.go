@@ -128,7 +128,7 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 			reached[p.Node] = true
 		}
 	}
-	r.keep(func(name string) bool { return byName[name].AlwaysRun })
+	r.keep(func(name string) bool { p := byName[name]; return p.runsAgain(phases, inv, r.done) })
 	if !validRunID(r.run.ID) || filepath.Base(filepath.Clean(dir)) != r.run.ID {
 		// The ID names directories on every node that teardown removes: a
 		// journal that says otherwise is not this window's.
@@ -257,7 +257,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	defer func() { w.j = nil }()
 	ends := time.Now()
 	for i := range phases {
-		if p := &phases[i]; p.enabled(w.Inv) && (!done[p.Name] || p.AlwaysRun) {
+		if p := &phases[i]; p.enabled(w.Inv) && (!done[p.Name] || p.runsAgain(phases, w.Inv, done)) {
 			ends = ends.Add(p.deadline(w.Inv))
 		}
 	}
@@ -273,7 +273,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		if ctx.Err() != nil {
 			break
 		}
-		if done[p.Name] && !p.AlwaysRun {
+		if done[p.Name] && !p.runsAgain(phases, w.Inv, done) {
 			continue
 		}
 		if err := w.runPhase(ctx, p, j, o); err != nil {

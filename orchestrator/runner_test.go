@@ -367,3 +367,83 @@ func TestSelection(t *testing.T) {
 		}
 	}
 }
+
+// A phase that exists for others (the window's key, for the MPI launches)
+// runs when one of them will, and only then: in a selection and on
+// --resume. Its results from before a resume are kept when it does not run
+// again, so the resumed window judges as the uninterrupted one.
+func TestAPhaseThatServesOthersRunsOnlyForThem(t *testing.T) {
+	inv := testInventory(t, "a", "b")
+	var live atomic.Bool
+	window := func(c *calls, crashIn string, cancel func()) []Phase {
+		var crash func(n *Node) error
+		if cancel != nil {
+			crash = func(n *Node) error { cancel(); return context.Canceled }
+		}
+		ps := []Phase{phase("connect", c, true, nil), phase("key", c, true, nil), phase("preflight", c, true, nil),
+			phase("mpi", c, false, nil), phase("three", c, false, nil), teardownPhase(c, &live)}
+		ps[0].AlwaysRun = true
+		ps[1].AlwaysRun, ps[1].Serves = true, []string{"mpi"}
+		for i := range ps {
+			if ps[i].Name == crashIn {
+				ps[i] = phase(crashIn, c, false, crash)
+			}
+		}
+		return ps
+	}
+	var c calls
+	rec, _, err := Start(t.Context(), inv, window(&c, "", nil), Options{RunsDir: t.TempDir(), Selection: &Selection{Only: []string{"preflight"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.get("key", "a") != 0 || c.get("preflight", "a") != 1 || c.get("connect", "a") != 1 {
+		t.Errorf("--only preflight ran %v", c.m)
+	}
+	for _, p := range rec.Plan {
+		if p.Name == "key" && p.Skipped != "needed only by mpi, none of them selected" {
+			t.Errorf("plan: %+v", p)
+		}
+	}
+	var c1 calls
+	if _, _, err := Start(t.Context(), inv, window(&c1, "", nil), Options{RunsDir: t.TempDir(), Selection: &Selection{Only: []string{"mpi"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c1.get("key", "b") != 1 || c1.get("mpi", "b") != 1 || c1.get("preflight", "b") != 0 {
+		t.Errorf("--only mpi ran %v", c1.m)
+	}
+	if _, err := selectPhases(window(&c1, "", nil), &Selection{Skip: []string{"key"}}); err == nil ||
+		err.Error() != "--skip key: it runs only for mpi; skip those instead" {
+		t.Errorf("--skip key: %v", err)
+	}
+
+	load := func(string) (*inventory.Inventory, error) { return inv, nil }
+	for _, tc := range []struct {
+		crashIn string
+		again   int // key runs on resume
+	}{{"three", 0}, {"mpi", 1}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var c2 calls
+		_, dir, err := Start(ctx, inv, window(&c2, tc.crashIn, cancel), Options{RunsDir: t.TempDir()})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c3 calls
+		rec, _, err := Resume(t.Context(), dir, load, window(&c3, "", nil), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c3.get("key", "a") != tc.again || c3.get("connect", "a") != 1 || c3.get("three", "a") != 1 {
+			t.Errorf("crash in %s: resume ran %v, want key %d times", tc.crashIn, c3.m, tc.again)
+		}
+		keys := 0
+		for _, p := range rec.Phases {
+			if p.Phase == "key" && p.Outcome == record.OK {
+				keys++
+			}
+		}
+		if keys != 2 {
+			t.Errorf("crash in %s: the resumed record has %d key results, want 2", tc.crashIn, keys)
+		}
+	}
+}

@@ -36,6 +36,9 @@ func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
 				return fmt.Errorf("%s: no phase %q (the phases: %s)", flag, n, strings.Join(names, ", "))
 			}
 			p := &phases[slices.Index(names, n)]
+			if flag == "--skip" && essential(p) && len(p.Serves) > 0 {
+				return fmt.Errorf("--skip %s: it runs only for %s; skip those instead", n, strings.Join(p.Serves, ", "))
+			}
 			if flag == "--skip" && essential(p) {
 				return fmt.Errorf("--skip %s: every window runs %s", n, strings.Join(essentials(phases), ", "))
 			}
@@ -59,14 +62,30 @@ func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
 			p.Skipped = "not in --only"
 		}
 	}
+	for i := range out {
+		if p := &out[i]; len(p.Serves) > 0 && !servesAny(out, p.Serves) {
+			p.Skipped = "needed only by " + strings.Join(p.Serves, ", ") + ", none of them selected"
+		}
+	}
 	return out, nil
 }
 
-// essentials names the phases every window runs.
+// servesAny says whether one of the phases named is still selected.
+func servesAny(phases []Phase, names []string) bool {
+	for i := range phases {
+		if slices.Contains(names, phases[i].Name) && phases[i].Skipped == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// essentials names the phases every window runs (those that serve
+// others run only with them).
 func essentials(phases []Phase) []string {
 	var out []string
 	for i := range phases {
-		if essential(&phases[i]) {
+		if essential(&phases[i]) && len(phases[i].Serves) == 0 {
 			out = append(out, phases[i].Name)
 		}
 	}

@@ -37,7 +37,7 @@ func (f *windowFlags) register(cmd *cobra.Command) {
 		"what to print on stdout: text (the summary: one line per requirement), table (the summary and every node's verdicts) or json (run.json)")
 	cmd.Flags().BoolVar(&f.detail, "detail", false, "print every node's verdicts under the summary (as -o table)")
 	cmd.Flags().StringVar(&f.nodes, "nodes", "", "run on these nodes only: a host range of node names, e.g. 'gpu-[001-016]'")
-	cmd.Flags().StringSliceVar(&f.only, "only", nil, "run only these phases (connect, tools, windowkey, teardown and deletion always run), e.g. preflight,diag")
+	cmd.Flags().StringSliceVar(&f.only, "only", nil, "run only these phases (connect, tools, teardown and deletion always run; windowkey with allreduce, bisect or image), e.g. preflight,diag")
 	cmd.Flags().StringSliceVar(&f.skip, "skip", nil, "skip these phases, e.g. allreduce,bisect")
 }
 

@@ -75,3 +75,28 @@ func TestNewVerdictTakesTheCatalogsTitle(t *testing.T) {
 		t.Errorf("Suggest(HEALTH-999) = %q, want none", got)
 	}
 }
+
+// TestServedPhasesExist: a phase that serves a name no phase has would be
+// left out of every selection, and the window would lose its key.
+func TestServedPhasesExist(t *testing.T) {
+	all := All()
+	names := map[string]int{}
+	for i, p := range all {
+		names[p.Name] = i
+	}
+	served := 0
+	for i, p := range all {
+		for _, s := range p.Serves {
+			j, ok := names[s]
+			if !ok {
+				t.Errorf("%s serves %q, which is not a phase", p.Name, s)
+			} else if j < i {
+				t.Errorf("%s serves %s, which runs before it", p.Name, s)
+			}
+			served++
+		}
+	}
+	if served == 0 {
+		t.Error("no phase serves another: the windowkey's Serves is gone")
+	}
+}

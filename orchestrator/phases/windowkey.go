@@ -40,6 +40,7 @@ var WindowKey = orchestrator.Phase{
 	Name:      "windowkey",
 	Gating:    true,
 	AlwaysRun: true,
+	Serves:    []string{"allreduce", "bisect", "image"},
 	Enabled: func(inv *inventory.Inventory) bool {
 		mpirun := inv.Phases.AllReduce.Enabled && inv.Phases.AllReduce.Launcher == "mpirun"
 		relay := inv.Image.Reference != "" && inventory.On(inv.Phases.ImagePh.Enabled) && inv.Image.Mode == "push" &&
