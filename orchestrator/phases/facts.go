@@ -34,6 +34,9 @@ type Facts struct {
 	// Health is what the idle node says of its GPUs' health, read once:
 	// nil in records made before it existed.
 	Health *Health `json:"health,omitempty"`
+	// Neighbours is the IPv4 neighbour table's limit and whether the
+	// kernel logged it full: nil in records made before it existed.
+	Neighbours *Neighbours `json:"neighbours,omitempty"`
 	// Missing tools and Problems (sections that failed or did not parse)
 	// are kept, never hidden: they are part of what the provider delivered.
 	Missing  []string `json:"missing,omitempty"`
@@ -48,6 +51,23 @@ type Health struct {
 	// KernelUnread says why the kernel log could not be read (dmesg
 	// restricted and no journal access): its verdict is SKIP, not PASS.
 	KernelUnread string `json:"kernel_unread,omitempty"`
+}
+
+// Neighbours: the kernel makes no neighbour (ARP) entry past gc_thresh3
+// (the connect fails, "neighbor table overflow!" in the log), and above
+// gc_thresh2 it collects entries still in use. A flat network needs one
+// entry per peer on every network the node reaches it on.
+type Neighbours struct {
+	GCThresh2 int `json:"gc_thresh2,omitempty"`
+	GCThresh3 int `json:"gc_thresh3,omitempty"`
+	// Unread says why the limits could not be read (inside a network
+	// namespace the host's limit applies, and it is not visible).
+	Unread string `json:"unread,omitempty"`
+	// Overflows counts the kernel's "neighbor table overflow" lines since
+	// boot (the kernel rate-limits them), Overflow is the last; -1 when
+	// the kernel log could not be read.
+	Overflows int    `json:"overflows,omitempty"`
+	Overflow  string `json:"overflow,omitempty"`
 }
 
 // GPUFact is one GPU.
@@ -170,7 +190,52 @@ func factsFrom(s map[string]section) *Facts {
 			f.health().KernelUnread = fmt.Sprintf("exit %d: %s", sec.rc, lastLine(sec.out))
 		}
 	}
+	f.neighbours(s)
 	return f
+}
+
+var reNeighOverflow = regexp.MustCompile(`(?i)neighbou?r table overflow`)
+
+// neighbours reads the neigh-limit section (grep -H's "PATH:VALUE" lines)
+// and counts the table overflows in the kernel log. A script from before
+// the section existed leaves Neighbours nil.
+func (f *Facts) neighbours(s map[string]section) {
+	sec, ok := s["neigh-limit"]
+	if !ok {
+		return
+	}
+	n := &Neighbours{}
+	f.Neighbours = n
+	if sec.rc != 0 {
+		n.Unread = fmt.Sprintf("exit %d: %s", sec.rc, lastLine(sec.out))
+	} else {
+		for _, line := range strings.Split(strings.TrimSpace(sec.out), "\n") {
+			i := strings.LastIndexByte(line, ':')
+			v, err := strconv.Atoi(strings.TrimSpace(line[i+1:]))
+			switch {
+			case i < 0 || err != nil || v < 0:
+				n.Unread = "unreadable line " + strconv.Quote(clip(line, 80))
+			case strings.HasSuffix(line[:i], "/gc_thresh2"):
+				n.GCThresh2 = v
+			case strings.HasSuffix(line[:i], "/gc_thresh3"):
+				n.GCThresh3 = v
+			}
+		}
+		if n.Unread == "" && n.GCThresh3 == 0 {
+			n.Unread = "no gc_thresh3 in the output"
+		}
+	}
+	k, ok := s["kernel-log"]
+	if !ok || k.rc != 0 {
+		n.Overflows = -1
+		return
+	}
+	for _, line := range strings.Split(k.out, "\n") {
+		if reNeighOverflow.MatchString(line) {
+			n.Overflows++
+			n.Overflow = clip(strings.TrimSpace(line), 240)
+		}
+	}
 }
 
 func (f *Facts) health() *Health {

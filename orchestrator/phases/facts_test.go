@@ -25,7 +25,7 @@ func sample(t *testing.T, rel string) string {
 // that is not installed.
 func preflightOutput(sections map[string]string, rc map[string]int) string {
 	var b strings.Builder
-	for _, name := range []string{"hostname", "machine-id", "kernel", "os-release", "cpu", "meminfo", "nvidia-smi-L", "nvidia-smi-query", "nvidia-smi-q", "nvidia-smi-topo", "dcgmi-discovery", "ibstat", "ibv_devinfo", "kernel-log"} {
+	for _, name := range []string{"hostname", "machine-id", "kernel", "os-release", "cpu", "meminfo", "nvidia-smi-L", "nvidia-smi-query", "nvidia-smi-q", "nvidia-smi-topo", "dcgmi-discovery", "ibstat", "ibv_devinfo", "kernel-log", "neigh-limit"} {
 		out, ok := sections[name]
 		if !ok {
 			continue

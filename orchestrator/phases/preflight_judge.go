@@ -36,7 +36,7 @@ func judgePreflight(w *orchestrator.Window) []record.Verdict {
 			if qd, why := n.Quarantined(); qd {
 				reason = why
 			}
-			for _, id := range []string{"GPU-001", "GPU-002", "GPU-003", "GPU-004"} {
+			for _, id := range []string{"GPU-001", "GPU-002", "GPU-003", "GPU-004", "NET-002"} {
 				v := record.NewVerdict(id, n.Name)
 				v.Status, v.Detail = record.Skip, reason
 				vs = append(vs, v)
@@ -52,6 +52,7 @@ func judgePreflight(w *orchestrator.Window) []record.Verdict {
 		if q.NICsPerNode > 0 || q.NICGbps > 0 {
 			vs = append(vs, nicVerdict(n.Name, f, q, inv.Acceptance.ToleranceFor("NET-001")))
 		}
+		vs = append(vs, neighbourVerdict(n.Name, f, len(w.Nodes)-1, q, inv.Acceptance.ToleranceFor("NET-001")))
 	}
 	vs = append(vs, versionVerdict("GPU-005", w, facts, func(f *Facts) string { return f.Driver }, q.Driver)...)
 	vs = append(vs, versionVerdict("GPU-006", w, facts, func(f *Facts) string { return f.CUDA }, q.CUDA)...)
@@ -134,6 +135,58 @@ func nicVerdict(node string, f *Facts, q inventory.Quote, tol float64) record.Ve
 		v.Status, v.Detail = record.Fail, "not active: "+orNone(down)
 	case len(down) > 0:
 		v.Status, v.Detail = record.Warn, "beyond the quoted ports, not active: "+strings.Join(down, ", ")
+	default:
+		v.Status = record.Pass
+	}
+	return v
+}
+
+// neighbourVerdict: on a flat network the node holds a neighbour entry for
+// every peer on each network it reaches them on: the front end's sockets,
+// and each RoCE port of the fabric (RoCE addresses its peers through the
+// same table; ports slower than quoted are other networks, as for
+// NET-001). Past gc_thresh3 the kernel makes no new entry and a connect to
+// a peer not yet met fails; Linux's default is 1,024, under a 128-node
+// fleet with eight RoCE rails. A routed fabric needs fewer entries, which
+// the node cannot tell: a low limit is a warning, as is an overflow the
+// kernel already logged.
+func neighbourVerdict(node string, f *Facts, peers int, q inventory.Quote, tol float64) record.Verdict {
+	v := record.NewVerdict("NET-002", node)
+	nb := f.Neighbours
+	switch {
+	case nb == nil:
+		v.Status, v.Detail = record.Skip, "preflight read no neighbour table (a record made before the check existed)"
+		return v
+	case peers == 0:
+		v.Status, v.Detail = record.Skip, "one node: no peers to hold"
+		return v
+	}
+	rails := 0
+	for _, p := range f.NICs {
+		if p.State == "Active" && p.LinkLayer == "Ethernet" && (q.NICGbps == 0 || p.RateGbps >= q.NICGbps*tol) {
+			rails++
+		}
+	}
+	need := peers * (1 + rails)
+	var warn []string
+	if nb.Unread == "" {
+		v.Measured = fmt.Sprintf("limit %d, needs %d (%d peers x %d networks)", nb.GCThresh3, need, peers, 1+rails)
+		if nb.GCThresh3 < need {
+			warn = append(warn, fmt.Sprintf("gc_thresh3 is under what a flat network of the window's nodes needs "+
+				"(the front end and %d RoCE port(s)): raise net.ipv4.neigh.default.gc_thresh1/2/3", rails))
+		}
+	} else {
+		v.Measured = fmt.Sprintf("limit not readable, needs %d (%d peers x %d networks)", need, peers, 1+rails)
+	}
+	if nb.Overflows > 0 {
+		warn = append(warn, fmt.Sprintf("the kernel logged a neighbour table overflow since boot (%d line(s)): %s",
+			nb.Overflows, nb.Overflow))
+	}
+	switch {
+	case len(warn) > 0:
+		v.Status, v.Detail = record.Warn, strings.Join(warn, "; ")
+	case nb.Unread != "":
+		v.Status, v.Detail = record.Skip, "gc_thresh3 not readable ("+nb.Unread+"; in a network namespace the host's limit applies)"
 	default:
 		v.Status = record.Pass
 	}

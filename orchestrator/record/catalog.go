@@ -92,6 +92,7 @@ var catalog = []Requirement{
 	req("GPU-005", "driver version the same on every node (and as quoted)", CardGPU).quoted(preflight, "driver"),
 	req("GPU-006", "CUDA version the same on every node (and as quoted)", CardGPU).quoted(preflight, "cuda"),
 	req("NET-001", "network ports active at the quoted count and speed", CardGPU).againstQuote().quoted(preflight, "nics_per_node", "nic_gbps"),
+	req("NET-002", "neighbour table holds every peer (gc_thresh3)", CardGPU),
 	req("NODE-001", "node matches the rest of the fleet", CardGPU),
 
 	req("DIAG-001", "DCGM diagnostic passes", CardHealth),

@@ -47,9 +47,14 @@ kernel_messages() {
     printf '%s\n' "$out" | tail -n 3
     return 1
   fi
-  printf '%s\n' "$out" | grep -aE 'NVRM:|SXid|nvidia-nvswitch' | tail -n 4000
+  printf '%s\n' "$out" | grep -aE 'NVRM:|SXid|nvidia-nvswitch|[Nn]eighbou?r table overflow' | tail -n 4000
   return 0
 }
 section kernel-log kernel_messages
+# The IPv4 neighbour (ARP) table's limits: past gc_thresh3 entries the
+# kernel makes no new one, and a connect to a peer it has not met fails.
+# Inside a network namespace the files are absent (the host's limit,
+# shared by every namespace, applies).
+section neigh-limit grep -H . /proc/sys/net/ipv4/neigh/default/gc_thresh2 /proc/sys/net/ipv4/neigh/default/gc_thresh3
 optional ibstat ibstat
 optional ibv_devinfo ibv_devinfo
