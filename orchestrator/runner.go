@@ -116,9 +116,10 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	if inv, phases, err = applySelection(inv, phases, r.run.Selection); err != nil {
 		return nil, dir, fmt.Errorf("resume %s: %w", dir, err)
 	}
-	byName := map[string]Phase{}
-	for _, p := range phases {
-		byName[p.Name] = p
+	// Asked once per phase, not once per journal entry (a node each).
+	again := map[string]bool{}
+	for i := range phases {
+		again[phases[i].Name] = phases[i].runsAgain(phases, inv, r.done)
 	}
 	// A node some phase ran on before the coordinator was lost is one
 	// teardown must visit, whether or not anything runs on it again.
@@ -128,7 +129,7 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 			reached[p.Node] = true
 		}
 	}
-	r.keep(func(name string) bool { p := byName[name]; return p.runsAgain(phases, inv, r.done) })
+	r.keep(func(name string) bool { return again[name] })
 	if !validRunID(r.run.ID) || filepath.Base(filepath.Clean(dir)) != r.run.ID {
 		// The ID names directories on every node that teardown removes: a
 		// journal that says otherwise is not this window's.

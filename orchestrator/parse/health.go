@@ -119,6 +119,11 @@ type KernelLog struct {
 	Events []KernelEvent `json:"events,omitempty"`
 	// Counts: "xid 48", "sxid 22013", "off-bus" → how many lines.
 	Counts map[string]int `json:"counts,omitempty"`
+	// NeighOverflows counts the kernel's own "neighbor table overflow"
+	// lines (it rate-limits them): a connect to a peer failed for want of
+	// an ARP entry. NeighOverflow is the last of them.
+	NeighOverflows int    `json:"neigh_overflows,omitempty"`
+	NeighOverflow  string `json:"neigh_overflow,omitempty"`
 }
 
 const maxEvents = 200
@@ -127,6 +132,7 @@ var (
 	reXid    = regexp.MustCompile(`\bNVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)`)
 	reSXid   = regexp.MustCompile(`\bSXid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)`)
 	reOffBus = regexp.MustCompile(`(?i)fallen off the bus`)
+	reNeigh  = regexp.MustCompile(`(?i)\bneighbou?r table overflow`)
 	reGPUPCI = regexp.MustCompile(`(?i)\bGPU (?:at PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)`)
 )
 
@@ -140,9 +146,7 @@ func ParseKernelLog(text string) KernelLog {
 	k := KernelLog{Counts: map[string]int{}}
 	lines := strings.Split(normalize(text), "\n")
 	keep := func(e KernelEvent) {
-		if len(e.Text) > 240 {
-			e.Text = e.Text[:240] + "…"
-		}
+		e.Text = clipLine(e.Text)
 		key := e.Kind
 		if e.Kind != "off-bus" {
 			key += " " + strconv.Itoa(e.Code)
@@ -153,6 +157,10 @@ func ParseKernelLog(text string) KernelLog {
 		}
 	}
 	for i, line := range lines {
+		if reNeigh.MatchString(line) {
+			k.NeighOverflows++
+			k.NeighOverflow = clipLine(strings.TrimSpace(line))
+		}
 		if !kernelLine(line) {
 			continue
 		}
@@ -183,6 +191,14 @@ func ParseKernelLog(text string) KernelLog {
 		k.Counts = nil
 	}
 	return k
+}
+
+// clipLine keeps a logged line to 240 bytes, as the evidence holds it.
+func clipLine(s string) string {
+	if len(s) > 240 {
+		return s[:240] + "…"
+	}
+	return s
 }
 
 // XidSeverity says what an Xid means for a node under acceptance: "warn"

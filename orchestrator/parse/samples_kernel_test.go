@@ -116,3 +116,17 @@ func TestQHealthOfTheSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelLogCountsNeighbourOverflows: the kernel's own overflow line
+// (net/core/neighbour.c, as dmesg printed it here with 1,100 entries in a
+// table of 1,024) is counted beside the GPUs' events, not as one of them.
+func TestKernelLogCountsNeighbourOverflows(t *testing.T) {
+	log := "[ 2181.906223] neighbour: arp_cache: neighbor table overflow!\n" +
+		"[ 2190.100000] NVRM: Xid (PCI:0000:19:00): 48, pid=1, DBE (0x1,0x2).\n" +
+		"[ 2206.324456] neighbour: arp_cache: neighbor table overflow!\n"
+	k := ParseKernelLog(log)
+	eq(t, "overflows", k.NeighOverflows, 2)
+	eq(t, "last", k.NeighOverflow, "[ 2206.324456] neighbour: arp_cache: neighbor table overflow!")
+	eq(t, "GPU events", k.Counts, map[string]int{"xid 48": 1})
+	eq(t, "none", ParseKernelLog("[ 1.0] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n").NeighOverflows, 0)
+}

@@ -61,13 +61,9 @@ type Neighbours struct {
 	GCThresh2 int `json:"gc_thresh2,omitempty"`
 	GCThresh3 int `json:"gc_thresh3,omitempty"`
 	// Unread says why the limits could not be read (inside a network
-	// namespace the host's limit applies, and it is not visible).
+	// namespace the host's limit applies, and it is not visible). The
+	// overflows the kernel logged are in Health.Kernel.
 	Unread string `json:"unread,omitempty"`
-	// Overflows counts the kernel's "neighbor table overflow" lines since
-	// boot (the kernel rate-limits them), Overflow is the last; -1 when
-	// the kernel log could not be read.
-	Overflows int    `json:"overflows,omitempty"`
-	Overflow  string `json:"overflow,omitempty"`
 }
 
 // GPUFact is one GPU.
@@ -194,11 +190,8 @@ func factsFrom(s map[string]section) *Facts {
 	return f
 }
 
-var reNeighOverflow = regexp.MustCompile(`(?i)neighbou?r table overflow`)
-
-// neighbours reads the neigh-limit section (grep -H's "PATH:VALUE" lines)
-// and counts the table overflows in the kernel log. A script from before
-// the section existed leaves Neighbours nil.
+// neighbours reads the neigh-limit section (grep -H's "PATH:VALUE" lines).
+// A script from before the section existed leaves Neighbours nil.
 func (f *Facts) neighbours(s map[string]section) {
 	sec, ok := s["neigh-limit"]
 	if !ok {
@@ -208,34 +201,32 @@ func (f *Facts) neighbours(s map[string]section) {
 	f.Neighbours = n
 	if sec.rc != 0 {
 		n.Unread = fmt.Sprintf("exit %d: %s", sec.rc, lastLine(sec.out))
-	} else {
-		for _, line := range strings.Split(strings.TrimSpace(sec.out), "\n") {
-			i := strings.LastIndexByte(line, ':')
-			v, err := strconv.Atoi(strings.TrimSpace(line[i+1:]))
-			switch {
-			case i < 0 || err != nil || v < 0:
-				n.Unread = "unreadable line " + strconv.Quote(clip(line, 80))
-			case strings.HasSuffix(line[:i], "/gc_thresh2"):
-				n.GCThresh2 = v
-			case strings.HasSuffix(line[:i], "/gc_thresh3"):
-				n.GCThresh3 = v
-			}
-		}
-		if n.Unread == "" && n.GCThresh3 == 0 {
-			n.Unread = "no gc_thresh3 in the output"
-		}
-	}
-	k, ok := s["kernel-log"]
-	if !ok || k.rc != 0 {
-		n.Overflows = -1
 		return
 	}
-	for _, line := range strings.Split(k.out, "\n") {
-		if reNeighOverflow.MatchString(line) {
-			n.Overflows++
-			n.Overflow = clip(strings.TrimSpace(line), 240)
+	for _, line := range strings.Split(strings.TrimSpace(sec.out), "\n") {
+		path, value, ok := cutLast(line, ':')
+		v, err := strconv.Atoi(strings.TrimSpace(value))
+		switch {
+		case !ok || err != nil || v < 0:
+			n.Unread = "unreadable line " + strconv.Quote(clip(line, 80))
+		case strings.HasSuffix(path, "/gc_thresh2"):
+			n.GCThresh2 = v
+		case strings.HasSuffix(path, "/gc_thresh3"):
+			n.GCThresh3 = v
 		}
 	}
+	if n.Unread == "" && n.GCThresh3 == 0 {
+		n.Unread = "no gc_thresh3 in the output"
+	}
+}
+
+// cutLast is strings.Cut at the last sep (a path may hold the separator).
+func cutLast(s string, sep byte) (before, after string, found bool) {
+	i := strings.LastIndexByte(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
 }
 
 func (f *Facts) health() *Health {

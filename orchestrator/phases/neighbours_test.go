@@ -27,23 +27,24 @@ func TestNeighbourTableFacts(t *testing.T) {
 		rc        map[string]int
 		want      *Neighbours
 		unreadHas string
+		overflows int // in the kernel log's facts; -1: none read
 	}{
 		{"host", map[string]string{"neigh-limit": neighLimit, "kernel-log": ""}, nil,
-			&Neighbours{GCThresh2: 512, GCThresh3: 1024}, ""},
+			&Neighbours{GCThresh2: 512, GCThresh3: 1024}, "", 0},
 		{"raised, overflow logged before", map[string]string{
 			"neigh-limit": "/proc/sys/net/ipv4/neigh/default/gc_thresh2:8192\n/proc/sys/net/ipv4/neigh/default/gc_thresh3:16384\n",
 			"kernel-log":  neighOverflow + neighOverflow}, nil,
-			&Neighbours{GCThresh2: 8192, GCThresh3: 16384, Overflows: 2, Overflow: strings.TrimSpace(neighOverflow)}, ""},
+			&Neighbours{GCThresh2: 8192, GCThresh3: 16384}, "", 2},
 		{"network namespace", map[string]string{
 			"neigh-limit": "grep: /proc/sys/net/ipv4/neigh/default/gc_thresh2: No such file or directory\n" +
 				"grep: /proc/sys/net/ipv4/neigh/default/gc_thresh3: No such file or directory\n",
 			"kernel-log": ""}, map[string]int{"neigh-limit": 2},
-			nil, "exit 2: grep: /proc/sys/net/ipv4/neigh/default/gc_thresh3: No such file or directory"},
+			nil, "exit 2: grep: /proc/sys/net/ipv4/neigh/default/gc_thresh3: No such file or directory", 0},
 		{"hostile value", map[string]string{"neigh-limit": "/proc/sys/net/ipv4/neigh/default/gc_thresh3:99999999999999999999\n"},
-			nil, nil, "unreadable line"},
-		{"empty", map[string]string{"neigh-limit": ""}, nil, nil, "unreadable line"},
+			nil, nil, "unreadable line", -1},
+		{"empty", map[string]string{"neigh-limit": ""}, nil, nil, "unreadable line", -1},
 		{"kernel log unreadable", map[string]string{"neigh-limit": neighLimit, "kernel-log": "dmesg: read kernel buffer failed: Operation not permitted\n"},
-			map[string]int{"kernel-log": 1}, &Neighbours{GCThresh2: 512, GCThresh3: 1024, Overflows: -1}, ""},
+			map[string]int{"kernel-log": 1}, &Neighbours{GCThresh2: 512, GCThresh3: 1024}, "", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := tc.rc
@@ -61,6 +62,13 @@ func TestNeighbourTableFacts(t *testing.T) {
 				}
 			case *got != *tc.want:
 				t.Errorf("got %+v, want %+v", *got, *tc.want)
+			}
+			overflows, last := -1, ""
+			if f.Health != nil && f.Health.Kernel != nil {
+				overflows, last = f.Health.Kernel.NeighOverflows, f.Health.Kernel.NeighOverflow
+			}
+			if overflows != tc.overflows || overflows > 0 && last != strings.TrimSpace(neighOverflow) {
+				t.Errorf("kernel log: %d overflow(s), last %q; want %d", overflows, last, tc.overflows)
 			}
 		})
 	}

@@ -117,7 +117,7 @@ func nicVerdict(node string, f *Facts, q inventory.Quote, tol float64) record.Ve
 		switch {
 		case p.State != "Active":
 			down = append(down, fmt.Sprintf("%s/%d %s", p.Device, p.Port, p.State))
-		case q.NICGbps == 0 || p.RateGbps >= q.NICGbps*tol:
+		case atQuotedSpeed(p, q, tol):
 			fast++
 		}
 	}
@@ -163,7 +163,7 @@ func neighbourVerdict(node string, f *Facts, peers int, q inventory.Quote, tol f
 	}
 	rails := 0
 	for _, p := range f.NICs {
-		if p.State == "Active" && p.LinkLayer == "Ethernet" && (q.NICGbps == 0 || p.RateGbps >= q.NICGbps*tol) {
+		if p.State == "Active" && p.LinkLayer == "Ethernet" && atQuotedSpeed(p, q, tol) {
 			rails++
 		}
 	}
@@ -178,9 +178,9 @@ func neighbourVerdict(node string, f *Facts, peers int, q inventory.Quote, tol f
 	} else {
 		v.Measured = fmt.Sprintf("limit not readable, needs %d (%d peers x %d networks)", need, peers, 1+rails)
 	}
-	if nb.Overflows > 0 {
+	if h := f.Health; h != nil && h.Kernel != nil && h.Kernel.NeighOverflows > 0 {
 		warn = append(warn, fmt.Sprintf("the kernel logged a neighbour table overflow since boot (%d line(s)): %s",
-			nb.Overflows, nb.Overflow))
+			h.Kernel.NeighOverflows, h.Kernel.NeighOverflow))
 	}
 	switch {
 	case len(warn) > 0:
@@ -191,6 +191,12 @@ func neighbourVerdict(node string, f *Facts, peers int, q inventory.Quote, tol f
 		v.Status = record.Pass
 	}
 	return v
+}
+
+// atQuotedSpeed: a port of the quoted fabric (any port when the quote
+// states no speed).
+func atQuotedSpeed(p NICFact, q inventory.Quote, tol float64) bool {
+	return q.NICGbps == 0 || p.RateGbps >= q.NICGbps*tol
 }
 
 func orNone(s []string) string {
