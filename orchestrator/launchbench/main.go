@@ -8,8 +8,9 @@
 // (plm_rsh_num_concurrent raised, tree spawn left on), and with ranks that
 // yield while they wait (the lab's hosts share two cores), over Open MPI's
 // TCP transport or UCX's. The lab's hosts get static neighbour entries by
-// default: with ARP, 128 hosts' first connections failed on late replies
-// ("No route to host"), which is the lab's two cores, not the launch. A
+// default: with ARP, 128 hosts' first connections failed ("No route to
+// host"), because every namespace shares the machine's one neighbour table
+// and 128x127 entries overflow its 1,024 — the lab, not the launch. A
 // run that fails says which link Open MPI named. It prints figures; it
 // asserts nothing.
 //

@@ -49,8 +49,10 @@ type Options struct {
 	Subnet string // three octets, e.g. "10.232.0"; unique per lab running at the same time
 	Cap    string // tbf rate for both directions of every host, e.g. "200mbit"; "" for none
 	// StaticNeigh gives every host a permanent neighbour entry for every
-	// other (lab.sh up --neigh static): past 64 hosts on a small machine,
-	// late ARP replies failed an all-reduce's first connections.
+	// other (lab.sh up --neigh static). Every namespace shares the machine's
+	// one neighbour table (gc_thresh3, 1024 by default), so past ~31 ARP
+	// hosts an all-to-all overflows it and first connections fail;
+	// permanent entries are not counted against it.
 	StaticNeigh bool
 }
 

@@ -33,7 +33,8 @@
 #                                            coordinator. Again with another DIR or port: restarts the server.
 #
 # --neigh static gives every host a permanent neighbour (ARP) entry for every other host (default: arp, the
-# kernel's own): at 128 hosts on two cores an all-reduce's first connections failed on ARP replies that came late.
+# kernel's own). All namespaces share the host's one neighbour table (net.ipv4.neigh.default.gc_thresh3, 1024 by
+# default); past ~31 hosts an all-to-all overflows it and connects fail. up warns when that will happen.
 #
 # HOST is h3 or 3; kill, cut, restore, cap, uncap and ps also take "storage" once it runs. Defaults: NAME lab,
 # N 4 (max 128), subnet 10.231.0, DIR /tmp/gpuaccept-lab-NAME. Host i is SUBNET.(10+i); the bridge (the
@@ -797,6 +798,7 @@ cmd_up() {
 	[[ -z $CAP ]] || valid_rate "$CAP" || usage_die "bad --cap '$CAP' (examples: 100mbit, 1gbit)"
 	[[ $NEIGH == arp || $NEIGH == static ]] || usage_die "--neigh must be arp or static, got '$NEIGH'"
 	need_cmds ip nsenter unshare flock ssh-keygen "$SSHD" ${CAP:+tc}
+	warn_neigh_table
 	lock
 	# from here on a failure tears down what was built (teardown is idempotent and spares foreign dirs)
 	trap 'rc=$?; if ((rc != 0)); then
@@ -943,12 +945,28 @@ cmd_up() {
 }
 
 # --neigh static: every host gets a permanent neighbour entry for every
-# other host, in the ip batch that configures its eth0. At 128 hosts on two
-# cores an all-reduce's burst of first connections (127 peers a rank) sent
-# every host ARPing at once, replies came late, and connects failed with
-# "No route to host" (UCX) or a failed connect (Open MPI's TCP BTL); with
-# the entries in place both ran to the end. A real fabric's hosts have
-# their own CPUs for ARP; this takes the lab's shared ones out of the test.
+# other host, in the ip batch that configures its eth0. Every namespace on
+# a machine shares one IPv4 neighbour table, capped by the host's
+# gc_thresh3 (1024 by default; measured: the 1,025th entry failed with "No
+# buffer space available" whether the entries sat in one namespace or were
+# split across two, and dmesg logged "neighbor table overflow"). An
+# all-reduce over 128 ARP hosts wants 128x127 entries, so first connects
+# failed with "No route to host" (UCX) or a failed connect (Open MPI's TCP
+# BTL). Permanent entries are not counted against the cap, so with them
+# both ran to the end. A real fleet's hosts each have their own table;
+# this takes the lab's shared one out of the test.
+
+# warn_neigh_table warns when an ARP-mode lab's all-to-all (each host's
+# peers and its gateway, and the bridge's entry for each host) will not fit
+# the shared table. It only warns: a lab that never runs a collective fits.
+warn_neigh_table() {
+	local f=/proc/sys/net/ipv4/neigh/default/gc_thresh3 limit need
+	[[ $NEIGH == arp && -r $f ]] || return 0
+	limit=$(<"$f")
+	need=$((NHOSTS * (NHOSTS + 1)))
+	[[ $limit =~ ^[0-9]+$ ]] && ((need > limit)) || return 0
+	echo "$PROG: lab $NAME: warning: $NHOSTS hosts talking to each other need $need neighbour entries; this machine's namespaces share one table of $limit ($f): use --neigh static" >&2
+}
 
 # read_macs fills macs[i] with host i's eth0 MAC (cmd_up's local array).
 read_macs() {
