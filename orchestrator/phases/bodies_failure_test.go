@@ -27,6 +27,11 @@ type trainer struct {
 	running map[string]int  // launchers running per node
 	ckpt    int             // the last checkpoint rank 0 wrote
 	restart int
+
+	// countFor makes failure.sh's count take that long; counting and
+	// peakCount are how many counts run at once and the most that did.
+	countFor            time.Duration
+	counting, peakCount int
 }
 
 func newTrainer(nodes ...string) *trainer {
@@ -49,6 +54,16 @@ func (tr *trainer) answer(h *fake.Host) {
 	})
 	onScript(h, "failure.sh", func(c *fake.Call, a []string) fake.Reply {
 		node := c.Host.Name()
+		if a[0] == "count" && tr.countFor > 0 {
+			tr.mu.Lock()
+			tr.counting++
+			tr.peakCount = max(tr.peakCount, tr.counting)
+			tr.mu.Unlock()
+			time.Sleep(tr.countFor)
+			tr.mu.Lock()
+			tr.counting--
+			tr.mu.Unlock()
+		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		switch a[0] {
@@ -180,5 +195,69 @@ func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
 		if h.Running() != 0 {
 			t.Errorf("%s: %d command(s) still running after the window", h.Name(), h.Running())
 		}
+	}
+}
+
+// TestFailureCleanupCountsEveryNodeAtOnce: the leftover count runs on the
+// nodes side by side (a 1,000-node window counted one node after another
+// until its two minutes ran out, and every node "did not answer"), and
+// RECOV-004 still has every node's count.
+func TestFailureCleanupCountsEveryNodeAtOnce(t *testing.T) {
+	inv := fakeInventory(t, 6, `phases:
+  failure:
+    enabled: true
+    dir: /shared
+    procs_per_node: 1
+    steady_steps: 5
+    resume_steps: 3
+    resume_within: 30s
+    timeout: 1m
+`)
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3", "h4", "h5", "h6")
+	tr.countFor = 150 * time.Millisecond
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	r := runFake(t, inv, f, FailurePhase)
+	if v := verdictOf(t, r, "RECOV-004", ""); v.Status != record.Pass {
+		t.Errorf("RECOV-004: %+v", v)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.peakCount < 2 {
+		t.Errorf("at most %d count(s) ran at once: the cleanup went node by node", tr.peakCount)
+	}
+}
+
+// TestLeftoversAreGroupedAsHostRanges: RECOV-004 names the nodes that did
+// not answer and those with processes left as host ranges, one clause per
+// answer, not one a node.
+func TestLeftoversAreGroupedAsHostRanges(t *testing.T) {
+	res := Failed{Left: map[string]int{}}
+	for i := 1; i <= 1000; i++ {
+		n := fmt.Sprintf("gpu-%04d", i)
+		res.Nodes = append(res.Nodes, n)
+		switch {
+		case i <= 990:
+			res.Left[n] = -1
+		case i <= 995:
+			res.Left[n] = 2
+		case i < 1000:
+			res.Left[n] = 0
+		} // gpu-1000: no answer recorded at all
+	}
+	res.Left["gpu-0500"] = 1
+	v := leftVerdict(res, record.NewVerdict("RECOV-004", ""))
+	want := "gpu-[0001-0499,0501-0990,1000] did not answer; gpu-0500: 1 process(es); gpu-[0991-0995]: 2 process(es)"
+	if v.Status != record.Fail || v.Measured != want {
+		t.Errorf("RECOV-004: %s %q\nwant %q", v.Status, v.Measured, want)
+	}
+	for n := range res.Left {
+		res.Left[n] = 0
+	}
+	res.Left["gpu-1000"] = 0
+	if v := leftVerdict(res, record.NewVerdict("RECOV-004", "")); v.Status != record.Pass {
+		t.Errorf("nothing left: %s %q", v.Status, v.Measured)
 	}
 }

@@ -549,11 +549,10 @@ func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, vi
 			var survivors []*orchestrator.Node
 			for _, n := range nodes {
 				if n != victim {
-					out, _ := j.node(ctx, n, 20*time.Second, "kill-node")
-					j.act(n.Name, "stopped for the relaunch", out)
 					survivors = append(survivors, n)
 				}
 			}
+			j.stopAll(ctx, survivors)
 			j.act(victim.Name, "relaunching without it", err.Error())
 			j.startAll(ctx, survivors, len(survivors))
 			return true
@@ -579,13 +578,29 @@ func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, vi
 	case "relaunch":
 		// Stop what is left of the job everywhere, then start it again on
 		// every node (the victim answers again).
-		for _, n := range nodes {
-			out, _ := j.node(ctx, n, 20*time.Second, "kill-node")
-			j.act(n.Name, "stopped for the relaunch", out)
-		}
+		j.stopAll(ctx, nodes)
 		j.startAll(ctx, nodes, len(nodes))
 	}
 	return true
+}
+
+// stopAll stops the job on nodes for a relaunch.
+func (j *failureJob) stopAll(ctx context.Context, nodes []*orchestrator.Node) {
+	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
+		out, _ := j.node(ctx, n, 20*time.Second, "kill-node")
+		j.act(n.Name, "stopped for the relaunch", out)
+	})
+}
+
+// each runs fn on every node at once, as many at a time as the window's
+// ssh.concurrency: one node after another, a 1,000-node cleanup spent its
+// two minutes stopping the job and then counted no node's processes
+// (every node "did not answer").
+func (j *failureJob) each(ctx context.Context, nodes []*orchestrator.Node, fn func(context.Context, *orchestrator.Node)) {
+	remote.Each(ctx, len(nodes), remote.FanOut{Limit: j.w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (struct{}, error) {
+		fn(ctx, nodes[i])
+		return struct{}{}, nil
+	})
 }
 
 // cleanup stops the job everywhere, restores a cut that is still pending
@@ -600,12 +615,12 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 			j.act(victim.Name, "not reachable at cleanup; its restore is scheduled on the node", err.Error())
 		}
 	}
-	for _, n := range nodes {
+	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
 		out, err := j.node(ctx, n, 20*time.Second, "kill-node")
 		if err == nil && strings.TrimSpace(out) != "" {
 			j.act(n.Name, "job stopped", out)
 		}
-	}
+	})
 	j.mu.Lock()
 	for _, l := range j.launches {
 		l.cancel()
@@ -617,14 +632,16 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 	case <-done:
 	case <-ctx.Done():
 	}
-	for _, n := range nodes {
+	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
 		out, err := j.node(ctx, n, 10*time.Second, "count")
 		c, perr := strconv.Atoi(strings.TrimSpace(out))
 		if err != nil || perr != nil {
 			c = -1
 		}
+		j.mu.Lock()
 		j.res.Left[n.Name] = c
-	}
+		j.mu.Unlock()
+	})
 }
 
 // bill prices the time the job made no progress.

@@ -2,8 +2,11 @@ package phases
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
 )
@@ -71,14 +74,23 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 }
 
 func leftVerdict(res Failed, v record.Verdict) record.Verdict {
-	var bad []string
+	// Grouped, as host ranges: at 1,000 nodes one clause a node was a
+	// thousand of them.
+	silent, byCount := []string{}, map[int][]string{}
 	for _, n := range res.Nodes {
 		switch c, ok := res.Left[n]; {
 		case !ok || c < 0:
-			bad = append(bad, n+" did not answer")
+			silent = append(silent, n)
 		case c > 0:
-			bad = append(bad, fmt.Sprintf("%s: %d process(es)", n, c))
+			byCount[c] = append(byCount[c], n)
 		}
+	}
+	var bad []string
+	if len(silent) > 0 {
+		bad = append(bad, hostlist.Compress(silent)+" did not answer")
+	}
+	for _, c := range slices.Sorted(maps.Keys(byCount)) {
+		bad = append(bad, fmt.Sprintf("%s: %d process(es)", hostlist.Compress(byCount[c]), c))
 	}
 	v.Status, v.Measured = record.Pass, "no process of the test left on any node"
 	if len(bad) > 0 {
