@@ -418,10 +418,15 @@ func failureChart(run *record.Run) (*chart, error) {
 }
 
 // bisectMatrix is the pairwise bisection as a table: each pair's busbw
-// over the typical pair's, coloured from red (slow) to green.
+// over the typical pair's, coloured from red (slow) to green. Past
+// matrixNodes nodes it is the slowest pairs instead (Pairs): the matrix of
+// a 1,000-node window was a million cells, 45 MB of report.html that
+// Chromium took 73 s to open, and mostly cells of pairs never run.
 type bisectMatrix struct {
 	Nodes     []string
 	Rows      [][]matrixCell
+	Pairs     []pairRow
+	Total     int // pairs that ran (Pairs holds the slowest of them)
 	Reference float64
 	Rounds    int
 }
@@ -430,6 +435,19 @@ type matrixCell struct {
 	Text  string
 	Style template.CSS
 }
+
+// pairRow is one pair in the slowest-pairs table.
+type pairRow struct {
+	A, B  string
+	Cell  matrixCell
+	Runs  int
+	Error string
+}
+
+const (
+	matrixNodes = 32 // the most nodes drawn as a matrix
+	slowPairs   = 30 // the pairs listed past that
+)
 
 func bisection(run *record.Run) *bisectMatrix {
 	var d struct {
@@ -447,7 +465,9 @@ func bisection(run *record.Run) *bisectMatrix {
 	}
 	seen := map[string]bool{}
 	var nodes []string
-	best := map[[2]string][]float64{}
+	runs := map[[2]string][]float64{}
+	errs := map[[2]string]string{}
+	var order [][2]string // each pair once, as first run
 	for _, p := range d.Pairs {
 		for _, n := range []string{p.A, p.B} {
 			if !seen[n] {
@@ -459,26 +479,51 @@ func bisection(run *record.Run) *bisectMatrix {
 		if p.Err != "" {
 			bw = 0
 		}
-		best[[2]string{p.A, p.B}] = append(best[[2]string{p.A, p.B}], bw)
-		best[[2]string{p.B, p.A}] = append(best[[2]string{p.B, p.A}], bw)
+		k := [2]string{p.A, p.B}
+		if p.B < p.A {
+			k = [2]string{p.B, p.A}
+		}
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], bw)
+		if p.Err != "" {
+			errs[k] = p.Err
+		}
 	}
 	sort.Strings(nodes)
-	m := &bisectMatrix{Nodes: nodes, Reference: d.Reference, Rounds: d.Rounds}
+	m := &bisectMatrix{Nodes: nodes, Reference: d.Reference, Rounds: d.Rounds, Total: len(order)}
+	ratio := func(k [2]string) float64 { return median(runs[k]) / d.Reference }
+	if len(nodes) > matrixNodes {
+		sort.SliceStable(order, func(i, j int) bool { return ratio(order[i]) < ratio(order[j]) })
+		for _, k := range order[:min(len(order), slowPairs)] {
+			m.Pairs = append(m.Pairs, pairRow{A: k[0], B: k[1], Cell: ratioCell(ratio(k)), Runs: len(runs[k]), Error: clip(errs[k], 120)})
+		}
+		return m
+	}
 	for _, a := range nodes {
 		var row []matrixCell
 		for _, b := range nodes {
-			runs, ok := best[[2]string{a, b}]
-			if a == b || !ok {
+			k := [2]string{a, b}
+			if b < a {
+				k = [2]string{b, a}
+			}
+			if _, ok := runs[k]; a == b || !ok {
 				row = append(row, matrixCell{Style: "background:#eee"})
 				continue
 			}
-			r := median(runs) / d.Reference
-			hue := math.Max(0, math.Min(120, 120*(r-0.4)/0.6)) // 0.4 or less red, 1 green
-			row = append(row, matrixCell{Text: fmt.Sprintf("%.2f", r), Style: template.CSS(fmt.Sprintf("background:hsl(%.0f,70%%,75%%)", hue))})
+			row = append(row, ratioCell(ratio(k)))
 		}
 		m.Rows = append(m.Rows, row)
 	}
 	return m
+}
+
+// ratioCell is a pair's busbw over the typical pair's, coloured: 0.4 or
+// less red, 1 green.
+func ratioCell(r float64) matrixCell {
+	hue := math.Max(0, math.Min(120, 120*(r-0.4)/0.6))
+	return matrixCell{Text: fmt.Sprintf("%.2f", r), Style: template.CSS(fmt.Sprintf("background:hsl(%.0f,70%%,75%%)", hue))}
 }
 
 func median(xs []float64) float64 {

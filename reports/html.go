@@ -298,12 +298,17 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 </figure>
 {{end}}
 {{with .Bisect}}<figure class="chart" id="chart-bisection">
-<table>
+{{if .Rows}}<table>
 <tr><th></th>{{range .Nodes}}<th>{{.}}</th>{{end}}</tr>
 {{range $i, $row := .Rows}}<tr><th>{{index $.Bisect.Nodes $i}}</th>{{range $row}}<td class="num" style="{{.Style}}">{{.Text}}</td>{{end}}</tr>
 {{end}}</table>
 <figcaption>Pairwise bisection: each pair's all-reduce busbw over the typical pair's ({{printf "%.4g" .Reference}} GB/s), median of its runs, in {{.Rounds}} round(s).</figcaption>
-</figure>
+{{else}}<table>
+<tr><th>pair</th><th>busbw / typical</th><th>runs</th><th>error</th></tr>
+{{range .Pairs}}<tr><td>{{.A}} – {{.B}}</td><td class="num" style="{{.Cell.Style}}">{{.Cell.Text}}</td><td class="num">{{.Runs}}</td><td>{{.Error}}</td></tr>
+{{end}}</table>
+<figcaption>Pairwise bisection over {{len .Nodes}} nodes: the {{len .Pairs}} slowest of the {{.Total}} pairs that ran, each pair's all-reduce busbw over the typical pair's ({{printf "%.4g" .Reference}} GB/s), median of its runs, in {{.Rounds}} round(s); every pair is in run.json.</figcaption>
+{{end}}</figure>
 {{end}}</section>{{end}}
 
 <section id="more">

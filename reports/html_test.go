@@ -202,3 +202,54 @@ func TestHTMLInChromium(t *testing.T) {
 	}
 	t.Logf("%d charts shown; screenshot (%d bytes) kept at %s", len(charts), len(shot), out)
 }
+
+// TestBisectionPastMatrixSizeListsTheSlowestPairs: at fleet size the
+// bisection is the slowest pairs, slowest first, not a matrix of every
+// node by every node (a million cells at 1,000 nodes).
+func TestBisectionPastMatrixSizeListsTheSlowestPairs(t *testing.T) {
+	r := fullRun()
+	var pairs []string
+	const nodes = 200
+	for i := 1; i <= nodes; i += 2 {
+		bw := 370.0
+		switch i {
+		case 7:
+			bw = 90 // the slowest
+		case 41:
+			bw = 200
+		}
+		pairs = append(pairs, fmt.Sprintf(`{"round":1,"a":"gpu-%03d","b":"gpu-%03d","busbw_gbs":%g}`, i, i+1, bw))
+	}
+	pairs = append(pairs, `{"round":2,"a":"gpu-100","b":"gpu-013","busbw_gbs":0,"error":"exit 1: connect() failed <x>"}`)
+	for i, p := range r.Phases {
+		if p.Phase == "bisect" {
+			r.Phases[i] = withData(phase("bisect", "", -1, record.OK, 30, 5, ""),
+				`{"rounds":2,"reference_gbs":370,"pairs":[`+strings.Join(pairs, ",")+`]}`)
+		}
+	}
+	var b bytes.Buffer
+	if err := HTML(&b, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	i := strings.Index(page, `id="chart-bisection"`)
+	if i < 0 {
+		t.Fatal("no bisection chart")
+	}
+	fig := page[i : i+strings.Index(page[i:], "</figure>")]
+	if n := strings.Count(fig, "<tr>") - 1; n != slowPairs {
+		t.Errorf("%d pair rows, want the %d slowest", n, slowPairs)
+	}
+	for _, want := range []string{"the 30 slowest of the 101 pairs that ran", "over 200 nodes", "connect() failed &lt;x&gt;"} {
+		if !strings.Contains(fig, want) {
+			t.Errorf("the bisection has no %q", want)
+		}
+	}
+	failed, slowest, next := strings.Index(fig, "gpu-013 – gpu-100"), strings.Index(fig, "gpu-007 – gpu-008"), strings.Index(fig, "gpu-041 – gpu-042")
+	if failed < 0 || slowest < failed || next < slowest {
+		t.Errorf("not slowest first: failed pair at %d, 0.24 at %d, 0.54 at %d", failed, slowest, next)
+	}
+	if len(fig) > 20000 {
+		t.Errorf("the bisection is %d bytes at %d nodes", len(fig), nodes)
+	}
+}
