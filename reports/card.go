@@ -136,7 +136,7 @@ func cardFigure(worst requirement, reqs []requirement) string {
 	}
 	n := 0
 	for _, r := range reqs {
-		n += r.Total
+		n += len(r.All)
 	}
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {

@@ -284,3 +284,25 @@ func TestMarkdownOfALongCellIsBounded(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestPassedCountsNodes: a requirement judged on each node and for the
+// cluster too counts its nodes in PASSED (a 1,000-node window read
+// "0/1001"); the cluster's verdict still decides its status.
+func TestPassedCountsNodes(t *testing.T) {
+	run := &record.Run{}
+	for _, n := range []string{"gpu-1", "gpu-2", "gpu-3"} {
+		run.Verdicts = append(run.Verdicts, record.Verdict{ID: "STAGE-002", Node: n, Status: record.Pass})
+	}
+	run.Verdicts = append(run.Verdicts, record.Verdict{ID: "STAGE-002", Status: record.Fail, Measured: "0.08 GB/s over 3 node(s)"},
+		record.Verdict{ID: "NCCL-002", Status: record.Pass})
+	got := map[string]requirement{}
+	for _, r := range requirements(run) {
+		got[r.ID] = r
+	}
+	if r := got["STAGE-002"]; r.passedText() != "3/3" || r.Status != string(record.Fail) || r.Worst.Node != "" {
+		t.Errorf("STAGE-002: %s %s, worst %+v", r.passedText(), r.Status, r.Worst)
+	}
+	if r := got["NCCL-002"]; r.passedText() != "cluster" {
+		t.Errorf("NCCL-002: %s", r.passedText())
+	}
+}

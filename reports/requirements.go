@@ -19,7 +19,9 @@ const StatusIncomplete = "INCOMPLETE"
 type requirement struct {
 	ID, Title string
 	Status    string // FAIL, INCOMPLETE, WARN, PASS or SKIP: the worst of its verdicts
-	// Passed of Total verdicts passed (a WARN is a pass with a caveat).
+	// Passed of Total verdicts passed (a WARN is a pass with a caveat):
+	// the nodes' when it has any, so a requirement judged per node and
+	// for the cluster too counts nodes (0/1001 read as a node too many).
 	Passed, Total int
 	Cluster       bool // its only verdict is the cluster's
 	// Worst is the verdict that decided Status: the lowest figure among
@@ -77,14 +79,10 @@ func requirements(run *record.Run) []requirement {
 			ids = append(ids, v.ID)
 		}
 		r.All = append(r.All, v)
-		r.Total++
-		if v.Status == record.Pass || v.Status == record.Warn {
-			r.Passed++
-		}
 		if v.Node != "" {
 			r.Cluster = false
 		}
-		if r.Total == 1 || rank(v) < rank(r.Worst) || rank(v) == rank(r.Worst) && worseVerdict(v, r.Worst) {
+		if len(r.All) == 1 || rank(v) < rank(r.Worst) || rank(v) == rank(r.Worst) && worseVerdict(v, r.Worst) {
 			r.Worst = v
 		}
 	}
@@ -102,7 +100,17 @@ func requirements(run *record.Run) []requirement {
 	out := make([]requirement, 0, len(ids))
 	for _, id := range ids {
 		r := byID[id]
-		r.Cluster = r.Cluster && r.Total == 1
+		r.Cluster = r.Cluster && len(r.All) == 1
+		perNode := hasNodeVerdict(r.All)
+		for _, v := range r.All {
+			if perNode && v.Node == "" {
+				continue
+			}
+			r.Total++
+			if v.Status == record.Pass || v.Status == record.Warn {
+				r.Passed++
+			}
+		}
 		r.Status = string(r.Worst.Status)
 		if r.Worst.Incomplete != "" {
 			r.Status = StatusIncomplete
@@ -364,4 +372,9 @@ func nodeCounts(run *record.Run) string {
 		s += fmt.Sprintf(", %d quarantined%s", len(quarantined), named(quarantined))
 	}
 	return s
+}
+
+// hasNodeVerdict says whether any of vs judges a node.
+func hasNodeVerdict(vs []record.Verdict) bool {
+	return slices.ContainsFunc(vs, func(v record.Verdict) bool { return v.Node != "" })
 }

@@ -178,7 +178,7 @@ func nodesIn(nodes []string, width int) string {
 // hold no figure: what can share a line.
 func plainPasses(reqs []requirement) int {
 	plain := func(r requirement) bool {
-		return r.Status == string(record.Pass) && r.Passed == r.Total && r.Worst.Value == nil && len(r.Alike) == r.Total
+		return r.Status == string(record.Pass) && r.Passed == r.Total && r.Worst.Value == nil && len(r.Alike) == len(r.All)
 	}
 	if len(reqs) == 0 || !plain(reqs[0]) {
 		return 0
