@@ -151,12 +151,8 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 	}
 }
 
-// TestFailureKillsANodeAndTheJobResumes: the node-kill test over the fake
-// job: steady on 3 nodes, the victim (the last) killed, the survivors
-// detect it and resume from the checkpoint, the victim rejoins; RECOV-*
-// carry the figures, and nothing is left running.
-func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
-	inv := fakeInventory(t, 3, `phases:
+// killTest is the failure test both fake-job tests run.
+const killTest = `phases:
   failure:
     enabled: true
     dir: /shared
@@ -165,7 +161,14 @@ func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
     resume_steps: 3
     resume_within: 30s
     timeout: 1m
-`)
+`
+
+// TestFailureKillsANodeAndTheJobResumes: the node-kill test over the fake
+// job: steady on 3 nodes, the victim (the last) killed, the survivors
+// detect it and resume from the checkpoint, the victim rejoins; RECOV-*
+// carry the figures, and nothing is left running.
+func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
+	inv := fakeInventory(t, 3, killTest)
 	f := fakeFleet(inv)
 	tr := newTrainer("h1", "h2", "h3")
 	for _, h := range f.Hosts() {
@@ -203,16 +206,7 @@ func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
 // until its two minutes ran out, and every node "did not answer"), and
 // RECOV-004 still has every node's count.
 func TestFailureCleanupCountsEveryNodeAtOnce(t *testing.T) {
-	inv := fakeInventory(t, 6, `phases:
-  failure:
-    enabled: true
-    dir: /shared
-    procs_per_node: 1
-    steady_steps: 5
-    resume_steps: 3
-    resume_within: 30s
-    timeout: 1m
-`)
+	inv := fakeInventory(t, 6, killTest)
 	f := fakeFleet(inv)
 	tr := newTrainer("h1", "h2", "h3", "h4", "h5", "h6")
 	tr.countFor = 150 * time.Millisecond
