@@ -28,11 +28,26 @@ import (
 const SimPython = "gpuaccept-sim-python"
 
 const (
-	elasticTick   = 100 * time.Millisecond
-	elasticStale  = 1500 * time.Millisecond // a launcher quiet this long is gone
-	elasticSettle = 800 * time.Millisecond  // membership unchanged this long forms a round
-	elasticJoin   = 5 * time.Second         // torchrun's last call: a round below max after this
+	elasticTick = 100 * time.Millisecond
+	elasticJoin = 5 * time.Second // torchrun's last call: a round below max after this
+	// elasticBeats bounds the heartbeats a second of one job, all its
+	// launchers together: the demo's nodes share one machine, and 999
+	// launchers beating at 10 Hz each (a file written, the round read, the
+	// leader stating every heartbeat) kept its two cores busy, so that the
+	// simulated nodes' SSH server went a minute without answering a
+	// keepalive and the 1,000-node failure test lost a node nothing killed.
+	elasticBeats = 1000
 )
+
+// elasticTiming is a job's tick, the quiet after which a launcher is gone,
+// and the unchanged membership that forms a round: 100 ms, 1.5 s and 0.8 s
+// up to 100 launchers (torchrun's own are seconds: keep_alive_interval 5 s,
+// three missed), longer in proportion past that so that the job's
+// heartbeats stay near elasticBeats a second.
+func elasticTiming(launchers int) (tick, stale, settle time.Duration) {
+	tick = max(elasticTick, time.Duration(launchers)*time.Second/elasticBeats)
+	return tick, 15 * tick, 8 * tick
+}
 
 type elasticJob struct {
 	node             string
@@ -43,6 +58,8 @@ type elasticJob struct {
 	dir, ckpt        string
 	every            int
 	stepTime         time.Duration
+	tick, stale      time.Duration
+	settle           time.Duration
 	out              io.Writer
 	round            elasticRound
 	broken           bool
@@ -109,6 +126,7 @@ func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 		return 2
 	}
 	j.leader = j.node == rdzvHost
+	j.tick, j.stale, j.settle = elasticTiming(j.maxN)
 	j.dir = filepath.Join(filepath.Dir(filepath.Clean(j.ckpt)), "rdzv-"+rdzvID)
 	for _, d := range []string{j.dir, j.ckpt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -122,7 +140,7 @@ func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 }
 
 func (j *elasticJob) loop(stop <-chan os.Signal) int {
-	tick := time.NewTicker(elasticTick)
+	tick := time.NewTicker(j.tick)
 	defer tick.Stop()
 	began := time.Now()
 	var seen []string
@@ -140,7 +158,7 @@ func (j *elasticJob) loop(stop <-chan os.Signal) int {
 			if !slices.Equal(live, seen) {
 				seen, seenSince = live, now
 			}
-			j.lead(now, live, now.Sub(seenSince) >= elasticSettle, now.Sub(began) >= elasticJoin)
+			j.lead(now, live, now.Sub(seenSince) >= j.settle, now.Sub(began) >= elasticJoin)
 		}
 		r, ok := readRound(filepath.Join(j.dir, "round"))
 		if !ok {
@@ -171,7 +189,7 @@ func (j *elasticJob) live(now time.Time) []string {
 		if !ok {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) < elasticStale {
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) < j.stale {
 			out = append(out, name)
 		}
 	}
@@ -198,7 +216,7 @@ func (j *elasticJob) lead(now time.Time, live []string, settled, lastCall bool) 
 	if !settled || len(live) < j.minN || (!ok && len(live) < j.maxN && !lastCall) {
 		return
 	}
-	next := elasticRound{n: cur.n + 1, members: live, start: now.Add(3 * elasticTick), resume: latestCheckpoint(j.ckpt)}
+	next := elasticRound{n: cur.n + 1, members: live, start: now.Add(3 * j.tick), resume: latestCheckpoint(j.ckpt)}
 	if next.n-1 > j.maxRestarts {
 		next.failed = true
 	}
