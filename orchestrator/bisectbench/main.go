@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"gpuaccept/internal/gobuild"
+	"gpuaccept/orchestrator/fabric"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/scripts/lab"
 	"gpuaccept/scripts/standins"
@@ -131,12 +132,13 @@ func size(n, rate int, bin, nccl, work string) error {
 	}
 	cases := []struct {
 		planted string
+		link    [2]string // the planted link's pair, when one is planted
 		apply   func() error
 	}{
-		{"node h7 (50%), link h20-h45 (40%)", func() error {
+		{"node h7 (50%), link h20-h45 (40%)", [2]string{"h20", "h45"}, func() error {
 			return firstErr(l.Cap(ctx, "h7", mbit(0.5)), l.CapTo(ctx, "h20", mbit(0.4), "h45"), l.CapTo(ctx, "h45", mbit(0.4), "h20"))
 		}},
-		{fmt.Sprintf("uplink of leaf-%d (40%%)", leaf), func() error {
+		{fmt.Sprintf("uplink of leaf-%d (40%%)", leaf), [2]string{}, func() error {
 			for _, h := range inside {
 				if err := l.CapTo(ctx, h, mbit(0.4), outside...); err != nil {
 					return err
@@ -171,7 +173,7 @@ func size(n, rate int, bin, nccl, work string) error {
 		if err != nil {
 			return fmt.Errorf("%d hosts, %s: %w\n%s", n, c.planted, err, tail(stderr.String(), 3000))
 		}
-		fmt.Printf("%-6d %-30s %7.0fs %s\n", n, c.planted, wall.Seconds(), bisected(r))
+		fmt.Printf("%-6d %-30s %7.0fs %s\n", n, c.planted, wall.Seconds(), bisected(r, c.link))
 	}
 	return nil
 }
@@ -250,12 +252,14 @@ func verdict(r *record.Run, id string) []record.Verdict {
 }
 
 // bisected is the bisection's rounds, pair runs and their seconds, and
-// what NCCL-004 failed on.
-func bisected(r *record.Run) string {
+// what NCCL-004 failed on; for a planted link, whether its pair was among
+// those run (a link is seen only when its two ends are paired, and the
+// rounds run a few pairs a node, not all n(n-1)/2).
+func bisected(r *record.Run, link [2]string) string {
 	var b struct {
-		Rounds    int               `json:"rounds"`
-		RoundSecs []float64         `json:"round_seconds"`
-		Pairs     []json.RawMessage `json:"pairs"`
+		Rounds    int                 `json:"rounds"`
+		RoundSecs []float64           `json:"round_seconds"`
+		Pairs     []fabric.PairResult `json:"pairs"`
 	}
 	for _, p := range r.Phases {
 		if p.Phase == "bisect" && len(p.Data) > 0 {
@@ -274,6 +278,16 @@ func bisected(r *record.Run) string {
 	}
 	if len(named) == 0 {
 		named = []string{"nothing"}
+	}
+	if link[0] != "" {
+		ran := "not run"
+		for _, p := range b.Pairs {
+			if (p.A == link[0] && p.B == link[1]) || (p.A == link[1] && p.B == link[0]) {
+				ran = fmt.Sprintf("run in round %d", p.Round)
+				break
+			}
+		}
+		named = append(named, fmt.Sprintf("(pair %s–%s %s)", link[0], link[1], ran))
 	}
 	return fmt.Sprintf("%6d %6d %7.1fs  %s", b.Rounds, len(b.Pairs), secs, strings.Join(named, " | "))
 }

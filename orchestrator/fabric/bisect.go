@@ -456,9 +456,29 @@ func (s Bisection) Summary() string {
 		}
 	}
 	if len(parts) == 0 {
-		return fmt.Sprintf("no slow node or link in %d round(s) of pairs (typical pair %.4g GB/s)", s.Rounds, s.Reference)
+		// A link is seen only when its two ends are paired, and the rounds
+		// pair each node with a few others, not all: say how many were.
+		ran, of := s.coverage()
+		return fmt.Sprintf("no slow node in %d round(s) of pairs, no slow link among the %d pairs run (of %d) (typical pair %.4g GB/s)",
+			s.Rounds, ran, of, s.Reference)
 	}
 	return fmt.Sprintf("slow: %s, in %d round(s) of pairs (typical pair %.4g GB/s)", strings.Join(parts, "; "), s.Rounds, s.Reference)
+}
+
+// coverage is how many distinct pairs ran, and how many the nodes in them
+// make.
+func (s Bisection) coverage() (ran, of int) {
+	nodes, pairs := map[string]bool{}, map[[2]string]bool{}
+	for _, r := range s.Pairs {
+		nodes[r.A], nodes[r.B] = true, true
+		p := [2]string{r.A, r.B}
+		if p[1] < p[0] {
+			p[0], p[1] = p[1], p[0]
+		}
+		pairs[p] = true
+	}
+	n := len(nodes)
+	return len(pairs), n * (n - 1) / 2
 }
 
 func other(r PairResult, n string) string {

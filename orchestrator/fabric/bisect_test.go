@@ -135,7 +135,7 @@ func TestBisectionHealthyFabricTakesOneRound(t *testing.T) {
 	if res.Rounds != 1 || len(res.SlowNodes)+len(res.SlowLinks)+len(res.Unresolved) != 0 || len(res.Good) != 6 {
 		t.Fatalf("%+v", res)
 	}
-	if got := res.Summary(); got != "no slow node or link in 1 round(s) of pairs (typical pair 12 GB/s)" {
+	if got := res.Summary(); got != "no slow node in 1 round(s) of pairs, no slow link among the 3 pairs run (of 15) (typical pair 12 GB/s)" {
 		t.Errorf("summary %q", got)
 	}
 }
