@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -32,6 +33,8 @@ type trainer struct {
 	// peakCount are how many counts run at once and the most that did.
 	countFor            time.Duration
 	counting, peakCount int
+	// killFor makes failure.sh's kill-node take that long.
+	killFor time.Duration
 }
 
 func newTrainer(nodes ...string) *trainer {
@@ -63,6 +66,9 @@ func (tr *trainer) answer(h *fake.Host) {
 			tr.mu.Lock()
 			tr.counting--
 			tr.mu.Unlock()
+		}
+		if a[0] == "kill-node" && tr.killFor > 0 {
+			time.Sleep(tr.killFor)
 		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
@@ -221,6 +227,38 @@ func TestFailureCleanupCountsEveryNodeAtOnce(t *testing.T) {
 	defer tr.mu.Unlock()
 	if tr.peakCount < 2 {
 		t.Errorf("at most %d count(s) ran at once: the cleanup went node by node", tr.peakCount)
+	}
+}
+
+// TestFailureCleanupCountsAfterASlowStop: stopping the job that outlasts
+// its time leaves the leftover count its own (at 1,000 loaded nodes the
+// stop spent a budget both shared, and the count asked no node).
+func TestFailureCleanupCountsAfterASlowStop(t *testing.T) {
+	stop := cleanupStop
+	cleanupStop = 100 * time.Millisecond
+	t.Cleanup(func() { cleanupStop = stop })
+	inv := fakeInventory(t, 3, killTest)
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	tr.killFor = 300 * time.Millisecond
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	r := runFake(t, inv, f, FailurePhase)
+	var res Failed
+	if err := json.Unmarshal(resultOf(t, r, "failure", -1).Data, &res); err != nil {
+		t.Fatalf("failure result: %v", err)
+	}
+	for _, n := range []string{"h1", "h2", "h3"} {
+		if c, ok := res.Left[n]; !ok || c < 0 {
+			t.Errorf("%s: left %d (recorded %v): the count did not ask it", n, c, ok)
+		}
+	}
+	if v := verdictOf(t, r, "RECOV-004", ""); strings.Contains(v.Measured, "did not answer") {
+		t.Errorf("RECOV-004: %+v", v)
+	}
+	if n := f.Host("h1").Ran(`failure\.sh".* bash "\$f" count `); n < 1 {
+		t.Errorf("h1 was never counted (%d commands ran on it)", len(f.Host("h1").Commands()))
 	}
 }
 

@@ -603,10 +603,19 @@ func (j *failureJob) each(ctx context.Context, nodes []*orchestrator.Node, fn fu
 	})
 }
 
+// Each step of the cleanup has its own time, as teardown's phases do: at
+// 1,000 loaded nodes stopping the job spent the one budget they shared,
+// and the leftover count then asked no node (every node "did not answer",
+// a RECOV-004 FAIL that measured nothing).
+var (
+	cleanupStop  = 2 * time.Minute
+	cleanupCount = time.Minute
+)
+
 // cleanup stops the job everywhere, restores a cut that is still pending
 // and counts what is left.
 func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.Node) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupStop)
 	defer cancel()
 	if j.f.Inject == "cut" {
 		// Reachable again (the restore on the node fired): then nothing is
@@ -631,8 +640,11 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 	select {
 	case <-done:
 	case <-ctx.Done():
+		j.act("", "cleanup", fmt.Sprintf("stopping the job outlasted its %v; counting what is left", cleanupStop))
 	}
-	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
+	cctx, ccancel := context.WithTimeout(context.Background(), cleanupCount)
+	defer ccancel()
+	j.each(cctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
 		out, err := j.node(ctx, n, 10*time.Second, "count")
 		c, perr := strconv.Atoi(strings.TrimSpace(out))
 		if err != nil || perr != nil {
