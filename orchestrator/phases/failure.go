@@ -421,6 +421,9 @@ func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env,
 	return append(append(run, "sha256:"+id), torchrun...)
 }
 
+// injectWithin bounds the command that kills the victim.
+const injectWithin = time.Minute
+
 // cutPause is how long failure.sh waits between saying it cuts and
 // cutting (so that its line leaves first).
 const cutPause = 500 * time.Millisecond
@@ -500,9 +503,11 @@ func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node
 	case "kill-worker", "kill-node", "reboot":
 		// The kill happens as the node says it: its first line's arrival,
 		// not the command's return (a loaded node takes seconds to end
-		// the session).
+		// the session). So a long deadline costs the figure nothing, and a
+		// loaded node gets the time to find the job: at 1,000 simulated
+		// nodes on two cores the kill command outlasted 20 s.
 		var at float64
-		out, err := j.nodeLines(ctx, victim, 20*time.Second, func(line string) {
+		out, err := j.nodeLines(ctx, victim, injectWithin, func(line string) {
 			if at == 0 && (strings.HasPrefix(line, "killed ") || strings.HasPrefix(line, "rebooting ")) {
 				at = j.now()
 			}
