@@ -1,6 +1,10 @@
 package standins
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,5 +34,53 @@ func TestElasticTimingScalesWithLaunchers(t *testing.T) {
 		if stale < 10*tick || settle < 5*tick || settle >= stale {
 			t.Errorf("elasticTiming(%d): stale %v settle %v against tick %v", c.launchers, stale, settle, tick)
 		}
+	}
+}
+
+// TestElasticStepsStopAtTheOldestHeartbeat: a round's steps go no further
+// than its least recently heard member, as a collective blocks when a
+// member dies, and a heard moment of another round permits none.
+func TestElasticStepsStopAtTheOldestHeartbeat(t *testing.T) {
+	dir := t.TempDir()
+	j := &elasticJob{dir: dir}
+	writeRound(dir, elasticRound{n: 2, start: time.Unix(100, 0), members: []string{"a", "b"}})
+	now := time.Now().Truncate(time.Second)
+	if _, beats := j.live(now); len(beats) != 0 {
+		t.Fatalf("beats of an empty job: %v", beats)
+	}
+	for name, at := range map[string]time.Time{"a": now, "b": now.Add(-7 * time.Second), "gone": now.Add(-time.Hour)} {
+		p := filepath.Join(dir, name+".alive")
+		if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.stale = 10 * time.Second
+	live, beats := j.live(now)
+	if !slices.Equal(live, []string{"a", "b"}) || len(beats) != 3 {
+		t.Fatalf("live %v, beats %v", live, beats)
+	}
+	j.hear(beats)
+	if got := readHeard(dir, 2); !got.Equal(now.Add(-7 * time.Second)) {
+		t.Errorf("heard %v, want b's beat %v", got, now.Add(-7*time.Second))
+	}
+	if got := readHeard(dir, 3); !got.IsZero() {
+		t.Errorf("round 3 heard %v from round 2's file", got)
+	}
+	// A member with no heartbeat at all: nothing is published.
+	writeRound(dir, elasticRound{n: 3, start: time.Unix(100, 0), members: []string{"a", "c"}})
+	j.hear(beats)
+	if got := readHeard(dir, 3); !got.IsZero() {
+		t.Errorf("round 3 heard %v without c ever beating", got)
+	}
+	// The steps logged stop at the heard moment.
+	var out strings.Builder
+	j = &elasticJob{dir: dir, procs: 1, every: 100, stepTime: time.Second, out: &out,
+		round: elasticRound{n: 2, start: now.Add(-10 * time.Second)}, next: 1, wrld: 2}
+	j.step(readHeard(dir, 2))
+	if n := strings.Count(out.String(), " step "); n != 3 || !strings.Contains(out.String(), "step=3\n") {
+		t.Errorf("%d step lines up to b's beat, 3 s after the round's start (steps 1..3 due at 1..3 s): %q", n, out.String())
 	}
 }
