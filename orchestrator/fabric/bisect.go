@@ -455,14 +455,15 @@ func (s Bisection) Summary() string {
 			parts = append(parts, fmt.Sprintf("link %s–%s slow once, not confirmed", l[0], l[1]))
 		}
 	}
+	// A link is seen only when its two ends are paired, and the rounds
+	// pair each node with a few others, not all: say how many were.
+	ran, of := s.coverage()
 	if len(parts) == 0 {
-		// A link is seen only when its two ends are paired, and the rounds
-		// pair each node with a few others, not all: say how many were.
-		ran, of := s.coverage()
 		return fmt.Sprintf("no slow node in %d round(s) of pairs, no slow link among the %d pairs run (of %d) (typical pair %.4g GB/s)",
 			s.Rounds, ran, of, s.Reference)
 	}
-	return fmt.Sprintf("slow: %s, in %d round(s) of pairs (typical pair %.4g GB/s)", strings.Join(parts, "; "), s.Rounds, s.Reference)
+	return fmt.Sprintf("slow: %s, in %d round(s) of pairs, %d of %d pairs run (typical pair %.4g GB/s)",
+		strings.Join(parts, "; "), s.Rounds, ran, of, s.Reference)
 }
 
 // coverage is how many distinct pairs ran, and how many the nodes in them

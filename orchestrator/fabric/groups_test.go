@@ -61,6 +61,12 @@ func TestSlowLeafIsNamedAsALeaf(t *testing.T) {
 	if s := res.Summary(); !strings.HasPrefix(s, "slow: leaf=l3's uplink (n[9-12]): slow to every other leaf, fast inside, in ") {
 		t.Errorf("summary: %s", s)
 	}
+	// What was named says how much of the fabric the pairs covered: a
+	// link whose ends were never paired cannot have been named.
+	if ran, of := res.coverage(); of != 16*15/2 || ran < 8 || ran > of ||
+		!strings.Contains(res.Summary(), fmt.Sprintf(" round(s) of pairs, %d of 120 pairs run (typical pair ", ran)) {
+		t.Errorf("coverage %d of %d in %q", ran, of, res.Summary())
+	}
 
 	// A healthy fabric, and one slow node, name no group.
 	res = bisectIn(t, names, leafOf(labels), fabricModel{rate: uniform(names, 12)}, 3)
