@@ -60,5 +60,5 @@ bench: deps
 	@rc=0; $(GO) run ./remote/bench || rc=$$?; $(LAB) down --name bench; \
 	  $(GO) run ./orchestrator/bench || rc=$$?; $(LAB) down --name ibench; \
 	  $(GO) run ./orchestrator/launchbench || rc=$$?; $(LAB) down --name lbench; \
-	  $(GO) run ./orchestrator/bisectbench || rc=$$?; $(LAB) down --name bbench; \
+	  $(GO) run ./orchestrator/bisectbench -hosts 64,128 || rc=$$?; $(LAB) down --name bbench; \
 	  $(GO) run ./orchestrator/fleetbench -nodes 256,1000 || rc=$$?; exit $$rc
