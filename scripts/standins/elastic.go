@@ -153,17 +153,21 @@ func (j *elasticJob) loop(stop <-chan os.Signal) int {
 		}
 		now := time.Now()
 		os.WriteFile(filepath.Join(j.dir, j.node+".alive"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+		var beats map[string]time.Time
 		if j.leader {
-			live, beats := j.live(now)
+			var live []string
+			live, beats = j.live(now)
 			if !slices.Equal(live, seen) {
 				seen, seenSince = live, now
 			}
 			j.lead(now, live, now.Sub(seenSince) >= j.settle, now.Sub(began) >= elasticJoin)
-			j.hear(beats)
 		}
 		r, ok := readRound(filepath.Join(j.dir, "round"))
 		if !ok {
 			continue
+		}
+		if j.leader {
+			j.hear(r, beats)
 		}
 		if r.failed {
 			return 1
@@ -177,12 +181,17 @@ func (j *elasticJob) loop(stop <-chan os.Signal) int {
 				j.logf(l, "error", "step=%d msg=collective timed out: a member of round %d stopped answering (simulated)", j.next-1, r.n)
 			}
 		}
-		// Steps up to what every member is known to have lived to.
-		if heard := readHeard(j.dir, j.round.n); heard.Before(now) {
-			now = heard
-		}
-		j.step(now)
+		j.stepHeard(now)
 	}
+}
+
+// stepHeard steps up to now or to what every member of the round is
+// known to have lived to, whichever is earlier.
+func (j *elasticJob) stepHeard(now time.Time) {
+	if heard := readHeard(j.dir, j.round.n); heard.Before(now) {
+		now = heard
+	}
+	j.step(now)
 }
 
 // live is every launcher of the job whose heartbeat is fresh, and every
@@ -213,11 +222,7 @@ func (j *elasticJob) live(now time.Time) ([]string, map[string]time.Time) {
 // dies; without this the survivors went on stepping until the member was
 // stale (15 s at 1,000 launchers), and the steps the figures count as lost
 // grew with the timing, not with the checkpoint interval.
-func (j *elasticJob) hear(beats map[string]time.Time) {
-	cur, ok := readRound(filepath.Join(j.dir, "round"))
-	if !ok {
-		return
-	}
+func (j *elasticJob) hear(cur elasticRound, beats map[string]time.Time) {
 	var heard time.Time
 	for _, m := range cur.members {
 		b, ok := beats[m]

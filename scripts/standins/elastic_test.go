@@ -43,7 +43,7 @@ func TestElasticTimingScalesWithLaunchers(t *testing.T) {
 func TestElasticStepsStopAtTheOldestHeartbeat(t *testing.T) {
 	dir := t.TempDir()
 	j := &elasticJob{dir: dir}
-	writeRound(dir, elasticRound{n: 2, start: time.Unix(100, 0), members: []string{"a", "b"}})
+	round := elasticRound{n: 2, start: time.Unix(100, 0), members: []string{"a", "b"}}
 	now := time.Now().Truncate(time.Second)
 	if _, beats := j.live(now); len(beats) != 0 {
 		t.Fatalf("beats of an empty job: %v", beats)
@@ -62,7 +62,7 @@ func TestElasticStepsStopAtTheOldestHeartbeat(t *testing.T) {
 	if !slices.Equal(live, []string{"a", "b"}) || len(beats) != 3 {
 		t.Fatalf("live %v, beats %v", live, beats)
 	}
-	j.hear(beats)
+	j.hear(round, beats)
 	if got := readHeard(dir, 2); !got.Equal(now.Add(-7 * time.Second)) {
 		t.Errorf("heard %v, want b's beat %v", got, now.Add(-7*time.Second))
 	}
@@ -70,16 +70,16 @@ func TestElasticStepsStopAtTheOldestHeartbeat(t *testing.T) {
 		t.Errorf("round 3 heard %v from round 2's file", got)
 	}
 	// A member with no heartbeat at all: nothing is published.
-	writeRound(dir, elasticRound{n: 3, start: time.Unix(100, 0), members: []string{"a", "c"}})
-	j.hear(beats)
+	j.hear(elasticRound{n: 3, start: time.Unix(100, 0), members: []string{"a", "c"}}, beats)
 	if got := readHeard(dir, 3); !got.IsZero() {
 		t.Errorf("round 3 heard %v without c ever beating", got)
 	}
-	// The steps logged stop at the heard moment.
+	// The steps logged stop at the heard moment, 7 s before now.
+	j.hear(round, beats)
 	var out strings.Builder
 	j = &elasticJob{dir: dir, procs: 1, every: 100, stepTime: time.Second, out: &out,
 		round: elasticRound{n: 2, start: now.Add(-10 * time.Second)}, next: 1, wrld: 2}
-	j.step(readHeard(dir, 2))
+	j.stepHeard(now)
 	if n := strings.Count(out.String(), " step "); n != 3 || !strings.Contains(out.String(), "step=3\n") {
 		t.Errorf("%d step lines up to b's beat, 3 s after the round's start (steps 1..3 due at 1..3 s): %q", n, out.String())
 	}
