@@ -169,6 +169,80 @@ var ncclSampleWants = map[string]ncclWant{
 				OOP: NCCLResult{TimeUS: 147.3, AlgBW: 56.96, BusBW: 49.84}, IP: NCCLResult{TimeUS: 166.8, AlgBW: 50.28, BusBW: 44.00}})
 		},
 	},
+	// One H200, one rank (-g 1): busbw is 0 by definition, algbw and time
+	// are real; in-place algbw over 999999 GB/s is printed as %g ("1e+06").
+	"h200x1-nccl2.28.9-nccltests2.19.6-all-reduce-b8-e4G-g1.txt": {
+		ok: true, collective: "all_reduce", version: "2.19.6", ncclVersion: "2.28.9", ranks: 1, hosts: []string{"vm"}, rows: 30, avgBusBW: 0,
+		params: map[string]string{"nThread": "1", "nGpus": "1", "minBytes": "8", "maxBytes": "4294967296", "step": "2(factor)",
+			"warmup iters": "1", "iters": "20", "agg iters": "1", "validation": "1", "graph": "0", "unalign": "0"},
+		check: func(t *testing.T, n NCCL) {
+			eq(t, "rank 0", n.Ranks[0], NCCLRank{Rank: 0, Host: "vm", Device: 0, Name: "NVIDIA H200", PID: 2182})
+			eq(t, "row 0", n.Rows[0], NCCLRow{Size: 8, Count: 2, Type: "float", Redop: "sum", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 6.45, Wrong: i64(0)}, IP: NCCLResult{TimeUS: 0.42, AlgBW: 0.02, Wrong: i64(0)}})
+			eq(t, "row 27", n.Rows[27], NCCLRow{Size: 1073741824, Count: 268435456, Type: "float", Redop: "sum", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 506.95, AlgBW: 2118.1, Wrong: i64(0)}, IP: NCCLResult{TimeUS: 0.97, AlgBW: 1e6, Wrong: i64(0)}})
+			eq(t, "row 29", n.Rows[29], NCCLRow{Size: 4294967296, Count: 1073741824, Type: "float", Redop: "sum", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 2006.50, AlgBW: 2140.5, Wrong: i64(0)}, IP: NCCLResult{TimeUS: 1.10, AlgBW: 4e6, Wrong: i64(0)}})
+			checkOneRankBusBW(t, n)
+		},
+	},
+	// NCCL_DEBUG=INFO: NCCL's lines among the table's; one rank needs no
+	// algorithm, and NCCL names none ("Trees [0] -1/-1/-1->0->-1" is the
+	// topology, "Failed to initialize NET plugin IB" an INFO, not a failure).
+	"h200x1-nccl2.28.9-nccltests2.19.6-all-reduce-nccl-debug-info.txt": {
+		ok: true, collective: "all_reduce", version: "2.19.6", ncclVersion: "2.28.9", ranks: 1, hosts: []string{"vm"}, rows: 4, avgBusBW: 0,
+		params: map[string]string{"minBytes": "1048576", "maxBytes": "67108864", "step": "4(factor)", "unalign": "0"},
+		check: func(t *testing.T, n NCCL) {
+			eq(t, "rank 0 pid", n.Ranks[0].PID, 2234)
+			eq(t, "row 3", n.Rows[3], NCCLRow{Size: 67108864, Count: 16777216, Type: "float", Redop: "sum", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 35.27, AlgBW: 1902.8, Wrong: i64(0)}, IP: NCCLResult{TimeUS: 0.61, AlgBW: 110659, Wrong: i64(0)}})
+			eq(t, "algorithms", n.Algorithms, []string(nil))
+			checkOneRankBusBW(t, n)
+		},
+	},
+	// all_gather at one rank: the first size, 8 B, rounds down to 0
+	// elements per rank and is printed as 0.
+	"h200x1-nccl2.28.9-nccltests2.19.6-all-gather-b8-e1G-f4-g1.txt": {
+		ok: true, collective: "all_gather", version: "2.19.6", ncclVersion: "2.28.9", ranks: 1, hosts: []string{"vm"}, rows: 14, avgBusBW: 0,
+		params: map[string]string{"minBytes": "8", "maxBytes": "1073741824", "step": "4(factor)"},
+		check: func(t *testing.T, n NCCL) {
+			eq(t, "rank 0 pid", n.Ranks[0].PID, 2297)
+			eq(t, "row 0", n.Rows[0], NCCLRow{Size: 0, Count: 0, Type: "float", Redop: "none", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 1.07, Wrong: i64(0)}, IP: NCCLResult{TimeUS: 0.38, Wrong: i64(0)}})
+			eq(t, "row 13", n.Rows[13], NCCLRow{Size: 536870912, Count: 134217728, Type: "float", Redop: "none", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 257.95, AlgBW: 2081.3, Wrong: i64(0)}, IP: NCCLResult{TimeUS: 1.10, AlgBW: 490181, Wrong: i64(0)}})
+			checkOneRankBusBW(t, n)
+		},
+	},
+	// sendrecv: busbw == algbw, and no in-place check (#wrong N/A).
+	"h200x1-nccl2.28.9-nccltests2.19.6-sendrecv-b8-e1G-f4-g1.txt": {
+		ok: true, collective: "sendrecv", version: "2.19.6", ncclVersion: "2.28.9", ranks: 1, hosts: []string{"vm"}, rows: 14, avgBusBW: 10692.8,
+		params: map[string]string{"minBytes": "8", "maxBytes": "1073741824", "step": "4(factor)"},
+		check: func(t *testing.T, n NCCL) {
+			eq(t, "rank 0 pid", n.Ranks[0].PID, 2321)
+			eq(t, "row 13", n.Rows[13], NCCLRow{Size: 536870912, Count: 134217728, Type: "float", Redop: "sum", Root: iptr(-1),
+				OOP: NCCLResult{TimeUS: 289.98, AlgBW: 1851.4, BusBW: 1851.4, Wrong: i64(0)},
+				IP:  NCCLResult{TimeUS: 2.22, AlgBW: 242074, BusBW: 242074}})
+			for i, r := range n.Rows {
+				if r.OOP.Wrong == nil || *r.OOP.Wrong != 0 || r.IP.Wrong != nil || r.OOP.BusBW != r.OOP.AlgBW || r.IP.BusBW != r.IP.AlgBW {
+					t.Errorf("row %d = %+v", i, r)
+				}
+			}
+		},
+	},
+	// all_reduce_perf -h: the usage text, not a run.
+	"nccltests2.19.6-all-reduce-perf-help.txt": {err: ErrNotRecognized},
+}
+
+// checkOneRankBusBW: with one rank every busbw is 2(n-1)/n × algbw = 0,
+// and every #wrong is 0.
+func checkOneRankBusBW(t *testing.T, n NCCL) {
+	t.Helper()
+	for i, r := range n.Rows {
+		if r.OOP.BusBW != 0 || r.IP.BusBW != 0 || r.OOP.Wrong == nil || *r.OOP.Wrong != 0 || r.IP.Wrong == nil || *r.IP.Wrong != 0 {
+			t.Errorf("row %d = %+v", i, r)
+		}
+	}
 }
 
 func TestNCCLSamples(t *testing.T) {
@@ -192,6 +266,10 @@ func checkNCCLSample(t *testing.T, text string, want ncclWant) {
 	n, err := NCCLTests(text)
 	if !errors.Is(err, want.err) {
 		t.Fatalf("err = %v, want %v", err, want.err)
+	}
+	if errors.Is(want.err, ErrNotRecognized) {
+		eq(t, "nothing read", n, NCCL{}) // not a run: no table, no failure to report
+		return
 	}
 	eq(t, "ok", n.OK, want.ok)
 	eq(t, "collective", n.Collective, want.collective)

@@ -87,7 +87,7 @@ type sampleCheck struct {
 
 func allSampleChecks() map[string]sampleCheck {
 	all := map[string]sampleCheck{}
-	for _, m := range []map[string]sampleCheck{nvidiaSmiSamples, dcgmiSamples, ibSamples, kernelSamples} {
+	for _, m := range []map[string]sampleCheck{nvidiaSmiSamples, dcgmiSamples, ibSamples, kernelSamples, h200Samples} {
 		for k, v := range m {
 			all[k] = v
 		}
