@@ -75,6 +75,11 @@ type GPUFact struct {
 	BusID     string `json:"bus_id,omitempty"`
 	MemoryMiB int    `json:"memory_mib,omitempty"`
 	VBIOS     string `json:"vbios,omitempty"`
+	// BoardPart and MaxPowerW tell SKUs of one product name apart (the
+	// form factor, GPU-004): nvidia-smi -q's Board Part Number and Max
+	// Power Limit.
+	BoardPart string  `json:"board_part,omitempty"`
+	MaxPowerW float64 `json:"max_power_w,omitempty"`
 }
 
 // NICFact is one port of a host channel adapter.
@@ -249,8 +254,13 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 			f.Driver, f.CUDA = q.DriverVersion, q.CUDAVersion
 			f.health().GPUs = parse.QHealth(q)
 			for i, g := range q.GPUs {
+				maxW, err := parse.MaxPowerLimitW(g)
+				if err != nil {
+					f.Problems = append(f.Problems, fmt.Sprintf("nvidia-smi -q: GPU %s: Max Power Limit: %v", g.BusID, err))
+				}
 				f.GPUs = append(f.GPUs, GPUFact{Index: i, Name: g.ProductName, UUID: g.UUID, Serial: g.Serial,
-					BusID: g.BusID, MemoryMiB: g.MemoryTotalMiB, VBIOS: g.VBIOS})
+					BusID: g.BusID, MemoryMiB: g.MemoryTotalMiB, VBIOS: g.VBIOS,
+					BoardPart: parse.BoardPartNumber(g), MaxPowerW: maxW})
 			}
 		}
 	}
@@ -297,25 +307,6 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 		}
 	}
 	f.FormFactor, f.FormWhy = formFactor(f)
-}
-
-// formFactor: the product name says PCIe or SXM when NVIDIA put it there;
-// otherwise GPUs joined by NVLink in `topo -m` are SXM (PCIe cards use
-// bridges, which show as NV links only in pairs — a full NVLink mesh over
-// more than two GPUs is SXM).
-func formFactor(f *Facts) (string, string) {
-	for _, g := range f.GPUs {
-		switch {
-		case strings.Contains(strings.ToUpper(g.Name), "PCIE"):
-			return "PCIe", "product name " + g.Name
-		case strings.Contains(strings.ToUpper(g.Name), "SXM"):
-			return "SXM", "product name " + g.Name
-		}
-	}
-	if f.NVLink && f.GPUCount > 2 {
-		return "SXM", "NVLink between GPUs (nvidia-smi topo -m)"
-	}
-	return "", ""
 }
 
 func (f *Facts) nics(text func(string) (string, bool)) {
