@@ -1,5 +1,7 @@
 package parse
 
+import "strings"
+
 // What tells one GPU SKU from another of the same name: the board part
 // number and the maximum power limit its board allows. Both are in every
 // full `nvidia-smi -q`, kept in QueryGPU.Fields; these read them.
@@ -29,4 +31,16 @@ func MaxPowerLimitW(g QueryGPU) (float64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// CSVWatts reads a --query-gpu power cell ("700.00 W", "700.00" under
+// nounits); "[N/A]", "[Not Supported]" and an absent cell are 0.
+func CSVWatts(cell string) (float64, error) {
+	if isNA(cell) {
+		return 0, nil
+	}
+	if !strings.HasSuffix(cell, " W") {
+		cell += " W"
+	}
+	return quantity(cell, "W")
 }

@@ -32,3 +32,16 @@ func TestBoardPartAndMaxPower(t *testing.T) {
 		t.Errorf("a limit in another unit: err = %v", err)
 	}
 }
+
+func TestCSVWatts(t *testing.T) {
+	for in, want := range map[string]float64{"700.00 W": 700, "700.00": 700, "[N/A]": 0, "": 0, "[Not Supported]": 0} {
+		if w, err := CSVWatts(in); err != nil || w != want {
+			t.Errorf("%q: %v, %v", in, w, err)
+		}
+	}
+	for _, in := range []string{"700.00 kW", "W", "many W"} {
+		if _, err := CSVWatts(in); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func answerAsStandinWithKernel(h *fake.Host, profile, klog string, krc int) {
 		rc := map[string]int{"kernel-log": krc}
 		for name, argv := range map[string][]string{
 			"nvidia-smi-L":     {"nvidia-smi", "-L"},
-			"nvidia-smi-query": {"nvidia-smi", "--query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version", "--format=csv"},
+			"nvidia-smi-query": {"nvidia-smi", "--query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version,power.max_limit", "--format=csv"},
 			"nvidia-smi-q":     {"nvidia-smi", "-q"},
 			"nvidia-smi-topo":  {"nvidia-smi", "topo", "-m"},
 			"dcgmi-discovery":  {"dcgmi", "discovery", "-l"},
@@ -185,6 +185,10 @@ func TestPreflightReadsTheStandinsAndJudgesTheFleet(t *testing.T) {
 	}
 	if v := verdictOf(t, r, "GPU-005", "h2"); v.Status != record.Fail || !strings.Contains(v.Measured, "590.48.01") {
 		t.Errorf("GPU-005 h2 (another driver): %+v", v)
+	}
+	// One H100 SXM5 and no NVLink peer: the board and its power limit say SXM.
+	if v := verdictOf(t, r, "GPU-004", "h2"); v.Status != record.Pass || !strings.Contains(v.Detail, "700 W max power limit: the H100 SXM's") {
+		t.Errorf("GPU-004 h2 (a one-GPU VM): %+v", v)
 	}
 	var facts Facts
 	if err := json.Unmarshal(r.NodeFacts("h1"), &facts); err != nil || facts.GPUCount != 8 || facts.Driver == "" {

@@ -278,8 +278,10 @@ func (f *Facts) gpus(text func(string) (string, bool)) {
 		}
 	}
 	if t, ok := text("nvidia-smi-query"); ok {
-		if _, err := parse.NvidiaSmiQueryCSV(t); err != nil {
+		if c, err := parse.NvidiaSmiQueryCSV(t); err != nil {
 			f.Problems = append(f.Problems, err.Error())
+		} else {
+			f.maxPowerFromCSV(c)
 		}
 	}
 	f.GPUCount = len(f.GPUs)

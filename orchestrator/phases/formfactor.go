@@ -5,7 +5,10 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+
+	"gpuaccept/orchestrator/parse"
 )
 
 // GPU-004: is the node's GPU the SXM module or the PCIe card the quote
@@ -237,4 +240,22 @@ func otherForm(form string) string {
 // trimW prints 700 as "700" and 72.5 as "72.5".
 func trimW(w float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", w), "0"), ".")
+}
+
+// maxPowerFromCSV fills the max power limit of the GPUs -q did not give
+// it for (-q unreadable, the GPUs known from -L) from preflight's
+// --query-gpu, matched by index.
+func (f *Facts) maxPowerFromCSV(c parse.CSV) {
+	for _, row := range c.Rows {
+		i, err := strconv.Atoi(row["index"])
+		if err != nil || i < 0 || i >= len(f.GPUs) || f.GPUs[i].MaxPowerW > 0 || f.GPUs[i].Index != i {
+			continue
+		}
+		w, err := parse.CSVWatts(row["power.max_limit"])
+		if err != nil {
+			f.Problems = append(f.Problems, fmt.Sprintf("nvidia-smi --query-gpu: GPU %d: power.max_limit: %v", i, err))
+			continue
+		}
+		f.GPUs[i].MaxPowerW = w
+	}
 }

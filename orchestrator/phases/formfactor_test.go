@@ -124,3 +124,26 @@ func TestFormVerdictSaysHowOrWhatWasRead(t *testing.T) {
 		t.Errorf("unknown SKU: %+v", v)
 	}
 }
+
+// TestFormFactorFromTheQueryCSV: with -q unreadable, the GPUs known from
+// -L, the max power limit comes from preflight's --query-gpu (here the
+// H200's genuine telemetry query, which has index and power.max_limit).
+func TestFormFactorFromTheQueryCSV(t *testing.T) {
+	s := map[string]string{
+		"nvidia-smi-q":     "GPU 00000000:00:06.0\n", // cut short: unreadable
+		"nvidia-smi-L":     sharedSample(t, "nvidia-smi/h200-580.159.04-L.txt"),
+		"nvidia-smi-query": sharedSample(t, "nvidia-smi/h200-580.159.04-query-gpu-telemetry-csv-idle.txt"),
+		"nvidia-smi-topo":  sharedSample(t, "nvidia-smi/h200-580.159.04-topo-m-single-gpu-vm.txt"),
+	}
+	f := factsFrom(splitSections(preflightOutput(s, nil)))
+	if len(f.GPUs) != 1 || f.GPUs[0].MaxPowerW != 700 || f.FormFactor != "SXM" ||
+		!strings.Contains(f.FormWhy, "700 W max power limit: the H200 SXM's") {
+		t.Errorf("facts %+v", f)
+	}
+	// A cell that is not a power is a problem named by GPU and field.
+	s["nvidia-smi-query"] = "index, name, power.max_limit [W]\n0, NVIDIA H200, 700.00 kW\n"
+	f = factsFrom(splitSections(preflightOutput(s, nil)))
+	if f.GPUs[0].MaxPowerW != 0 || f.FormFactor != "" || !strings.Contains(strings.Join(f.Problems, "\n"), "GPU 0: power.max_limit") {
+		t.Errorf("facts %+v", f)
+	}
+}

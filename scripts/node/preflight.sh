@@ -29,7 +29,9 @@ section os-release cat /etc/os-release
 section cpu sh -c 'grep -m1 "model name" /proc/cpuinfo; nproc'
 section meminfo grep MemTotal /proc/meminfo
 section nvidia-smi-L nvidia-smi -L
-section nvidia-smi-query nvidia-smi --query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version --format=csv
+# power.max_limit (the board's, not the one set now) tells SKUs of one name
+# apart (GPU-004) where -q cannot be read; --query-gpu has no board part number.
+section nvidia-smi-query nvidia-smi --query-gpu=index,name,uuid,serial,pci.bus_id,memory.total,driver_version,vbios_version,power.max_limit --format=csv
 section nvidia-smi-q nvidia-smi -q
 section nvidia-smi-topo nvidia-smi topo -m
 optional dcgmi-discovery dcgmi discovery -l

@@ -283,6 +283,7 @@ var requiredFields = []struct{ name, header, value, nounits string }{
 	{"pstate", "pstate", `P\d+`, `P\d+`},
 	{"temperature.gpu", "temperature.gpu", `\d+`, `\d+`},
 	{"power.limit", "power.limit [W]", `\d+\.\d{2} W`, `\d+\.\d{2}`},
+	{"power.max_limit", "power.max_limit [W]", `\d+\.\d{2} W`, `\d+\.\d{2}`}, // preflight's, for GPU-004
 	{"persistence_mode", "persistence_mode", `Enabled|Disabled`, `Enabled|Disabled`},
 	{"compute_mode", "compute_mode", `Default|Exclusive_Process|Prohibited`, `Default|Exclusive_Process|Prohibited`},
 	{"ecc.mode.current", "ecc.mode.current", `Enabled|Disabled|\[N/A\]`, `Enabled|Disabled|\[N/A\]`},
