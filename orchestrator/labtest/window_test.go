@@ -253,6 +253,7 @@ func TestWindowNamesTheOddNodes(t *testing.T) {
 		{"GPU-001", "h1", record.Pass}, {"GPU-002", "h1", record.Pass}, {"GPU-004", "h1", record.Pass},
 		{"GPU-005", "h1", record.Pass}, {"NODE-001", "h1", record.Pass}, {"DIAG-001", "h1", record.Pass},
 		{"GPU-005", "h3", record.Fail}, {"NODE-001", "h3", record.Fail}, {"GPU-002", "h3", record.Fail},
+		{"GPU-004", "h3", record.Pass}, // one H100 SXM5, no NVLink peer: told by its board and power limit
 		{"DIAG-001", "h4", record.Fail}, {"NODE-001", "h4", record.Pass}, {"WIN-001", "h4", record.Fail},
 	}
 	for _, w := range want {
