@@ -118,43 +118,55 @@ func formFactor(f *Facts) (string, string) {
 	}
 	switch {
 	case len(forms) == 1 && forms[0] != formNeither:
-		return forms[0], strings.Join(whys, "; ")
+		return forms[0], joinSome(whys)
 	case len(forms) == 1:
-		return "", strings.Join(whys, "; ")
+		return "", joinSome(whys)
 	case len(forms) > 1:
-		return "", "the readings disagree: " + strings.Join(whys, "; ")
+		return "", "the readings disagree: " + joinSome(whys)
 	}
-	return "", strings.Join(read, "; ")
+	return "", joinSome(read)
+}
+
+// joinSome joins the first few distinct readings: GPUs that each say
+// something else (a mixed or hostile node) must not make the detail long.
+func joinSome(list []string) string {
+	const most = 4
+	if len(list) <= most {
+		return strings.Join(list, "; ")
+	}
+	return strings.Join(list[:most], "; ") + fmt.Sprintf("; and %d more", len(list)-most)
 }
 
 // gpuFormSigns reads one GPU: the signs that decide its form factor, and
 // what was read, for the reason when nothing decides.
 func gpuFormSigns(g GPUFact) ([]formSign, string) {
 	var signs []formSign
+	// The node's own words are bounded before they join the evidence.
+	name, board := clip(strings.TrimSpace(g.Name), 80), clip(g.BoardPart, 40)
 	upper := strings.ToUpper(g.Name)
 	switch {
 	case strings.Contains(upper, "PCIE"):
-		signs = append(signs, formSign{formPCIe, "product name " + g.Name})
+		signs = append(signs, formSign{formPCIe, "product name " + name})
 	case strings.Contains(upper, "SXM"):
-		signs = append(signs, formSign{formSXM, "product name " + g.Name})
+		signs = append(signs, formSign{formSXM, "product name " + name})
 	case strings.HasSuffix(upper, " NVL"):
 		// The NVL SKUs (H100 NVL, H200 NVL) are PCIe cards whose pairs or
 		// quads are bridged by NVLink.
-		signs = append(signs, formSign{formPCIe, "product name " + g.Name + ": the NVL SKUs are PCIe cards"})
+		signs = append(signs, formSign{formPCIe, "product name " + name + ": the NVL SKUs are PCIe cards"})
 	}
-	read := []string{strings.TrimSpace(g.Name)}
-	if read[0] == "" {
+	read := []string{name}
+	if name == "" {
 		read[0] = "no product name"
 	}
 	switch fam := boardFamilyOf(g.BoardPart); {
 	case g.BoardPart == "":
 		read = append(read, "no board part number")
 	case fam < 0:
-		read = append(read, "board part number "+g.BoardPart+" (a family not known)")
+		read = append(read, "board part number "+board+" (a family not known)")
 	default:
 		b := boardFamilies[fam]
 		signs = append(signs, formSign{b.form, fmt.Sprintf("board part number %s: %s (%s)",
-			g.BoardPart, b.what, strings.TrimSuffix(b.prefix, "-"))})
+			board, b.what, strings.TrimSuffix(b.prefix, "-"))})
 	}
 	if s, what := powerSign(g); s != nil {
 		signs = append(signs, *s)

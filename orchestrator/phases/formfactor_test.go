@@ -93,6 +93,9 @@ func TestFormFactorRules(t *testing.T) {
 		{"GB200 is not the B200's table", []GPUFact{{Name: "NVIDIA GB200", MaxPowerW: 1200}}, false, "", "(no SKU table for this product)"},
 		{"a bridged pair proves nothing", []GPUFact{{Name: "NVIDIA L40S"}, {Name: "NVIDIA L40S"}}, true, "", "NVIDIA L40S, no board part number"},
 		{"GPUs that disagree", []GPUFact{h200("", 700), h200("", 600)}, false, "", "the readings disagree"},
+		{"a hostile board part number is bounded", []GPUFact{{Name: "NVIDIA X1", BoardPart: strings.Repeat("9", 5000)}}, false, "",
+			"board part number " + strings.Repeat("9", 40) + "… (a family not known)"},
+		{"many GPUs saying different things", eightNames(), false, "", "NVIDIA X3, no board part number, no max power limit; and 4 more"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &Facts{GPUs: c.gpus, GPUCount: len(c.gpus), NVLink: c.nvlink}
@@ -102,6 +105,14 @@ func TestFormFactorRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+func eightNames() []GPUFact {
+	var out []GPUFact
+	for i := 0; i < 8; i++ {
+		out = append(out, GPUFact{Name: "NVIDIA X" + itoa(i)})
+	}
+	return out
 }
 
 // TestFormVerdictSaysHowOrWhatWasRead: GPU-004's detail is the evidence
