@@ -282,12 +282,13 @@ func (l *Local) writeChecked(ctx context.Context, src io.ReaderAt, size int64, r
 		}
 		return "", fmt.Errorf("%s: upload %s: %s: %w", l.name, remotePath, step, err)
 	}
+	// A relative path is relative to the login directory, as SFTP names it.
+	if !filepath.IsAbs(remotePath) {
+		remotePath = filepath.Join(l.home, remotePath)
+	}
 	dir, base := filepath.Split(remotePath)
 	if base == "" {
 		return fail("target", errors.New("names a directory"))
-	}
-	if dir == "" {
-		dir = l.home
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("mkdir "+dir, err)
