@@ -64,37 +64,7 @@ phases:
 // all-reduce and the checkpoint; a report labelled SIMULATED, and nothing
 // of the window left on the machine after teardown.
 func TestLocalWindowEndToEnd(t *testing.T) {
-	work := t.TempDir()
-	home, bin, ckpt := filepath.Join(work, "home"), filepath.Join(work, "bin"), filepath.Join(work, "ckpt")
-	for _, d := range []string{home, ckpt} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	argv0 := []string{binary, "standin"}
-	if err := standins.Install(bin, "h100", argv0); err != nil {
-		t.Fatal(err)
-	}
-	if err := standins.InstallFabric(bin, argv0); err != nil {
-		t.Fatal(err)
-	}
-	inv := filepath.Join(work, "local.yaml")
-	if err := os.WriteFile(inv, []byte(strings.Replace(localInventory, "CKPT", ckpt, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "HOME="+home, "PATH="+bin+":"+os.Getenv("PATH"),
-		standins.FabricEnv+"=here=370/450", standins.FabricNodeEnv+"=here")
-	run := func(args ...string) result {
-		cmd := exec.CommandContext(t.Context(), binary, args...)
-		cmd.Dir, cmd.Env = work, env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		var ee *exec.ExitError
-		if err := cmd.Run(); err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
-	}
+	work, home, ckpt, inv, run := localMachine(t)
 	res := run("run", inv, "--runs-dir", "runs", "--only", "preflight,security,staging,intranode,checkpoint-write,checkpoint-restore")
 	if res.code != 0 || !strings.Contains(res.stdout, "ACCEPTED (SIMULATED)") {
 		t.Fatalf("exit %d, want 0 and ACCEPTED (SIMULATED)\n%s\n%s", res.code, res.stdout, res.stderr)
@@ -156,5 +126,57 @@ func TestLocalWindowEndToEnd(t *testing.T) {
 	}
 	if out, _ := exec.Command("pgrep", "-af", id).Output(); strings.Contains(string(out), id) {
 		t.Errorf("processes of the window outlived it:\n%s", out)
+	}
+}
+
+// localMachine is this machine as a GPU node: the stand-ins on PATH of a
+// home of the test's own, and a one-node inventory at address local; run
+// runs gpuaccept there.
+func localMachine(t *testing.T) (work, home, ckpt, inv string, run func(args ...string) result) {
+	work = t.TempDir()
+	bin := filepath.Join(work, "bin")
+	home, ckpt = filepath.Join(work, "home"), filepath.Join(work, "ckpt")
+	for _, d := range []string{home, ckpt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	argv0 := []string{binary, "standin"}
+	if err := standins.Install(bin, "h100", argv0); err != nil {
+		t.Fatal(err)
+	}
+	if err := standins.InstallFabric(bin, argv0); err != nil {
+		t.Fatal(err)
+	}
+	inv = filepath.Join(work, "local.yaml")
+	if err := os.WriteFile(inv, []byte(strings.Replace(localInventory, "CKPT", ckpt, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "HOME="+home, "PATH="+bin+":"+os.Getenv("PATH"),
+		standins.FabricEnv+"=here=370/450", standins.FabricNodeEnv+"=here")
+	run = func(args ...string) result {
+		cmd := exec.CommandContext(t.Context(), binary, args...)
+		cmd.Dir, cmd.Env = work, env
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		var ee *exec.ExitError
+		if err := cmd.Run(); err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+	}
+	return work, home, ckpt, inv, run
+}
+
+// exec and check --connect reach a local node through the same factory.
+func TestLocalExecAndCheckConnect(t *testing.T) {
+	_, _, _, inv, run := localMachine(t)
+	res := run("exec", inv, "--", "echo", "hi from", "$(nvidia-smi -L | wc -l) GPUs")
+	if res.code != 0 || !strings.Contains(res.stdout, "hi from 8 GPUs") || !strings.Contains(res.stdout, "here: exit 0") {
+		t.Errorf("exec: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = run("check", "--connect", inv)
+	if res.code != 0 || !strings.Contains(res.stdout, "reached 1 of 1 node(s)") || !strings.Contains(res.stdout, "8 × NVIDIA H100 80GB HBM3") {
+		t.Errorf("check --connect: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }
