@@ -34,8 +34,8 @@ type Options struct {
 	// TeardownTimeout, when set, bounds each teardown phase; by default
 	// only each node's phase deadline does.
 	TeardownTimeout time.Duration
-	// Dial reaches a node; remote.DialSSH when nil. Tests give a fake
-	// fleet's.
+	// Dial reaches a node; remote.DialNode when nil (the inventory's
+	// address chooses SSH or this machine). Tests give a fake fleet's.
 	Dial remote.Dialer
 	// Lint is what the record keeps of the quote lint at the start
 	// (inventory.LintQuote when nil; the CLI adds the plan's PLAN-001).
@@ -200,7 +200,7 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 	p.Addresses(inv.Nodes)
 	dial := o.Dial
 	if dial == nil {
-		dial = remote.DialSSH
+		dial = remote.DialNode
 	}
 	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk, dial: dial}
 	for i, n := range inv.Nodes {

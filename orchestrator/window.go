@@ -297,6 +297,9 @@ func (w *Window) FabricHost(n *Node) string {
 		if a := w.Inv.Nodes[n.Index].FabricAddress; a != "" {
 			return a
 		}
+		if n.Local() {
+			return localFabricHost
+		}
 		return w.Inv.Nodes[n.Index].Address
 	}
 	return n.Config.Host

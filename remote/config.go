@@ -119,13 +119,25 @@ func (c Config) resolve() (*resolved, error) {
 	if r.KeepaliveMisses <= 0 {
 		r.KeepaliveMisses = DefaultKeepaliveMisses
 	}
-	if r.GuardLease <= 0 {
-		// Heartbeats travel every interval; allow one more than the misses
-		// the coordinator itself tolerates, and never less than 10s so a
-		// busy link does not kill healthy work.
-		r.GuardLease = max(r.KeepaliveInterval*time.Duration(r.KeepaliveMisses+1), 10*time.Second)
-	}
+	r.GuardLease = r.guardLease()
 	return r, nil
+}
+
+// guardLease is how long the guard lets its command outlive silence from
+// the coordinator: GuardLease when given, else derived from the keepalive
+// settings (their defaults where they are not given).
+func (c Config) guardLease() time.Duration {
+	if c.GuardLease > 0 {
+		return c.GuardLease
+	}
+	setDefault(&c.KeepaliveInterval, DefaultKeepaliveInterval)
+	if c.KeepaliveMisses <= 0 {
+		c.KeepaliveMisses = DefaultKeepaliveMisses
+	}
+	// Heartbeats travel every interval; allow one more than the misses
+	// the coordinator itself tolerates, and never less than 10s so a
+	// busy link does not kill healthy work.
+	return max(c.KeepaliveInterval*time.Duration(c.KeepaliveMisses+1), 10*time.Second)
 }
 
 func (c Config) nodeName() string {

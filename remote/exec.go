@@ -103,20 +103,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) error {
 		return c.connectionError("start "+shorten(cmd.Command, 60), err)
 	}
 
-	ctl := &control{w: stdin}
-	stop := make(chan struct{})
-	var feeders sync.WaitGroup // the heartbeat
-	feeders.Add(1)
-	go func() {
-		defer feeders.Done()
-		ctl.heartbeat(c.cfg.KeepaliveInterval, stop)
-	}()
-	if cmd.Stdin != nil {
-		// Not waited for: a Stdin that blocks (a terminal, a pipe) must not
-		// hold Run after the command ended. The feeder ends when its Read
-		// returns, as os/exec's does.
-		go ctl.feed(cmd.Stdin, stop)
-	}
+	ctl, stopControl := streamControl(stdin, c.cfg.KeepaliveInterval, cmd.Stdin)
 	waited := make(chan error, 1)
 	go func() { waited <- sess.Wait() }()
 
@@ -134,16 +121,42 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) error {
 		case <-time.After(grace + 5*time.Second):
 		case <-c.done:
 		}
-		close(stop)
+		stopControl()
 		sess.Close()
-		feeders.Wait()
 		return fmt.Errorf("%s: %s: %w", c.cfg.Name, shorten(cmd.Command, 120), ctx.Err())
 	}
-	close(stop)
-	ctl.close()
+	stopControl()
 	sess.Close()
-	feeders.Wait()
 	return c.exitError(cmd.Command, werr, tail.String())
+}
+
+// streamControl starts the guard's control stream on w: a heartbeat every
+// interval and, when stdin is set, its frames then its end. stop ends the
+// heartbeat and closes the stream (the guard then stops a command still
+// running).
+func streamControl(w io.WriteCloser, every time.Duration, stdin io.Reader) (ctl *control, stop func()) {
+	ctl = &control{w: w}
+	done := make(chan struct{})
+	var heartbeat sync.WaitGroup
+	heartbeat.Add(1)
+	go func() {
+		defer heartbeat.Done()
+		ctl.heartbeat(every, done)
+	}()
+	if stdin != nil {
+		// Not waited for: a Stdin that blocks (a terminal, a pipe) must not
+		// hold Run after the command ended. The feeder ends when its Read
+		// returns, as os/exec's does.
+		go ctl.feed(stdin, done)
+	}
+	var once sync.Once
+	return ctl, func() {
+		once.Do(func() {
+			close(done)
+			ctl.close()
+			heartbeat.Wait()
+		})
+	}
 }
 
 // Output runs command and returns its stdout; stderr's tail is in the
@@ -183,6 +196,17 @@ func (c *Client) newSession(ctx context.Context) (*ssh.Session, error) {
 
 // guardedCommand is the line sshd hands to the login shell.
 func guardedCommand(cmd Cmd, lease, grace time.Duration) string {
+	args := guardArgs(cmd, lease, grace)
+	for i, a := range args {
+		args[i] = Quote(a)
+	}
+	return "exec bash " + strings.Join(args, " ")
+}
+
+// guardArgs are bash's arguments that run cmd under the guard: the SSH
+// path hands them to the login shell quoted, the local one to exec as
+// they are, so that both run the very same guard.
+func guardArgs(cmd Cmd, lease, grace time.Duration) []string {
 	var b strings.Builder
 	for _, k := range sortedKeys(cmd.Env) {
 		fmt.Fprintf(&b, "export %s=%s; ", k, Quote(cmd.Env[k]))
@@ -192,10 +216,8 @@ func guardedCommand(cmd Cmd, lease, grace time.Duration) string {
 	if cmd.Stdin != nil {
 		withStdin = "1"
 	}
-	return strings.Join([]string{
-		"exec", "bash", "-c", Quote(guardScript), "gpuaccept-guard", Quote(b.String()),
-		strconv.Itoa(ceilSeconds(lease)), strconv.Itoa(ceilSeconds(grace)), withStdin,
-	}, " ")
+	return []string{"-c", guardScript, "gpuaccept-guard", b.String(),
+		strconv.Itoa(ceilSeconds(lease)), strconv.Itoa(ceilSeconds(grace)), withStdin}
 }
 
 func ceilSeconds(d time.Duration) int {

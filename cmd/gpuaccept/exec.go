@@ -59,7 +59,7 @@ func execAll(ctx context.Context, out io.Writer, inv *inventory.Inventory, comma
 		func(ctx context.Context, i int) (nodeOutput, error) {
 			n := inv.Nodes[i]
 			o := nodeOutput{name: n.Name}
-			c, err := remote.Dial(ctx, orchestrator.NodeConfig(inv, n, hk))
+			c, err := remote.DialNode(ctx, orchestrator.NodeConfig(inv, n, hk))
 			if err != nil {
 				o.status, o.code = "unreachable: "+err.Error(), exitCouldNotRun
 				return o, nil

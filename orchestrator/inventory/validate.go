@@ -205,6 +205,7 @@ func (v *validator) nodes() {
 	for i := range v.inv.Nodes {
 		v.node(i, names)
 	}
+	v.localNodes()
 	v.users()
 	v.duplicateEndpoints()
 }
@@ -301,7 +302,11 @@ func (v *validator) users() {
 		cfg = v.sshConfig()
 	}
 	var missing []int
+	remote := 0 // the nodes reached over SSH (a local one has its user)
 	for i := range nodes {
+		if !nodes[i].Local() {
+			remote++
+		}
 		if nodes[i].User == "" {
 			if v.inv.SSH.User != "" {
 				nodes[i].User = v.inv.SSH.User
@@ -321,7 +326,7 @@ func (v *validator) users() {
 	if cfg != nil && cfg.Path != "" {
 		where = ", or a User for them in " + cfg.Path
 	}
-	if len(missing) == len(nodes) {
+	if len(missing) == remote {
 		v.problem("ssh.user", "required: set ssh.user, or user on every node%s", where)
 		return
 	}
@@ -336,7 +341,7 @@ func (v *validator) duplicateEndpoints() {
 	seen := map[string]int{}
 	for i, n := range v.inv.Nodes {
 		key := v.keyOf(i)
-		if checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
+		if n.Local() || checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
 			continue
 		}
 		port := n.Port

@@ -48,7 +48,11 @@ func judgeSecurity(w *orchestrator.Window) []record.Verdict {
 			}
 			continue
 		}
-		vs = append(vs, accessVerdict(n.Name, p), isolationVerdict(n.Name, p), residueVerdict(n.Name, p))
+		access := accessVerdict(n.Name, p)
+		if n.Local() {
+			access = localAccessVerdict(n.Name)
+		}
+		vs = append(vs, access, isolationVerdict(n.Name, p), residueVerdict(n.Name, p))
 	}
 	return vs
 }
@@ -103,6 +107,16 @@ func accessVerdict(node string, p Posture) record.Verdict {
 	default:
 		v.Status, v.Measured, v.Detail = record.Pass, "key login only; no other key for the window's user", evidence
 	}
+	return v
+}
+
+// localAccessVerdict: the machine gpuaccept runs on was reached without
+// SSH, so no login of the window's is there to judge. Not applicable, not
+// unmeasured: a SKIP that leaves the window complete, and says why.
+func localAccessVerdict(node string) record.Verdict {
+	v := record.NewVerdict("SEC-001", node)
+	v.Status, v.Measured = record.Skip, "not applicable"
+	v.Detail = "not applicable: reached locally (address: local), no SSH login of the window to judge"
 	return v
 }
 

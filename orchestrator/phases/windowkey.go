@@ -45,7 +45,9 @@ var WindowKey = orchestrator.Phase{
 		mpirun := inv.Phases.AllReduce.Enabled && inv.Phases.AllReduce.Launcher == "mpirun"
 		relay := inv.Image.Reference != "" && inventory.On(inv.Phases.ImagePh.Enabled) && inv.Image.Mode == "push" &&
 			inv.Image.Relay == "chain" && len(inv.Nodes) > 1
-		return mpirun || relay
+		// The machine gpuaccept runs on, alone: no peer logs in to it, and
+		// its user's authorized_keys is the buyer's own, not to be touched.
+		return (mpirun || relay) && !onlyLocal(inv)
 	},
 	Deadline: func(*inventory.Inventory) time.Duration { return time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
@@ -159,3 +161,6 @@ func peerHosts(w *orchestrator.Window) (known, ports string, peers []string) {
 	}
 	return strings.Join(k, "\n"), strings.Join(p, "\n"), peers
 }
+
+// onlyLocal: the window's one node is the machine gpuaccept runs on.
+func onlyLocal(inv *inventory.Inventory) bool { return len(inv.Nodes) == 1 && inv.Nodes[0].Local() }
