@@ -79,8 +79,15 @@ fi
 restore="$state/restore.sh"
 mine "$restore" && bash "$restore"
 shift 3 2>/dev/null || shift $#
+# Only what is this user's: a directory another user made at one of the
+# window's names (the window refused to use it) is theirs, not ours to
+# remove; a link goes, never what it names.
 for d in "$dir" "$state" "$@"; do
-  if [ -n "$d" ] && [ -d "$d" ]; then
+  if [ -n "$d" ] && [ -L "$d" ]; then
+    echo "not removing $d: a symbolic link, not the window's"
+  elif [ -n "$d" ] && [ -d "$d" ] && [ ! -O "$d" ]; then
+    echo "not removing $d: owned by uid $(stat -c %u -- "$d"), not the window's"
+  elif [ -n "$d" ] && [ -d "$d" ]; then
     rm -rf -- "$d" && echo "removed $d"
   fi
 done
