@@ -137,8 +137,8 @@ func (c *Client) UploadDir(ctx context.Context, localDir, remoteDir string, o Tr
 		return TransferResult{}, err
 	}
 	defer done()
-	if err := sc.MkdirAll(remoteDir); err != nil {
-		return TransferResult{}, c.sftpError(ctx, "mkdir "+remoteDir, err)
+	if err := c.privateDir(ctx, remoteDir, remoteDir); err != nil {
+		return TransferResult{}, err
 	}
 	p := newProgress(o.Progress, total)
 	var sum TransferResult
@@ -187,21 +187,34 @@ func (c *Client) uploadFile(ctx context.Context, sc *sftp.Client, f io.ReaderAt,
 		go func() { localSum <- hashReader(io.NewSectionReader(f, 0, size)) }()
 	}
 
+	// The part file's name is predictable (a resumed upload finds it), so
+	// it is written only in a directory that is this user's alone.
 	dir, base := path.Split(remotePath)
-	if dir != "" {
-		if err := sc.MkdirAll(dir); err != nil {
-			return fail("mkdir "+dir, err)
-		}
+	if err := c.privateDir(ctx, dir, remotePath); err != nil {
+		return TransferResult{}, err
 	}
 	part := path.Join(dir, "."+base+partSuffix)
 	var offset int64
-	if pst, err := sc.Stat(part); err == nil && pst.Mode().IsRegular() && pst.Size() > 0 {
+	pst, err := sc.Lstat(part)
+	exists := err == nil
+	if exists && pst.Mode().IsRegular() && pst.Size() > 0 {
 		offset, err = c.resumeOffset(ctx, f, part, min(pst.Size(), size))
 		if err != nil {
 			return TransferResult{}, err
 		}
 	}
-	rf, err := sc.OpenFile(part, os.O_WRONLY|os.O_CREATE)
+	if exists && offset == 0 {
+		// Nothing to keep, or not a regular file (a link, a directory):
+		// it goes, and the part is created afresh, never written through.
+		if err := sc.Remove(part); err != nil {
+			return fail("remove "+part, err)
+		}
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if offset > 0 {
+		flags = os.O_WRONLY
+	}
+	rf, err := sc.OpenFile(part, flags)
 	if err != nil {
 		return fail("create "+part, err)
 	}

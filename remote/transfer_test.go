@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,5 +273,59 @@ func TestDownloadNamesStayInsideTheDirectory(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %q %v, want %q", tc.remote, got, err, tc.want)
 		}
+	}
+}
+
+// TestUploadNeverWritesThroughALinkedPartFile: a part file that is a
+// link (whoever left it) is removed and the part made afresh; the file it
+// named is untouched.
+func TestUploadNeverWritesThroughALinkedPartFile(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	data := randomFile(t, src, "blob", 9<<20)
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, data[:8<<20+1], 0o644); err != nil { // resumable-looking: its first block matches
+		t.Fatal(err)
+	}
+	dst := filepath.Join(f.dir, "dst")
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dst, ".blob"+partSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(dst, "blob"), TransferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(victim); !bytes.Equal(got, data[:8<<20+1]) {
+		t.Errorf("the link's target was written: %d bytes", len(got))
+	}
+	if st, err := os.Lstat(filepath.Join(dst, "blob")); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("blob: %v, %v", st, err)
+	}
+}
+
+// TestUploadRefusesADirectoryOthersCanWrite: a part file's name is
+// predictable, so an upload writes only where no one else can.
+func TestUploadRefusesADirectoryOthersCanWrite(t *testing.T) {
+	f := newFleet(t, 1)
+	c := f.dial(t, 0)
+	src := t.TempDir()
+	randomFile(t, src, "blob", 1000)
+	shared := filepath.Join(f.dir, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(shared, "blob"), TransferOptions{})
+	if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), shared+": other users can write in it (mode 777)") {
+		t.Fatalf("upload into a 0777 directory: %v", err)
+	}
+	if _, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(shared, "sub", "blob"), TransferOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "other users can write in "+shared+" above it (mode 777)") {
+		t.Fatalf("upload below a 0777 directory: %v", err)
 	}
 }

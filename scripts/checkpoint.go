@@ -7,4 +7,7 @@ import _ "embed"
 // and hashes what it read; see node/checkpoint.sh.
 //
 //go:embed node/checkpoint.sh
-var Checkpoint string
+var checkpointSource string
+
+// Checkpoint is the script with gpuaccept_private defined in it (withPrivate).
+var Checkpoint = withPrivate(checkpointSource)

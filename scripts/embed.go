@@ -40,7 +40,10 @@ var Left string
 // Relay receives a file and passes it on along a chain of nodes.
 //
 //go:embed node/relay.sh
-var Relay string
+var relaySource string
+
+// Relay is the script with gpuaccept_private defined in it (withPrivate).
+var Relay = withPrivate(relaySource)
 
 // File is one script the window pushes to every node.
 type File struct {

@@ -7,4 +7,7 @@ import _ "embed"
 // written, and reports bytes, seconds and sha256; see node/stage.sh.
 //
 //go:embed node/stage.sh
-var Stage string
+var stageSource string
+
+// Stage is the script with gpuaccept_private defined in it (withPrivate).
+var Stage = withPrivate(stageSource)

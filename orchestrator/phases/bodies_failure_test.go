@@ -43,6 +43,10 @@ func newTrainer(nodes ...string) *trainer {
 
 var launchFor = regexp.MustCompile(`GPUACCEPT_NODE=(\S+) .*exec python3 -m torch\.distributed\.run `)
 
+// privateFirst: the launch line makes the job's directory the window's own
+// (gpuaccept_private) before anything is written under it.
+var privateFirst = regexp.MustCompile(`(?s)^cd && bash -c .*gpuaccept_private.* private (\S+) && mkdir -p (\S+) && `)
+
 // answer makes h run the job's launcher and failure.sh's operations.
 func (tr *trainer) answer(h *fake.Host) {
 	h.On(`exec python3 -m torch\.distributed\.run .*"\$f" --ckpt-dir`, func(c *fake.Call) fake.Reply {
@@ -52,6 +56,9 @@ func (tr *trainer) answer(h *fake.Host) {
 		}
 		if reply, ok := pushedCheck(c, m[1], "ddp_train.py"); !ok {
 			return reply
+		}
+		if p := privateFirst.FindStringSubmatch(c.Command); p == nil || shellWords(p[2])[0] != shellWords(p[1])[0]+"/failure/ckpt" {
+			return fake.Reply{Exit: 2, Stderr: "fake: the job's directory is not made private first: " + c.Command}
 		}
 		return tr.launch(c)
 	})

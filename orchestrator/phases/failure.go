@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,8 +370,10 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	if id := j.imageID(n); id != "" {
 		args = j.inImage(n, gen, id, dir, env, args)
 	}
-	return fmt.Sprintf("cd && mkdir -p %s && %sexport %s; exec %s",
-		remote.Quote(dir+"/ckpt"), check, strings.Join(env, " "), strings.Join(args, " "))
+	// The job's directory has a predictable name and may sit on a shared
+	// filesystem: it is written in only when it is this user's alone.
+	return fmt.Sprintf("cd && %s && mkdir -p %s && %sexport %s; exec %s",
+		remote.PrivateDirCmd(path.Dir(dir), false), remote.Quote(dir+"/ckpt"), check, strings.Join(env, " "), strings.Join(args, " "))
 }
 
 // imageID is the pinned image as loaded on n, when the job runs in it.

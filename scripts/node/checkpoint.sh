@@ -48,8 +48,13 @@ else
   hasher=sha256sum
   sha() { sha256sum "$@"; }
 fi
+# @include remote/private.sh
 parent=$(dirname -- "$base")
 [ -d "$parent" ] || die "$parent does not exist on $(hostname) (is the shared filesystem mounted?)"
+# BASE's name is predictable and its parent may be shared: only a
+# directory of this user's alone is written in (or read from), never
+# one another user made or a link they planted.
+why=$(gpuaccept_private "$base" 2>&1) || die "${why#gpuaccept: }"
 tmp=$(mktemp -d) || die "mktemp failed"
 trap 'rm -rf -- "$tmp"' EXIT
 

@@ -17,9 +17,16 @@ if openssl dgst -sha256 -r </dev/null >/dev/null 2>&1; then
 else
   sha() { sha256sum "$@"; }
 fi
+# @include remote/private.sh
 f=$1 want=$2 cfg=$3 self=$4
 shift 4
-mkdir -p "$(dirname "$f")" || exit 1
+# The destination's directory has a predictable name (gpuaccept-<run id>)
+# in a directory every user can write (/var/tmp): only one of this user's
+# alone is written in, never one another user made or a link they planted.
+if ! why=$(gpuaccept_private "$(dirname -- "$f")" parents 2>&1); then
+  echo "relay $self failed 0 0 - ${why#gpuaccept: }"
+  exit 1
+fi
 tmp="$f.part.$$"
 start=$(date +%s.%N)
 if [ $# -gt 0 ]; then

@@ -48,12 +48,24 @@ else
   sha() { sha256sum "$@"; }
 fi
 
+# @include remote/private.sh
+# private: DIR's name is predictable (gpuaccept-<run id>): it is written in
+# only when it is this user's alone, never one another user made or a
+# link they planted (gpuaccept_private says why). $1: what the error line
+# names first.
+private() {
+  local why
+  why=$(gpuaccept_private "$dir" parents 2>&1) || { echo "error ${1:-}${why#gpuaccept: }"; exit 1; }
+}
+
 case $op in
 prepare)
   # DIR is the window's own (gpuaccept-<run id>): what an interrupted
   # attempt left there goes, so a resumed window stages everything again.
-  rm -rf -- "$dir"
-  mkdir -p -- "$dir" || { echo "error cannot create the staging directory $dir"; exit 1; }
+  # Only when it is ours: another user's directory or link stays, and is
+  # refused.
+  if [ -d "$dir" ] && [ ! -L "$dir" ] && [ -O "$dir" ]; then rm -rf -- "$dir"; fi
+  private
   avail=$(df -P -B1 -- "$dir" 2>/dev/null | awk 'NR == 2 { print $4 }')
   echo "avail ${avail:-0}"
   exit 0
@@ -93,8 +105,8 @@ single() {
   sum=${out%% *}
 }
 
+private "$name ($shown): "
 rm -rf -- "$part"
-mkdir -p -- "$dir" || { echo "error $name ($shown): cannot create $dir"; exit 1; }
 prefix=
 case $src in */) prefix=1 ;; esac
 checksum=tee tool='' sum=''

@@ -62,25 +62,49 @@ if mine "$added"; then
   rm -f -- "$added"
 fi
 # The window's key pair (see windowkey.sh): its line carries the run id.
+# The file is replaced, never rewritten in place: a login while it is
+# truncated and refilled finds no key (a shared home's other users' too).
+# A new file beside it (same directory, owner and mode, a name of
+# mktemp's), complete and synced, is renamed over it, so sshd reads the
+# old file or the new one. A link is followed to the file it names; a
+# file with other hard links keeps the line (a rename would part them),
+# which expires with the window anyway.
 keys="$HOME/.ssh/authorized_keys"
 mark="gpuaccept-window-$run"
-if [ -f "$keys" ] && awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$keys"; then
+haskey() { awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$1"; }
+if [ -f "$keys" ] && haskey "$keys"; then
   (
     flock -w 30 9 || exit 1 # every node at once on a shared home (windowkey.sh); the phase has 45 s
-    # Rewritten in place (cat >, not mv) so its owner, mode and any
-    # hard link stay as they were.
-    tmp=$(mktemp "$HOME/.ssh/.authorized_keys.XXXXXX")
-    awk -v m="$mark" '$NF != m' "$keys" >"$tmp"
-    cat "$tmp" >"$keys" && rm -f "$tmp"
-  ) 9>>"$HOME/.ssh/.gpuaccept.lock" && echo "removed the window key from $keys"
+    real=$(readlink -f -- "$keys") && [ -f "$real" ] || exit 1
+    haskey "$real" || exit 0 # another node of a shared home removed it
+    links=$(stat -c %h -- "$real") || exit 1
+    [ "$links" = 1 ] || { echo "$real has $links hard links"; exit 1; }
+    tmp=$(mktemp "${real%/*}/.authorized_keys.XXXXXX") || exit 1
+    trap 'rm -f -- "$tmp"' EXIT
+    # Every other byte as it was: a last line without its newline stays so.
+    end=1
+    [ -z "$(tail -c1 -- "$real")" ] || end=0
+    awk -v m="$mark" -v end="$end" 'BEGIN { ORS = "" } $NF != m { print sep $0; sep = "\n"; n++ } END { if (n && end) print "\n" }' "$real" >"$tmp" &&
+      chown --reference="$real" -- "$tmp" && chmod --reference="$real" -- "$tmp" &&
+      { sync -- "$tmp" 2>/dev/null || true; } &&
+      mv -f -- "$tmp" "$real"
+  ) 9>>"$HOME/.ssh/.gpuaccept.lock" && echo "removed the window key from $keys" ||
+    echo "could not remove the window key from $keys (it expires with the window)"
 fi
 # A network cut of the failure test still pending (this node was cut and
 # is reachable again, or never was cut): its restore runs now.
 restore="$state/restore.sh"
 mine "$restore" && bash "$restore"
 shift 3 2>/dev/null || shift $#
+# Only what is this user's: a directory another user made at one of the
+# window's names (the window refused to use it) is theirs, not ours to
+# remove; a link goes, never what it names.
 for d in "$dir" "$state" "$@"; do
-  if [ -n "$d" ] && [ -d "$d" ]; then
+  if [ -n "$d" ] && [ -L "$d" ]; then
+    echo "not removing $d: a symbolic link, not the window's"
+  elif [ -n "$d" ] && [ -d "$d" ] && [ ! -O "$d" ]; then
+    echo "not removing $d: owned by uid $(stat -c %u -- "$d"), not the window's"
+  elif [ -n "$d" ] && [ -d "$d" ]; then
     rm -rf -- "$d" && echo "removed $d"
   fi
 done
