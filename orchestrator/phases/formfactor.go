@@ -27,20 +27,18 @@ const (
 	formNeither = "neither"
 )
 
-// boardFamily is a family of NVIDIA board part numbers ("699-"/"692-" for
-// the boards of SXM modules, "900-" for cards and superchip modules) and
-// the form factor of every board in it. Only families seen in genuine
-// nvidia-smi -q outputs are listed:
+// boardFamilies are families of NVIDIA board part numbers and the form
+// factor of every board in each. Only families seen in genuine nvidia-smi
+// -q outputs are listed:
 //   - 692-2G520: H100 80GB HBM3 (692-2G520-0200-000, shared/samples gpud-q-8xH100-*,
 //     exporter-q-h100-*), H800 (692-2G520-0205-000, q-i0-H800-*), H200 (692-2G520-0282-000,
-//     h200-580.159.04-q-*): NVIDIA's PG520 SXM5 board, on the HGX H100/H200 baseboards.
+//     h200-580.159.04-q-*): the SXM5 module of the HGX H100/H200 baseboards.
 //   - 692-2G506: A100-SXM4-40GB (692-2G506-0200-002, GPU part 20B0) and A100-SXM4-80GB
 //     (692-2G506-0210-002, 692-2G506-0212-005, GPU part 20B2) in public nvidia-smi -q captures.
-//   - 900-2G133: the A10 (900-2G133-0020-100, shared/samples gpud-q-1xA10-*), the A10G
-//     (900-2G133-A840-000) and the L40S (900-2G133-0080-000): the single-slot-height PCIe
-//     card board PG133.
-//   - 900-2G530: GH200 (900-2G530-0060-000, GPU part 2342): the Grace Hopper superchip
-//     module, neither SXM nor PCIe.
+//   - 900-2G133: the A10 (900-2G133-0020-100, shared/samples gpud-q-1xA10-*) and the A10G
+//     (900-2G133-A840-000, a public -q capture); the L40S is sold as 900-2G133-0080-000.
+//   - 900-2G530: GH200 (900-2G530-0060-000, GPU part 2342, a public -q capture): the Grace
+//     Hopper superchip module, neither SXM nor PCIe.
 var boardFamilies = []struct {
 	prefix, form, what string
 }{
