@@ -15,8 +15,9 @@ import (
 )
 
 // Diag runs DCGM's diagnostic at the inventory's level on every node at
-// once (JSON output; DCGM versions that answer in text are parsed too). A
-// failed test fails the node; warnings are kept.
+// once (JSON output; DCGM versions that answer in text are parsed too),
+// with the host's dcgmi or else in phases.diag.image. A failed test fails
+// the node; warnings are kept; a node with neither is NOT MEASURED.
 var Diag = orchestrator.Phase{
 	Name:   "diag",
 	Gating: true,
@@ -30,7 +31,19 @@ var Diag = orchestrator.Phase{
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		level := max(w.Inv.Phases.Diag.Level, 1)
-		out, err := runOn(ctx, w, n, fmt.Sprintf("dcgmi diag -r %d -j", level))
+		// The host's dcgmi where there is one, else DCGM's pinned image;
+		// else not measured (diag_image.go).
+		has, err := nodeHas(ctx, w, n, "dcgmi", "podman", "docker")
+		if err != nil {
+			return nil, err
+		}
+		cmd := fmt.Sprintf("dcgmi diag -r %d -j", level)
+		if !has["dcgmi"] {
+			if cmd, err = diagInImage(ctx, w, n, has, level); err != nil {
+				return nil, err
+			}
+		}
+		out, err := runOn(ctx, w, n, cmd)
 		var exit *remote.ExitError
 		if err != nil && !errors.As(err, &exit) {
 			return nil, err
@@ -65,6 +78,8 @@ var Diag = orchestrator.Phase{
 				v.Status, v.Detail = record.Skip, reason
 			case r.Outcome == record.Skipped:
 				v.Status, v.Detail = record.Skip, r.Error
+			case r.Outcome == record.NotMeasured:
+				notMeasured(&v, r.Error)
 			case len(r.Data) == 0:
 				v.Status, v.Detail = record.Fail, r.Error
 			case !d.OK:

@@ -402,11 +402,7 @@ func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env,
 		run = append(run, "-e", e)
 	}
 	if im.GPUs == "all" {
-		if im.Runtime == "podman" {
-			run = append(run, "--device", "nvidia.com/gpu=all")
-		} else {
-			run = append(run, "--gpus", "all")
-		}
+		run = append(run, gpuFlags(im.Runtime)...)
 	}
 	for i, a := range torchrun {
 		if a == `"$f"` {

@@ -352,11 +352,7 @@ func smoke(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ni
 	im := w.Inv.Image
 	args := []string{remote.Quote(im.Runtime), "run", "--rm"}
 	if im.GPUs == "all" {
-		if im.Runtime == "podman" {
-			args = append(args, "--device", "nvidia.com/gpu=all")
-		} else {
-			args = append(args, "--gpus", "all")
-		}
+		args = append(args, gpuFlags(im.Runtime)...)
 	}
 	args = append(args, "sha256:"+ni.ID)
 	for _, s := range im.Smoke {

@@ -1,0 +1,151 @@
+package phases
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote/fake"
+)
+
+// answerTools makes h answer nodeHas as a node with exactly tools on its
+// PATH does.
+func answerTools(h *fake.Host, tools ...string) {
+	h.On(`^for t in .*; do command -v "\$t"`, func(c *fake.Call) fake.Reply {
+		asked, _, _ := strings.Cut(strings.TrimPrefix(c.Command, "for t in "), ";")
+		var out strings.Builder
+		for _, t := range shellWords(asked) {
+			if slices.Contains(tools, t) {
+				out.WriteString(t + "\n")
+			}
+		}
+		return fake.Reply{Stdout: out.String()}
+	})
+}
+
+// TestDiagWithoutDcgmiIsNotMeasuredAndTheNodeStays: the field report's
+// H200 had no dcgmi; DIAG-001 failed "command not found" and the node was
+// quarantined. Now the node's lack of dcgmi (and of an image to run it
+// in) is NOT MEASURED: SKIP with the reason, the window INCOMPLETE saying
+// which node lacks what, and the node still in the phases after.
+func TestDiagWithoutDcgmiIsNotMeasuredAndTheNodeStays(t *testing.T) {
+	inv := fakeInventory(t, 2, gpuQuote)
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerAsStandin(f.Host("h2"), "h100")
+	answerTools(f.Host("h2")) // no dcgmi, no runtime
+	f.Host("h2").Reply(`^dcgmi `, fake.Reply{Exit: 127, Stderr: "bash: line 1: dcgmi: command not found\n"})
+	var mu sync.Mutex
+	var after []string
+	later := orchestrator.Phase{Name: "later", PerNode: func(_ context.Context, _ *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		after = append(after, n.Name)
+		return nil, nil
+	}}
+	r := runFake(t, inv, f, Preflight, Diag, later)
+	if v := verdictOf(t, r, "DIAG-001", "h1"); v.Status != record.Pass && v.Status != record.Warn {
+		t.Errorf("DIAG-001 h1: %+v", v)
+	}
+	const why = "dcgmi not installed and phases.diag.image not set: DCGM diagnostic not measured"
+	v := verdictOf(t, r, "DIAG-001", "h2")
+	if v.Status != record.Skip || v.Incomplete != why {
+		t.Errorf("DIAG-001 h2: %+v, want SKIP with Incomplete %q", v, why)
+	}
+	if r.Nodes[1].Quarantined {
+		t.Errorf("h2 quarantined for a tool it lacks: %s", r.Nodes[1].Reason)
+	}
+	if !strings.Contains(strings.Join(after, ","), "h2") {
+		t.Errorf("the phase after diag ran on %v, not on h2", after)
+	}
+	res := r.Result()
+	if res.Outcome != record.OutcomeIncomplete || !strings.Contains(strings.Join(res.Incomplete, "\n"), "h2: "+why) {
+		t.Errorf("window %s, incomplete %q; want INCOMPLETE with %q", res.Outcome, res.Incomplete, "h2: "+why)
+	}
+	if pr := resultOf(t, r, "diag", 1); pr.Outcome != record.NotMeasured {
+		t.Errorf("h2's diag result: %+v", pr)
+	}
+	if n := f.Host("h2").Ran(`^dcgmi diag`); n != 0 {
+		t.Errorf("h2 ran dcgmi diag %d times without having it", n)
+	}
+}
+
+// answerDiagImage makes h a node without dcgmi whose runtime rt pulls the
+// DCGM image (its ID the pin) and runs the stand-in's dcgmi diag in it;
+// ran gets each run's command line.
+func answerDiagImage(h *fake.Host, rt string, ran func(string)) {
+	answerTools(h, rt)
+	h.Reply(`^dcgmi `, fake.Reply{Exit: 127, Stderr: "bash: line 1: dcgmi: command not found\n"})
+	h.Reply(`^`+rt+` images -q --no-trunc && echo '-- added'`, fake.Reply{Stdout: "sha256:0aa0\n-- added\n"})
+	h.Reply(`^echo '`+rt+` sha256:[0-9a-f]+' >> '?/var/tmp/gpuaccept-[^ ]+/images'?$`, fake.Reply{})
+	h.Reply(`^`+rt+` pull `, fake.Reply{Stdout: "Writing manifest to image destination\n"})
+	h.Reply(`^`+rt+` image inspect `, fake.Reply{Stdout: `[{"Id": "sha256:` + other + `", "RepoDigests": ["nvcr.io/nvidia/cloud-native/dcgm@sha256:` + pin + `"]}]`})
+	h.On(`^`+rt+` run `, func(c *fake.Call) fake.Reply {
+		ran(c.Command)
+		out, code := standinTool("h100", "dcgmi", "diag", "-r", "1", "-j")
+		return fake.Reply{Stdout: out, Exit: code}
+	})
+}
+
+// TestDiagRunsInThePinnedImageWhereTheNodeHasNoDcgmi: with
+// phases.diag.image set, a node without dcgmi pulls the image through its
+// podman (h1) or docker (h2), checks it against the pin and runs dcgmi
+// diag in it with the GPUs, by the image's ID; DIAG-001 is judged from
+// it, and teardown is told to look for the window's containers.
+func TestDiagRunsInThePinnedImageWhereTheNodeHasNoDcgmi(t *testing.T) {
+	ref := "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:" + pin
+	inv := fakeInventory(t, 2, gpuQuote+"    image: "+ref+"\n")
+	f := fakeFleet(inv)
+	var mu sync.Mutex
+	runs := map[string]string{}
+	for _, name := range []string{"h1", "h2"} {
+		h := f.Host(name)
+		answerAsStandin(h, "h100")
+		rt := map[string]string{"h1": "podman", "h2": "docker"}[name]
+		answerDiagImage(h, rt, func(cmd string) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[name] = cmd
+		})
+	}
+	r := runFake(t, inv, f, Preflight, Diag)
+	for _, name := range []string{"h1", "h2"} {
+		if v := verdictOf(t, r, "DIAG-001", name); v.Status != record.Pass && v.Status != record.Warn {
+			t.Errorf("DIAG-001 %s: %+v", name, v)
+		}
+		if n := f.Host(name).Ran(` pull '?nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:` + pin + `'? 2>&1$`); n != 1 {
+			t.Errorf("%s pulled the pinned image %d times", name, n)
+		}
+	}
+	script := "'" + diagScript + "'"
+	want := map[string]string{
+		"h1": "podman run --rm --label gpuaccept.run=" + r.ID + " --device nvidia.com/gpu=all --entrypoint /bin/sh sha256:" + other + " -c " + script + " dcgm-diag 1",
+		"h2": "docker run --rm --label gpuaccept.run=" + r.ID + " --gpus all --entrypoint /bin/sh sha256:" + other + " -c " + script + " dcgm-diag 1",
+	}
+	for name, cmd := range want {
+		if got := runs[name]; got != cmd {
+			t.Errorf("%s ran\n%s\nwant\n%s", name, got, cmd)
+		}
+	}
+	if n := f.Host("h1").Ran(`(?s)^GPUACCEPT_TEARDOWN_CONTAINERS=1 bash -c .* teardown `); n != 1 {
+		t.Errorf("h1's teardown looked for the window's containers %d times", n)
+	}
+}
+
+// TestDiagImageWithoutRuntimeIsNotMeasured: an image to run and nothing
+// to run it with is NOT MEASURED too, and says so.
+func TestDiagImageWithoutRuntimeIsNotMeasured(t *testing.T) {
+	inv := fakeInventory(t, 1, gpuQuote+"    image: nvcr.io/nvidia/cloud-native/dcgm@sha256:"+pin+"\n")
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerTools(f.Host("h1"))
+	r := runFake(t, inv, f, Preflight, Diag)
+	v := verdictOf(t, r, "DIAG-001", "h1")
+	if v.Status != record.Skip || !strings.Contains(v.Incomplete, "neither podman nor docker") || r.Nodes[0].Quarantined {
+		t.Errorf("DIAG-001 h1: %+v (quarantined %v)", v, r.Nodes[0].Quarantined)
+	}
+}
