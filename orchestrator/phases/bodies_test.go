@@ -63,7 +63,6 @@ func answerAsStandinWithKernel(h *fake.Host, profile, klog string, krc int) {
 		}
 		return fake.Reply{Stdout: preflightOutput(sections, rc)}
 	})
-	answerTools(h, "dcgmi")
 	h.On(`^dcgmi diag `, func(c *fake.Call) fake.Reply {
 		out, code := standinTool(profile, "dcgmi", strings.Fields(c.Command)[1:]...)
 		return fake.Reply{Stdout: out, Exit: code}

@@ -10,23 +10,24 @@ import (
 	"gpuaccept/remote"
 )
 
-// nodeHas asks the node which of tools it has on its PATH, in one command
-// that writes nothing: a tool is looked for before it is run, so a node
+// hasProbe reads tool names, one a line, on stdin and prints those the
+// node has on its PATH. The names travel on stdin, not in the command
+// line, so no name is ever read by the shell as anything but a name.
+const hasProbe = `while IFS= read -r t; do [ -n "$t" ] && command -v -- "$t" >/dev/null 2>&1 && printf '%s\n' "$t"; done; true`
+
+// nodeHas asks the node which of tools it has, in one command that
+// writes nothing: a tool is looked for before it is run, so a node
 // without it is NOT MEASURED, not failed. Only the names asked for are
 // read back from what the node prints.
 func nodeHas(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, tools ...string) (map[string]bool, error) {
-	var words []string
-	for _, t := range tools {
-		words = append(words, remote.Quote(t))
-	}
-	out, err := runOn(ctx, w, n, `for t in `+strings.Join(words, " ")+`; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; true`)
+	out, err := runIn(ctx, w, n, hasProbe, strings.NewReader(strings.Join(tools, "\n")+"\n"))
 	if err != nil {
 		return nil, fmt.Errorf("look for %s: %w", strings.Join(tools, ", "), err)
 	}
 	has := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
 		for _, t := range tools {
-			if strings.TrimSpace(line) == t {
+			if line == t {
 				has[t] = true
 			}
 		}

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,14 +13,16 @@ import (
 	"gpuaccept/remote/fake"
 )
 
+// allTools, given to answerTools, is every tool asked for.
+const allTools = "*"
+
 // answerTools makes h answer nodeHas as a node with exactly tools on its
 // PATH does.
 func answerTools(h *fake.Host, tools ...string) {
-	h.On(`^for t in .*; do command -v "\$t"`, func(c *fake.Call) fake.Reply {
-		asked, _, _ := strings.Cut(strings.TrimPrefix(c.Command, "for t in "), ";")
+	h.On(`^`+regexp.QuoteMeta(hasProbe)+`$`, func(c *fake.Call) fake.Reply {
 		var out strings.Builder
-		for _, t := range shellWords(asked) {
-			if slices.Contains(tools, t) {
+		for _, t := range strings.Split(string(c.Stdin), "\n") {
+			if slices.Contains(tools, t) || slices.Contains(tools, allTools) {
 				out.WriteString(t + "\n")
 			}
 		}
@@ -147,5 +150,47 @@ func TestDiagImageWithoutRuntimeIsNotMeasured(t *testing.T) {
 	v := verdictOf(t, r, "DIAG-001", "h1")
 	if v.Status != record.Skip || !strings.Contains(v.Incomplete, "neither podman nor docker") || r.Nodes[0].Quarantined {
 		t.Errorf("DIAG-001 h1: %+v (quarantined %v)", v, r.Nodes[0].Quarantined)
+	}
+}
+
+// TestCollectivesWithoutTheirToolsAreNotMeasured: h2 has no
+// all_reduce_perf and h3 no mpirun. The intra-node test is NOT MEASURED
+// on h2 alone; the cluster all-reduce and the bisection are NOT MEASURED
+// with the nodes and tools named, nothing is launched that would fail on
+// them, nothing fails and nobody is quarantined.
+func TestCollectivesWithoutTheirToolsAreNotMeasured(t *testing.T) {
+	f, inv := fabricFleet(t, 4, "")
+	answerTools(f.Host("h2"), "mpirun")
+	answerTools(f.Host("h3"), "all_reduce_perf")
+	r := runFake(t, inv, f, WindowKey, IntraNode, AllReduce, Bisection)
+	for _, v := range r.Verdicts {
+		if v.Status == record.Fail {
+			t.Errorf("a missing tool failed %s %s: %s", v.ID, v.Node, v.Detail)
+		}
+	}
+	if v := verdictOf(t, r, "NCCL-003", "h2"); v.Status != record.Skip ||
+		v.Incomplete != "all_reduce_perf not installed (phases.allreduce.binary): intra-node all-reduce not measured" {
+		t.Errorf("NCCL-003 h2: %+v", v)
+	}
+	if v := verdictOf(t, r, "NCCL-003", "h1"); v.Status != record.Pass {
+		t.Errorf("NCCL-003 h1: %+v", v)
+	}
+	const lack = "mpirun not installed on h3; all_reduce_perf not installed on h2: "
+	if v := verdictOf(t, r, "NCCL-002", ""); v.Status != record.Skip || v.Incomplete != lack+"cluster all-reduce not measured" {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+	if v := verdictOf(t, r, "NCCL-004", ""); v.Status != record.Skip || v.Incomplete != lack+"pairwise bisection not measured" {
+		t.Errorf("NCCL-004: %+v", v)
+	}
+	if n := f.Host("h1").Ran(`(^|; )mpirun `); n != 0 {
+		t.Errorf("h1 launched %d collectives over nodes that lack their tools", n)
+	}
+	for _, n := range r.Nodes {
+		if n.Quarantined {
+			t.Errorf("%s quarantined: %s", n.Name, n.Reason)
+		}
+	}
+	if res := r.Result(); res.Outcome != record.OutcomeIncomplete {
+		t.Errorf("window %s: %q", res.Outcome, res.Incomplete)
 	}
 }
