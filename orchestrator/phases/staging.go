@@ -57,7 +57,7 @@ type StagedSource struct {
 	// script's words); the source was not staged, and not measured.
 	Missing string `json:"missing,omitempty"`
 	Bytes   int64  `json:"bytes"`
-	Files    int    `json:"files,omitempty"`
+	Files   int    `json:"files,omitempty"`
 	// Seconds is measured on the node for paths and URLs (the copy, its
 	// checksum and fsync), on the coordinator for synthetic data (the
 	// upload, its fsync and the node's sha256sum of what it holds).
