@@ -194,3 +194,34 @@ func TestCollectivesWithoutTheirToolsAreNotMeasured(t *testing.T) {
 		t.Errorf("window %s: %q", res.Outcome, res.Incomplete)
 	}
 }
+
+// TestFailureTestWithoutPythonOrTorchIsNotMeasured: h2 has no python3 and
+// h3's cannot import torch. The failure test does not start a job that
+// would fail as a failed recovery: RECOV-001..003 are NOT MEASURED with
+// the nodes named, and no node is quarantined.
+func TestFailureTestWithoutPythonOrTorchIsNotMeasured(t *testing.T) {
+	inv := fakeInventory(t, 3, killTest)
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+		h.Reply(`^command -v -- python3 `, fake.Reply{})
+	}
+	f.Host("h2").Reply(`^command -v -- python3 `, fake.Reply{Stdout: "no-python\n"})
+	f.Host("h3").Reply(`^command -v -- python3 `, fake.Reply{Stdout: "no-torch\n"})
+	r := runFake(t, inv, f, FailurePhase)
+	const why = "python3 not installed on h2; python3 cannot import torch on h3: node-kill failure test not measured"
+	for _, id := range []string{"RECOV-001", "RECOV-002", "RECOV-003"} {
+		if v := verdictOf(t, r, id, ""); v.Status != record.Skip || v.Incomplete != why {
+			t.Errorf("%s: %+v", id, v)
+		}
+	}
+	for _, h := range f.Hosts() {
+		if n := h.Ran(`torch\.distributed\.run`); n != 0 {
+			t.Errorf("%s: the job was started %d times", h.Name(), n)
+		}
+	}
+	if res := r.Result(); res.Outcome != record.OutcomeIncomplete || len(res.Failed) > 0 {
+		t.Errorf("window %s: failed %v, incomplete %q", res.Outcome, res.Failed, res.Incomplete)
+	}
+}
