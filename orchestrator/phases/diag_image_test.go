@@ -225,3 +225,26 @@ func TestFailureTestWithoutPythonOrTorchIsNotMeasured(t *testing.T) {
 		t.Errorf("window %s: failed %v, incomplete %q", res.Outcome, res.Failed, res.Incomplete)
 	}
 }
+
+// TestImageOnANodeWithoutTheRuntimeIsNotMeasured: h2 has no podman. Its
+// image is NOT MEASURED (IMG-001/002 SKIP with the reason), it is not
+// left out of the window, and h1's image is checked as ever.
+func TestImageOnANodeWithoutTheRuntimeIsNotMeasured(t *testing.T) {
+	inv := fakeInventory(t, 2, "image:\n  reference: registry.example/train@sha256:"+pin+"\n  runtime: podman\n")
+	f := fakeFleet(inv)
+	answerImagePull(f.Host("h1"), pin)
+	answerTools(f.Host("h2"))
+	r := runFake(t, inv, f, Image)
+	if v := verdictOf(t, r, "IMG-001", "h1"); v.Status != record.Pass {
+		t.Errorf("IMG-001 h1: %+v", v)
+	}
+	const why = "podman not installed (image.runtime): the pinned image not measured"
+	for _, id := range []string{"IMG-001", "IMG-002"} {
+		if v := verdictOf(t, r, id, "h2"); v.Status != record.Skip || v.Incomplete != why {
+			t.Errorf("%s h2: %+v", id, v)
+		}
+	}
+	if r.Nodes[1].Quarantined {
+		t.Errorf("h2 quarantined: %s", r.Nodes[1].Reason)
+	}
+}

@@ -14,14 +14,14 @@ import (
 // failureUnmeasured asks every node at once, before the job starts,
 // whether it has the Python that runs torchrun (phases.failure.python)
 // and whether that Python imports torch: a node without them would fail
-// the job's start, which reads as a failed recovery. Nothing is asked
-// when torchrun runs in the pinned image (the image is the job's
-// environment, and IMG-002 says whether it starts). It is a
+// the job's start, which reads as a failed recovery. When torchrun runs
+// in the pinned image, the image is the job's environment: only the
+// runtime is asked for (IMG-002 says whether the image starts). It is a
 // *orchestrator.NotMeasured naming the nodes, or nil.
 func failureUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node) error {
 	f := w.Inv.Phases.Failure
 	if inventory.On(f.InImage) && w.Inv.Image.Reference != "" {
-		return nil
+		return collectiveUnmeasured(ctx, w, nodes, "node-kill failure test", w.Inv.Image.Runtime)
 	}
 	py := remote.Quote(f.Python)
 	probe := "command -v -- " + py + " >/dev/null 2>&1 || { echo no-python; exit 0; }; " +
