@@ -175,16 +175,26 @@ func printLint(w io.Writer, ws []inventory.Warning) {
 // printLintJSON prints which inventory was linted and its warnings ([]
 // when there are none).
 func printLintJSON(w io.Writer, inv *inventory.Inventory, ws []inventory.Warning) error {
-	if ws == nil {
-		ws = []inventory.Warning{}
-	}
+	return writeJSON(w, lintOf(inv, ws))
+}
+
+// lintJSON is the quote lint as JSON (check -o json; check --connect -o
+// json begins with it).
+type lintJSON struct {
+	Inventory string              `json:"inventory"`
+	Digest    string              `json:"sha256"`
+	Warnings  []inventory.Warning `json:"warnings"`
+}
+
+func lintOf(inv *inventory.Inventory, ws []inventory.Warning) lintJSON {
+	return lintJSON{inv.Path, inv.Digest, nonNil(ws)}
+}
+
+// writeJSON writes v indented, as every JSON the check prints.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		Inventory string              `json:"inventory"`
-		Digest    string              `json:"sha256"`
-		Warnings  []inventory.Warning `json:"warnings"`
-	}{inv.Path, inv.Digest, ws})
+	return enc.Encode(v)
 }
 
 func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
 	"math"
 	"time"
@@ -43,10 +42,6 @@ type connectBound struct {
 
 func (c *connectJSON) print(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, res []orchestrator.Probed,
 	groups []reasonGroup, took time.Duration) error {
-	ws := c.Warnings
-	if ws == nil {
-		ws = []inventory.Warning{}
-	}
 	why, reached := unreachedBy(inv, res)
 	var unreached []reasonGroup
 	for _, reason := range sortedByCount(why) {
@@ -79,20 +74,16 @@ func (c *connectJSON) print(w io.Writer, inv *inventory.Inventory, ps []orchestr
 		cost = math.Round(cost*100) / 100
 		bound.Cost, bound.Currency, bound.Priced = &cost, inv.Quote.Currency, what
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		Inventory   string              `json:"inventory"`
-		Digest      string              `json:"sha256"`
-		Warnings    []inventory.Warning `json:"warnings"`
-		Reached     int                 `json:"reached"`
-		Seconds     float64             `json:"seconds"`
-		Nodes       []connectNode       `json:"nodes"`
-		Tools       []toolGroup         `json:"tools"`
-		NotReached  []reasonGroup       `json:"not_reached"`
-		NotMeasured []reasonGroup       `json:"not_measured"`
-		Bound       connectBound        `json:"bound"`
-	}{inv.Path, inv.Digest, ws, reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound})
+	return writeJSON(w, struct {
+		lintJSON
+		Reached     int           `json:"reached"`
+		Seconds     float64       `json:"seconds"`
+		Nodes       []connectNode `json:"nodes"`
+		Tools       []toolGroup   `json:"tools"`
+		NotReached  []reasonGroup `json:"not_reached"`
+		NotMeasured []reasonGroup `json:"not_measured"`
+		Bound       connectBound  `json:"bound"`
+	}{lintOf(inv, c.Warnings), reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound})
 }
 
 // nonNil is s, or an empty list: JSON says [] rather than null.

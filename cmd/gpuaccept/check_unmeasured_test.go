@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"gpuaccept/remote"
-	"gpuaccept/remote/sshtest"
 	"gpuaccept/scripts/standins"
 )
 
@@ -34,17 +32,10 @@ exit 1
 // inventory no DCGM image; gpu-03's Python has no torch), shows a long
 // answer whole, and prints all of it as JSON with -o json.
 func TestCheckConnectSaysWhatWillNotBeMeasured(t *testing.T) {
-	key, err := remote.NewWindowKey("buyer")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "id"), key.PrivatePEM, 0o600)
-	var nodes strings.Builder
-	for i, profile := range []string{"h100", "h100-no-dcgm", "h100-no-dcgm"} {
-		home := filepath.Join(dir, fmt.Sprintf("home-%d", i))
-		bin := filepath.Join(home, "bin")
-		if err := standins.Install(bin, profile, []string{binary, "standin"}); err != nil {
+	profiles := []string{"h100", "h100-no-dcgm", "h100-no-dcgm"}
+	servers := probedNodes(t, dir, 3, func(i int, bin string) bool {
+		if err := standins.Install(bin, profiles[i], []string{binary, "standin"}); err != nil {
 			t.Fatal(err)
 		}
 		py := torchPython
@@ -52,20 +43,15 @@ func TestCheckConnectSaysWhatWillNotBeMeasured(t *testing.T) {
 			py = noTorchPython
 		}
 		os.WriteFile(filepath.Join(bin, "python3"), []byte(py), 0o755)
-		srv, err := sshtest.Start(sshtest.Options{AuthorizedKeyLines: []string{key.AuthorizedKey}, Dir: home,
-			Env: []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		if err := sshtest.WriteKnownHosts(filepath.Join(dir, fmt.Sprintf("known_hosts-%d", i)), srv); err != nil {
-			t.Fatal(err)
-		}
+		return true
+	})
+	var nodes strings.Builder
+	for i, srv := range servers {
 		fmt.Fprintf(&nodes, "  - {name: gpu-%02d, address: %s, port: %d}\n", i+1, srv.Host(), srv.Port())
 	}
 	inv := filepath.Join(dir, "inv.yaml")
 	os.WriteFile(inv, []byte(`provider: vendor-a
-ssh: {user: root, identity_files: [id], known_hosts: [known_hosts-0, known_hosts-1, known_hosts-2], config: none, connect_timeout: 5s}
+ssh: {user: root, identity_files: [id], known_hosts: [known_hosts], config: none, connect_timeout: 5s}
 quote: {gpu_model: NVIDIA H100 80GB HBM3, gpus_per_node: 8, price_per_gpu_hour: 2.5}
 phases:
   failure: {enabled: true, dir: /shared}
