@@ -44,3 +44,23 @@ func TestStagingWithoutTheSourcesToolIsNotMeasured(t *testing.T) {
 		t.Errorf("window %s: %q", res.Outcome, res.Incomplete)
 	}
 }
+
+// TestStagingWithoutFioIsStillJudged: the fio disk baseline is context
+// for the staging figures, and no quote figure needs it: a node without
+// fio says so and leaves the window complete.
+func TestStagingWithoutFioIsStillJudged(t *testing.T) {
+	st := inventory.Staging{Enabled: true, Dir: "/scratch", Window: time.Minute}
+	noFio := stagedFixture(stSumA, 2e9, 1)
+	noFio.Disk, noFio.DiskNote = nil, "not measured: fio is not installed on the node"
+	vs := judgeStagingWith(t, st, 1, map[string]stagingCanned{
+		"h1": {res: stagedFixture(stSumA, 2e9, 1)}, "h2": {res: stagedFixture(stSumA, 2e9, 1)}, "h3": {res: noFio},
+	})
+	for _, v := range vs {
+		if v.Incomplete != "" || v.Status != record.Pass {
+			t.Errorf("%s %s: %+v", v.ID, v.Node, v)
+		}
+	}
+	if v := stageVerdict(vs, "STAGE-002", "h3"); !strings.Contains(v.Detail, "fio is not installed") {
+		t.Errorf("STAGE-002 h3 does not say fio is missing: %+v", v)
+	}
+}
