@@ -37,11 +37,12 @@ var Diag = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
-		cmd := fmt.Sprintf("dcgmi diag -r %d -j", level)
+		cmd, image := fmt.Sprintf("dcgmi diag -r %d -j", level), ""
 		if !has["dcgmi"] {
 			if cmd, err = diagInImage(ctx, w, n, has, level); err != nil {
 				return nil, err
 			}
+			image = w.Inv.Phases.Diag.Image
 		}
 		out, err := runOn(ctx, w, n, cmd)
 		var exit *remote.ExitError
@@ -56,17 +57,19 @@ var Diag = orchestrator.Phase{
 			}
 			return nil, fmt.Errorf("dcgmi diag output not understood: %w", perr)
 		}
+		run := DiagRun{Diag: d, Image: image}
 		if !d.OK {
-			return d, fmt.Errorf("dcgmi diag -r %d failed: %s", level, strings.Join(failedTests(d), ", "))
+			return run, fmt.Errorf("dcgmi diag -r %d failed: %s", level, strings.Join(failedTests(d), ", "))
 		}
-		return d, nil
+		return run, nil
 	},
 	Judge: func(w *orchestrator.Window) []record.Verdict {
 		var vs []record.Verdict
 		for _, n := range w.Nodes {
 			v := record.NewVerdict("DIAG-001", n.Name)
-			var d parse.Diag
-			r, ok := w.Result("diag", n.Index, &d)
+			var run DiagRun
+			r, ok := w.Result("diag", n.Index, &run)
+			d := run.Diag
 			switch {
 			case !inventory.On(w.Inv.Phases.Diag.Enabled):
 				v.Status, v.Detail = record.Skip, "disabled in the inventory"
@@ -89,10 +92,20 @@ var Diag = orchestrator.Phase{
 			default:
 				v.Status, v.Measured = record.Pass, fmt.Sprintf("%d tests passed", len(d.Tests))
 			}
+			if run.Image != "" && v.Status != record.Skip {
+				v.Detail = strings.TrimPrefix(v.Detail+"; run in "+run.Image, "; ")
+			}
 			vs = append(vs, v)
 		}
 		return vs
 	},
+}
+
+// DiagRun is a node's diag result: DCGM's report, and the pinned image
+// it ran in where the node had no dcgmi of its own.
+type DiagRun struct {
+	parse.Diag
+	Image string `json:"image,omitempty"`
 }
 
 func failedTests(d parse.Diag) []string {

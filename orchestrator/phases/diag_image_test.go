@@ -117,7 +117,7 @@ func TestDiagRunsInThePinnedImageWhereTheNodeHasNoDcgmi(t *testing.T) {
 	}
 	r := runFake(t, inv, f, Preflight, Diag)
 	for _, name := range []string{"h1", "h2"} {
-		if v := verdictOf(t, r, "DIAG-001", name); v.Status != record.Pass && v.Status != record.Warn {
+		if v := verdictOf(t, r, "DIAG-001", name); v.Status != record.Pass && v.Status != record.Warn || !strings.HasSuffix(v.Detail, "run in "+ref) {
 			t.Errorf("DIAG-001 %s: %+v", name, v)
 		}
 		if n := f.Host(name).Ran(` pull '?nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:` + pin + `'? 2>&1$`); n != 1 {
