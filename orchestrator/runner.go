@@ -126,7 +126,7 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	// teardown must visit, whether or not anything runs on it again.
 	reached := map[string]bool{}
 	for _, p := range r.run.Phases {
-		if p.Outcome == record.OK && p.Node != "" {
+		if (p.Outcome == record.OK || p.Outcome == record.NotMeasured) && p.Node != "" {
 			reached[p.Node] = true
 		}
 	}
@@ -373,10 +373,14 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 			starts[i] = time.Now().UTC()
 			w.redialLost(ctx, nodes[i])
 			v, err := p.PerNode(ctx, w, nodes[i])
-			if err != nil {
+			_, unmeasured := IsNotMeasured(err)
+			switch {
+			case unmeasured:
+				w.Progress.Node(nodes[i].Name, "%s not measured: %s", p.Name, firstLine(err.Error()))
+			case err != nil:
 				w.Progress.Node(nodes[i].Name, "%s failed: %s", p.Name, firstLine(explain(err, deadline)))
 			}
-			w.Progress.Finished(err != nil)
+			w.Progress.Finished(err != nil && !unmeasured)
 			return v, err
 		})
 	w.Progress.End()
@@ -397,10 +401,15 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 			}
 			pr.Data = data
 		}
-		if r.Err == nil {
+		nm, unmeasured := IsNotMeasured(r.Err)
+		if r.Err == nil || unmeasured {
 			n.reached = true
 		}
-		if r.Err != nil {
+		switch {
+		case unmeasured:
+			// The node lacks a tool: not a failure, never a quarantine.
+			pr.Outcome, pr.Error = record.NotMeasured, nm.Error()
+		case r.Err != nil:
 			pr.Outcome, pr.Error = record.Failed, explain(r.Err, deadline)
 			if ctx.Err() != nil && !p.Teardown {
 				pr.Outcome = record.Interrupted
@@ -441,7 +450,8 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	// The tally: every node took part; a failed phase failed them all, a
 	// quarantine the nodes it names.
 	failed := 0
-	if err != nil {
+	nm, unmeasured := IsNotMeasured(err)
+	if err != nil && !unmeasured {
 		failed = len(w.Active())
 	} else if l, ok := v.(Quarantiner); ok {
 		failed = len(l.Quarantine())
@@ -458,7 +468,11 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 		}
 		pr.Data = data
 	}
-	if err != nil {
+	switch {
+	case unmeasured:
+		pr.Outcome, pr.Error = record.NotMeasured, nm.Error()
+		w.Progress.Line("%s not measured: %s", p.Name, firstLine(nm.Error()))
+	case err != nil:
 		pr.Outcome, pr.Error = record.Failed, err.Error()
 		if ctx.Err() != nil {
 			pr.Outcome = record.Interrupted

@@ -35,16 +35,14 @@ JSON instead of the plan.
 --connect also reaches every node as a window would (host keys, authentication, jump hosts,
 ssh.concurrency at a time), writes nothing there, and lists the tools each has and their
 versions (nvidia-smi and the driver, dcgmi, mpirun, all_reduce_perf, podman, docker, python3,
-torch, the kernel and the OS), each answer once with its nodes; then how long the window may
-take at most (its phases' deadlines) and what that costs at the quote. A node not reached
-exits 3.`,
+torch, the kernel and the OS), each answer once with its nodes; what the plan cannot measure
+for a tool a node lacks (each reason once with its nodes); then how long the window may take
+at most (its phases' deadlines) and what that costs at the quote. With -o json it prints all
+of it, the quote lint's warnings too, as one JSON object. A node not reached exits 3.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text or json", output))
-			}
-			if connect && output == "json" {
-				return exitWith(exitBadInput, fmt.Errorf("--connect prints text: give no -o json with it"))
 			}
 			inv, err := inventory.Load(args[0])
 			if err != nil {
@@ -60,18 +58,24 @@ exits 3.`,
 				defer text.Flush()
 				out = text
 			}
-			if output == "json" {
+			if output == "json" && !connect {
 				if err := printLintJSON(out, inv, ws); err != nil {
 					return exitWith(exitCouldNotRun, err)
 				}
-			} else {
+			} else if output == "text" {
 				printPlan(out, inv, phases.All())
 				fmt.Fprintln(out)
 				printLint(out, ws)
 			}
 			if connect {
-				fmt.Fprintln(out)
-				unreached, err := checkConnect(contextOf(cmd), out, cmd.ErrOrStderr(), inv, phases.All())
+				// -o json: one object, the lint's warnings in it.
+				var asJSON *connectJSON
+				if output == "json" {
+					asJSON = &connectJSON{Warnings: ws}
+				} else {
+					fmt.Fprintln(out)
+				}
+				unreached, err := checkConnect(contextOf(cmd), out, cmd.ErrOrStderr(), inv, phases.All(), asJSON)
 				if err != nil {
 					return exitWith(exitCouldNotRun, err)
 				}
@@ -85,7 +89,7 @@ exits 3.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "what to print on stdout: text (the plan and the quote lint) or json (the quote lint)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "what to print on stdout: text (the plan and the quote lint) or json (the quote lint; with --connect, the nodes too)")
 	cmd.Flags().BoolVar(&strictQuote, "strict-quote", false, "exit 1 when the quote lint has any warning")
 	cmd.Flags().BoolVar(&connect, "connect", false, "also reach every node, list its tools and their versions, and bound the window's length and cost")
 	return cmd
@@ -171,16 +175,26 @@ func printLint(w io.Writer, ws []inventory.Warning) {
 // printLintJSON prints which inventory was linted and its warnings ([]
 // when there are none).
 func printLintJSON(w io.Writer, inv *inventory.Inventory, ws []inventory.Warning) error {
-	if ws == nil {
-		ws = []inventory.Warning{}
-	}
+	return writeJSON(w, lintOf(inv, ws))
+}
+
+// lintJSON is the quote lint as JSON (check -o json; check --connect -o
+// json begins with it).
+type lintJSON struct {
+	Inventory string              `json:"inventory"`
+	Digest    string              `json:"sha256"`
+	Warnings  []inventory.Warning `json:"warnings"`
+}
+
+func lintOf(inv *inventory.Inventory, ws []inventory.Warning) lintJSON {
+	return lintJSON{inv.Path, inv.Digest, nonNil(ws)}
+}
+
+// writeJSON writes v indented, as every JSON the check prints.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		Inventory string              `json:"inventory"`
-		Digest    string              `json:"sha256"`
-		Warnings  []inventory.Warning `json:"warnings"`
-	}{inv.Path, inv.Digest, ws})
+	return enc.Encode(v)
 }
 
 func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {

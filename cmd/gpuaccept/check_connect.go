@@ -26,8 +26,8 @@ import (
 const probeTimeout = 3 * time.Minute
 
 // toolsProbe asks a node which tools it has, each under its own section;
-// it writes nothing on the node. The binary all-reduce runs is the
-// inventory's, quoted by the caller.
+// it writes nothing on the node. The binary all-reduce runs and the
+// Python the failure test runs are the inventory's, quoted by the caller.
 const toolsProbe = `t() { if command -v timeout >/dev/null 2>&1; then timeout 20 "$@"; else "$@"; fi; }
 p() { n=$1; shift; printf '@@ %s\n' "$n"
   if command -v "$1" >/dev/null 2>&1; then t "$@" </dev/null 2>&1 | head -c 4096; printf '\n@@ rc %s\n' "${PIPESTATUS[0]}"
@@ -38,11 +38,11 @@ p mpirun mpirun --version
 printf '@@ all_reduce_perf\n'; command -v "$1" || printf '@@ missing\n'
 p podman podman --version
 p docker docker --version
-p python3 python3 --version
-p torch python3 -c 'import torch; print(torch.__version__, torch.version.cuda or "no CUDA")'
+p python3 "$2" --version
+p torch "$2" -c 'import torch; print(torch.__version__, torch.version.cuda or "no CUDA")'
 p kernel uname -r
 printf '@@ os\n'; sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'
-`
+` + haveProbe
 
 // toolOrder is the order the tools are listed in.
 var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "podman", "docker", "python3", "torch", "kernel", "os"}
@@ -51,33 +51,54 @@ var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "po
 // answer, and says how long the window may take and what that costs. Its
 // error is for the coordinator's own failures; nodes not reached are
 // said, and make the exit status 3 (the window could not measure them).
-func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) (unreached int, err error) {
+func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, asJSON *connectJSON) (unreached int, err error) {
 	fmt.Fprintf(progress, "check: reaching %d node(s), %d at a time\n", len(inv.Nodes), inv.SSH.Concurrency)
 	start := time.Now()
-	cmd := "bash -c " + remote.Quote(toolsProbe) + " probe " + remote.Quote(inv.Phases.AllReduce.Binary)
+	python := inv.Phases.Failure.Python
+	if python == "" {
+		python = "python3"
+	}
+	cmd := "bash -c " + remote.Quote(toolsProbe) + " probe " + remote.Quote(inv.Phases.AllReduce.Binary) + " " + remote.Quote(python)
 	res, err := orchestrator.Probe(ctx, inv, orchestrator.Options{Progress: orchestrator.NewProgress(progress, false)}, cmd, probeTimeout)
 	if err != nil {
 		return 0, err
 	}
 	took := time.Since(start)
-	printReach(out, inv, res, took)
-	fmt.Fprintln(out)
-	printTools(out, res)
-	fmt.Fprintln(out)
-	printEstimate(out, inv, ps)
 	for _, r := range res {
 		if !r.Dialled || r.Err != nil {
 			unreached++
 		}
 	}
+	groups := notMeasuredGroups(inv, ps, res)
+	if asJSON != nil {
+		return unreached, asJSON.print(out, inv, ps, res, groups, took)
+	}
+	printReach(out, inv, res, took)
+	fmt.Fprintln(out)
+	printTools(out, res)
+	fmt.Fprintln(out)
+	if len(groups) > 0 {
+		printNotMeasured(out, groups)
+		fmt.Fprintln(out)
+	}
+	printEstimate(out, inv, ps)
 	return unreached, nil
 }
 
 // printReach says how many nodes were reached, and why the others were
 // not, each reason once with its nodes.
 func printReach(w io.Writer, inv *inventory.Inventory, res []orchestrator.Probed, took time.Duration) {
-	why := map[string][]string{}
-	reached := 0
+	why, reached := unreachedBy(inv, res)
+	fmt.Fprintf(w, "reached %d of %d node(s) in %.1f s\n", reached, len(res), took.Seconds())
+	for _, reason := range sortedByCount(why) {
+		fmt.Fprintf(w, "  not reached  %s: %s\n", hostlist.Compress(why[reason]), clip(reason, 160))
+	}
+}
+
+// unreachedBy groups the nodes not reached by why (each reason without
+// the node's own name and address), and counts those reached.
+func unreachedBy(inv *inventory.Inventory, res []orchestrator.Probed) (why map[string][]string, reached int) {
+	why = map[string][]string{}
 	for i, r := range res {
 		if r.Err == nil {
 			reached++
@@ -97,10 +118,7 @@ func printReach(w io.Writer, inv *inventory.Inventory, res []orchestrator.Probed
 		}
 		why[reason] = append(why[reason], r.Node)
 	}
-	fmt.Fprintf(w, "reached %d of %d node(s) in %.1f s\n", reached, len(res), took.Seconds())
-	for _, reason := range sortedByCount(why) {
-		fmt.Fprintf(w, "  not reached  %s: %s\n", hostlist.Compress(why[reason]), clip(reason, 160))
-	}
+	return why, reached
 }
 
 // printTools lists each tool's answers, each with the nodes that gave
@@ -118,24 +136,47 @@ func printTools(w io.Writer, res []orchestrator.Probed) {
 			by[tool][answer] = append(by[tool][answer], r.Node)
 		}
 	}
-	if len(by) == 0 {
+	groups := toolGroups(by)
+	if len(groups) == 0 {
 		fmt.Fprintln(w, "tools: no node answered")
 		return
 	}
 	fmt.Fprintln(w, "tools:")
-	for _, tool := range toolOrder {
-		answers := by[tool]
-		if answers == nil {
+	last := ""
+	for _, g := range groups {
+		name := g.Tool
+		if name == last {
+			name = ""
+		}
+		last = g.Tool
+		// An answer too long for its column is shown whole, its nodes on
+		// the line after (a cut reason hid what was wrong).
+		if len([]rune(g.Answer)) > 46 {
+			fmt.Fprintf(w, "  %-16s %s\n  %-16s on %s\n", name, g.Answer, "", g.Nodes)
 			continue
 		}
-		for i, a := range sortedByCount(answers) {
-			name := tool
-			if i > 0 {
-				name = ""
-			}
-			fmt.Fprintf(w, "  %-16s %-46s %s\n", name, clip(a, 44), hostlist.Compress(answers[a]))
+		fmt.Fprintf(w, "  %-16s %-46s %s\n", name, g.Answer, g.Nodes)
+	}
+}
+
+// toolGroup is one tool's answer and the nodes that gave it.
+type toolGroup struct {
+	Tool   string `json:"tool"`
+	Answer string `json:"answer"`
+	Nodes  string `json:"nodes"` // a host range
+	Count  int    `json:"count"`
+}
+
+// toolGroups is by (tool → answer → nodes) in toolOrder, each tool's
+// answers the most common first.
+func toolGroups(by map[string]map[string][]string) []toolGroup {
+	var out []toolGroup
+	for _, tool := range toolOrder {
+		for _, a := range sortedByCount(by[tool]) {
+			out = append(out, toolGroup{Tool: tool, Answer: a, Nodes: hostlist.Compress(by[tool][a]), Count: len(by[tool][a])})
 		}
 	}
+	return out
 }
 
 // toolAnswers reads the probe's sections into one short answer a tool.
@@ -268,7 +309,6 @@ func summarize(tool string, body []string, rc string) string {
 // runner ends a phase there) and prices that bound at the quote.
 func printEstimate(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 	b := orchestrator.Bound(inv, ps)
-	n := len(inv.Nodes)
 	fmt.Fprintf(w, "window: at most %s, the deadlines of the %d phase(s) that run", roughly(b.Total), b.Phases)
 	if b.Waves > 1 {
 		fmt.Fprintf(w, " (per-node phases in %d waves of %d nodes)", b.Waves, inv.SSH.Concurrency)
@@ -277,11 +317,27 @@ func printEstimate(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phas
 	if len(b.Longest) > 0 {
 		fmt.Fprintf(w, "  longest: %s\n", strings.Join(b.Longest, ", "))
 	}
-	q := inv.Quote
-	gpus := n * q.GPUsPerNode
-	if q.PricePerGPUHr <= 0 || gpus == 0 {
+	cost, what, ok := boundCost(inv, b)
+	if !ok {
 		fmt.Fprintln(w, "cost: the quote states no price_per_gpu_hour (or no gpus_per_node)")
 		return
+	}
+	cur := ""
+	if inv.Quote.Currency != "" {
+		cur = " " + inv.Quote.Currency
+	}
+	fmt.Fprintf(w, "cost: at most %.2f%s (%s)\n", cost, cur, what)
+}
+
+// boundCost prices the bound b at the quote: GPUs × hours × the GPU-hour
+// price, plus hosts × hours × the host-hour price where there is one;
+// false when the quote states no price or no GPUs per node.
+func boundCost(inv *inventory.Inventory, b orchestrator.WindowBound) (float64, string, bool) {
+	q := inv.Quote
+	n := len(inv.Nodes)
+	gpus := n * q.GPUsPerNode
+	if q.PricePerGPUHr <= 0 || gpus == 0 {
+		return 0, "", false
 	}
 	hours := b.Total.Hours()
 	cost := hours * float64(gpus) * q.PricePerGPUHr
@@ -294,7 +350,7 @@ func printEstimate(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phas
 		cost += hours * float64(n) * *q.PriceHostPerNodeHour
 		what += fmt.Sprintf(" + %d hosts × %.2f%s per host-hour", n, *q.PriceHostPerNodeHour, cur)
 	}
-	fmt.Fprintf(w, "cost: at most %.2f%s (%s)\n", cost, cur, what)
+	return cost, what, true
 }
 
 // roughly is d to the minute, or to the second under a minute.

@@ -17,36 +17,16 @@ import (
 // each answer once with its nodes, says why a node was not reached, and
 // bounds the window; a node not reached exits 3.
 func TestCheckConnectListsTheTools(t *testing.T) {
-	key, err := remote.NewWindowKey("buyer")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "id"), key.PrivatePEM, 0o600)
-	var servers []*sshtest.Server
-	for i := range 3 {
-		home := filepath.Join(dir, fmt.Sprintf("home-%d", i))
-		bin := filepath.Join(home, "bin")
-		os.MkdirAll(bin, 0o755)
-		path := os.Getenv("PATH")
-		if i < 2 {
-			// Two GPU nodes; the third has none of the GPU tools.
-			if err := standins.Install(bin, "h100", []string{binary, "standin"}); err != nil {
-				t.Fatal(err)
-			}
-			path = bin + ":" + path
+	servers := probedNodes(t, dir, 3, func(i int, bin string) bool {
+		if i == 2 {
+			return false // two GPU nodes; the third has none of the GPU tools
 		}
-		srv, err := sshtest.Start(sshtest.Options{AuthorizedKeyLines: []string{key.AuthorizedKey}, Dir: home,
-			Env: []string{"PATH=" + path, "HOME=" + home}})
-		if err != nil {
+		if err := standins.Install(bin, "h100", []string{binary, "standin"}); err != nil {
 			t.Fatal(err)
 		}
-		defer srv.Close()
-		servers = append(servers, srv)
-	}
-	if err := sshtest.WriteKnownHosts(filepath.Join(dir, "known_hosts"), servers...); err != nil {
-		t.Fatal(err)
-	}
+		return true
+	})
 	// A port nothing listens on.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -102,6 +82,40 @@ nodes:
 	if !strings.Contains(res.stderr, "not reached") {
 		t.Errorf("exit 3 without saying why on stderr:\n%s", res.stderr)
 	}
+}
+
+// probedNodes starts n in-process SSH nodes, each with a home of its own
+// under dir; setup fills node i's bin directory and says whether it is on
+// the node's PATH. The buyer's key is dir/id, the nodes' host keys are in
+// dir/known_hosts; the nodes stop with the test.
+func probedNodes(t *testing.T, dir string, n int, setup func(i int, bin string) bool) []*sshtest.Server {
+	t.Helper()
+	key, err := remote.NewWindowKey("buyer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "id"), key.PrivatePEM, 0o600)
+	var servers []*sshtest.Server
+	for i := range n {
+		home := filepath.Join(dir, fmt.Sprintf("home-%d", i))
+		bin := filepath.Join(home, "bin")
+		os.MkdirAll(bin, 0o755)
+		path := os.Getenv("PATH")
+		if setup(i, bin) {
+			path = bin + ":" + path
+		}
+		srv, err := sshtest.Start(sshtest.Options{AuthorizedKeyLines: []string{key.AuthorizedKey}, Dir: home,
+			Env: []string{"PATH=" + path, "HOME=" + home}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		servers = append(servers, srv)
+	}
+	if err := sshtest.WriteKnownHosts(filepath.Join(dir, "known_hosts"), servers...); err != nil {
+		t.Fatal(err)
+	}
+	return servers
 }
 
 // A node may print anything: its answers are parsed by section, escaped,

@@ -264,6 +264,10 @@ type Diag struct {
 	Enabled *bool         `mapstructure:"enabled" json:"enabled"`
 	Level   int           `mapstructure:"level" json:"level"` // 1..4 (dcgmi diag -r); default 1
 	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
+	// Image is NVIDIA's DCGM container image, pinned by digest, run
+	// through the node's podman or docker with the GPUs where the node
+	// has no dcgmi of its own (most rented nodes have none).
+	Image string `mapstructure:"image" json:"image,omitempty"`
 }
 
 // AllReduce configures the cluster-wide all-reduce: nccl-tests'

@@ -109,6 +109,7 @@ func (v *validator) phases() {
 	} else if p.Diag.Level < 1 || p.Diag.Level > 4 {
 		v.problem("phases.diag.level", "must be 1..4 (dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended), got %d", p.Diag.Level)
 	}
+	v.diagImage(p.Diag.Image)
 	v.allReduce(&p.AllReduce)
 	v.nonNegativeDuration("phases.image.timeout", p.ImagePh.Timeout)
 	v.staging(&p.Staging)

@@ -41,6 +41,9 @@ var Bisection = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
+		if err := collectiveUnmeasured(ctx, w, w.Active(), "pairwise bisection", benchTools(a)...); err != nil {
+			return nil, err
+		}
 		res := pairRounds(ctx, w, bis, byName, pairBench(a), sweepTimeout(w.Inv), "bisect", "a pairwise test")
 		res.Groups = fabric.Groups(res.Bisection, labels)
 		w.Progress.Line("bisect: %s", res.Summary())
@@ -165,6 +168,9 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 	r, ok := w.Result("bisect", -1, &b)
 	if !ok {
 		return nil
+	}
+	if vs, ok := unmeasuredVerdicts(r, "", "NCCL-004"); ok {
+		return vs
 	}
 	v := record.NewVerdict("NCCL-004", "")
 	switch {

@@ -15,8 +15,9 @@ import (
 )
 
 // Diag runs DCGM's diagnostic at the inventory's level on every node at
-// once (JSON output; DCGM versions that answer in text are parsed too). A
-// failed test fails the node; warnings are kept.
+// once (JSON output; DCGM versions that answer in text are parsed too),
+// with the host's dcgmi or else in phases.diag.image. A failed test fails
+// the node; warnings are kept; a node with neither is NOT MEASURED.
 var Diag = orchestrator.Phase{
 	Name:   "diag",
 	Gating: true,
@@ -30,7 +31,20 @@ var Diag = orchestrator.Phase{
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		level := max(w.Inv.Phases.Diag.Level, 1)
-		out, err := runOn(ctx, w, n, fmt.Sprintf("dcgmi diag -r %d -j", level))
+		// The host's dcgmi where there is one, else DCGM's pinned image;
+		// else not measured (diag_image.go).
+		has, err := nodeHas(ctx, w, n, "dcgmi", "podman", "docker")
+		if err != nil {
+			return nil, err
+		}
+		cmd, image := fmt.Sprintf("dcgmi diag -r %d -j", level), ""
+		if !has["dcgmi"] {
+			if cmd, err = diagInImage(ctx, w, n, has, level); err != nil {
+				return nil, err
+			}
+			image = w.Inv.Phases.Diag.Image
+		}
+		out, err := runOn(ctx, w, n, cmd)
 		var exit *remote.ExitError
 		if err != nil && !errors.As(err, &exit) {
 			return nil, err
@@ -43,17 +57,19 @@ var Diag = orchestrator.Phase{
 			}
 			return nil, fmt.Errorf("dcgmi diag output not understood: %w", perr)
 		}
+		run := DiagRun{Diag: d, Image: image}
 		if !d.OK {
-			return d, fmt.Errorf("dcgmi diag -r %d failed: %s", level, strings.Join(failedTests(d), ", "))
+			return run, fmt.Errorf("dcgmi diag -r %d failed: %s", level, strings.Join(failedTests(d), ", "))
 		}
-		return d, nil
+		return run, nil
 	},
 	Judge: func(w *orchestrator.Window) []record.Verdict {
 		var vs []record.Verdict
 		for _, n := range w.Nodes {
 			v := record.NewVerdict("DIAG-001", n.Name)
-			var d parse.Diag
-			r, ok := w.Result("diag", n.Index, &d)
+			var run DiagRun
+			r, ok := w.Result("diag", n.Index, &run)
+			d := run.Diag
 			switch {
 			case !inventory.On(w.Inv.Phases.Diag.Enabled):
 				v.Status, v.Detail = record.Skip, "disabled in the inventory"
@@ -65,6 +81,8 @@ var Diag = orchestrator.Phase{
 				v.Status, v.Detail = record.Skip, reason
 			case r.Outcome == record.Skipped:
 				v.Status, v.Detail = record.Skip, r.Error
+			case r.Outcome == record.NotMeasured:
+				notMeasured(&v, r.Error)
 			case len(r.Data) == 0:
 				v.Status, v.Detail = record.Fail, r.Error
 			case !d.OK:
@@ -74,10 +92,20 @@ var Diag = orchestrator.Phase{
 			default:
 				v.Status, v.Measured = record.Pass, fmt.Sprintf("%d tests passed", len(d.Tests))
 			}
+			if run.Image != "" && v.Status != record.Skip {
+				v.Detail = strings.TrimPrefix(v.Detail+"; run in "+run.Image, "; ")
+			}
 			vs = append(vs, v)
 		}
 		return vs
 	},
+}
+
+// DiagRun is a node's diag result: DCGM's report, and the pinned image
+// it ran in where the node had no dcgmi of its own.
+type DiagRun struct {
+	parse.Diag
+	Image string `json:"image,omitempty"`
 }
 
 func failedTests(d parse.Diag) []string {

@@ -118,6 +118,9 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	if victim == nodes[0] {
 		return nil, fmt.Errorf("the victim %s would be the rendezvous node (the first in the window): failing it ends the job for good", victim.Name)
 	}
+	if err := failureUnmeasured(ctx, w, nodes); err != nil {
+		return nil, err
+	}
 	res := &Failed{Inject: f.Inject, Recovery: f.Recovery, Victim: victim.Name, Rendezvous: nodes[0].Name,
 		World: len(nodes) * f.ProcsPerNode, Dir: failureDir(w), Left: map[string]int{}, Currency: w.Inv.Quote.Currency,
 		CheckpointEvery: f.CheckpointEvery}
@@ -405,11 +408,7 @@ func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env,
 		run = append(run, "-e", e)
 	}
 	if im.GPUs == "all" {
-		if im.Runtime == "podman" {
-			run = append(run, "--device", "nvidia.com/gpu=all")
-		} else {
-			run = append(run, "--gpus", "all")
-		}
+		run = append(run, gpuFlags(im.Runtime)...)
 	}
 	for i, a := range torchrun {
 		if a == `"$f"` {

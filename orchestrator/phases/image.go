@@ -65,6 +65,9 @@ type NodeImage struct {
 	Before bool   `json:"already_there,omitempty"`
 	Smoke  *Smoke `json:"smoke,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// NotMeasured: the node lacks image.runtime; its image was neither
+	// checked nor started (and the node is not left out for it).
+	NotMeasured string `json:"not_measured,omitempty"`
 }
 
 // Smoke is the container smoke test on a node.
@@ -115,15 +118,23 @@ var Image = orchestrator.Phase{
 			if ni.Error != "" {
 				return nil, nil
 			}
+			if has, err := nodeHas(ctx, w, n, res.Runtime); err == nil && !has[res.Runtime] {
+				ni.NotMeasured = fmt.Sprintf("%s not installed (image.runtime): the pinned image not measured", res.Runtime)
+				return nil, nil
+			}
 			loadAndCheck(ctx, w, n, &res, ni)
 			if ni.Match {
 				ni.Smoke = smoke(ctx, w, n, ni)
 			}
 			return nil, nil
 		})
-		var failed []string
+		var failed, unmeasured []string
 		for _, n := range nodes {
 			ni := res.Nodes[n.Name]
+			if ni.NotMeasured != "" {
+				unmeasured = append(unmeasured, n.Name)
+				continue
+			}
 			why := ni.Error
 			if why == "" && ni.Smoke != nil && ni.Smoke.Error != "" {
 				why = "the container did not start: " + ni.Smoke.Error
@@ -135,6 +146,9 @@ var Image = orchestrator.Phase{
 				res.Lost[n.Name] = firstLine(why)
 				failed = append(failed, n.Name)
 			}
+		}
+		if len(unmeasured) == len(nodes) {
+			return res, orchestrator.Unmeasured(res.Runtime, "%s", res.Nodes[nodes[0].Name].NotMeasured)
 		}
 		if len(failed) == len(nodes) {
 			return res, fmt.Errorf("no node has the pinned image: %s", res.Lost[nodes[0].Name])
@@ -352,11 +366,7 @@ func smoke(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ni
 	im := w.Inv.Image
 	args := []string{remote.Quote(im.Runtime), "run", "--rm"}
 	if im.GPUs == "all" {
-		if im.Runtime == "podman" {
-			args = append(args, "--device", "nvidia.com/gpu=all")
-		} else {
-			args = append(args, "--gpus", "all")
-		}
+		args = append(args, gpuFlags(im.Runtime)...)
 	}
 	args = append(args, "sha256:"+ni.ID)
 	for _, s := range im.Smoke {

@@ -42,6 +42,13 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 		}
 		match := record.NewVerdict("IMG-001", n.Name)
 		match.Quoted = "sha256:" + shortHex(res.Pin)
+		if ni.NotMeasured != "" {
+			started := record.NewVerdict("IMG-002", n.Name)
+			notMeasured(&match, ni.NotMeasured)
+			notMeasured(&started, ni.NotMeasured)
+			out = append(out, match, started)
+			continue
+		}
 		switch {
 		case ni.Match:
 			match.Status, match.Measured = record.Pass, fmt.Sprintf("image ID sha256:%s (%s %.1f s)", shortHex(ni.ID), loadVerb(res.Mode), ni.LoadSecs)

@@ -30,6 +30,11 @@ var IntraNode = orchestrator.Phase{
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		a := w.Inv.Phases.AllReduce
+		if has, err := nodeHas(ctx, w, n, a.Binary); err != nil {
+			return nil, err
+		} else if !has[a.Binary] {
+			return nil, orchestrator.Unmeasured(a.Binary, "%s not installed (phases.allreduce.binary): intra-node all-reduce not measured", a.Binary)
+		}
 		b := allReduceBench(a)
 		b.gpus = a.RanksPerNode
 		j := job{nodes: []*orchestrator.Node{n}, ranksPerNode: 1, bench: b, log: "intranode"}
@@ -64,6 +69,10 @@ func judgeIntra(w *orchestrator.Window) []record.Verdict {
 		var res Intra
 		pr, ok := w.Result("intranode", n.Index, &res)
 		if !ok && pr.Phase == "" {
+			continue
+		}
+		if vs, ok := unmeasuredVerdicts(pr, n.Name, "NCCL-001", "NCCL-003"); ok {
+			out = append(out, vs...)
 			continue
 		}
 		correct, bw := record.NewVerdict("NCCL-001", n.Name), record.NewVerdict("NCCL-003", n.Name)

@@ -53,8 +53,11 @@ type StagedSource struct {
 	// Endpoint is the S3-compatible store an s3:// URL was read from.
 	Endpoint string `json:"endpoint,omitempty"`
 	Tool     string `json:"tool,omitempty"`
-	Bytes    int64  `json:"bytes"`
-	Files    int    `json:"files,omitempty"`
+	// Missing: the node lacks the tool this kind of source needs (the
+	// script's words); the source was not staged, and not measured.
+	Missing string `json:"missing,omitempty"`
+	Bytes   int64  `json:"bytes"`
+	Files   int    `json:"files,omitempty"`
 	// Seconds is measured on the node for paths and URLs (the copy, its
 	// checksum and fsync), on the coordinator for synthetic data (the
 	// upload, its fsync and the node's sha256sum of what it holds).
@@ -159,6 +162,9 @@ func stageNode(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 		res.DiskNote = "not measured: staging was cut short"
 	}
 	if !res.Complete {
+		if why := unstaged(res.Sources); len(why) > 0 && len(why) == len(problems) {
+			return res, orchestrator.Unmeasured("staging", "%s: staging not measured", strings.Join(why, "; "))
+		}
 		return res, errors.New(strings.Join(problems, "; "))
 	}
 	line := fmt.Sprintf("staging done: %s in %.2f s (%s)", sizeText(res.Bytes), res.Seconds, gbsText(res.GBs))
@@ -223,6 +229,9 @@ func stageSource(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	out, err := runIn(ctx, w, n, stageCommand(w, n, "fetch", dir, s.Name, s.Kind, s.From, s.Endpoint), strings.NewReader(sourceText(src)+"\n"))
 	if err != nil {
 		s.Error = stageError(out, err, s.Name+" ("+s.From+"): ").Error()
+		if why, ok := missingTool(out, s.Name+" ("+s.From+"): "); ok {
+			s.Missing, s.Error = why, why
+		}
 		return s
 	}
 	kv, ok := stagedLine(out)

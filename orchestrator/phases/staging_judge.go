@@ -19,6 +19,8 @@ type stageRun struct {
 	// absent: the node took no part (quarantined before, the phase was
 	// skipped or interrupted): its verdicts are SKIP, it counts nowhere.
 	absent bool
+	// unmeasured: absent because the node lacks a tool (why says which).
+	unmeasured bool
 }
 
 // judgeStaging: per node, the checksums (STAGE-001) and the throughput
@@ -43,6 +45,10 @@ func judgeStaging(w *orchestrator.Window) []record.Verdict {
 			}
 		case pr.Outcome == record.Skipped:
 			r.why, r.absent = firstNonEmpty(pr.Error, "skipped"), true
+		case pr.Outcome == record.NotMeasured:
+			// The node lacks a source's tool: it took no part in the
+			// figures, and its verdicts say what was not measured.
+			r.why, r.absent, r.unmeasured = pr.Error, true, true
 		case pr.Outcome == record.Interrupted:
 			r.why, r.absent = "interrupted: "+firstNonEmpty(pr.Error, "the window was stopped"), true
 		case len(pr.Data) == 0:
@@ -104,7 +110,7 @@ func majority(sums map[int]string) (string, int) {
 func checksumVerdict(r stageRun, agree map[string]map[int]string, names []string) record.Verdict {
 	v := record.NewVerdict("STAGE-001", r.node.Name)
 	if r.res == nil {
-		v.Status, v.Detail = stageMissing(r)
+		stageMissing(r, &v)
 		return v
 	}
 	var problems, checked []string
@@ -180,7 +186,7 @@ func sumsByNode(sums map[int]string, self int, names []string) string {
 func throughputVerdict(w *orchestrator.Window, r stageRun) record.Verdict {
 	v := record.NewVerdict("STAGE-002", r.node.Name)
 	if r.res == nil {
-		v.Status, v.Detail = stageMissing(r)
+		stageMissing(r, &v)
 		return v
 	}
 	res := r.res
@@ -347,7 +353,14 @@ func windowVerdict(window time.Duration, runs []stageRun) record.Verdict {
 }
 
 // stageMissing: the verdict for a node without staging data.
-func stageMissing(r stageRun) (record.Status, string) {
+func stageMissing(r stageRun, v *record.Verdict) {
+	v.Status, v.Detail = stageMissingStatus(r)
+	if r.unmeasured {
+		notMeasured(v, r.why)
+	}
+}
+
+func stageMissingStatus(r stageRun) (record.Status, string) {
 	if r.absent {
 		return record.Skip, r.why
 	}

@@ -326,7 +326,8 @@ func TestStageScriptCopiesAndHashes(t *testing.T) {
 		t.Skip("azcopy is installed here: no tool to miss")
 	}
 	out, err = stageScript(t, "fetch", dst, "obj", "az", "az://account/container/key")
-	if err == nil || !strings.Contains(out, "error obj (az://account/container/key): azcopy is not installed on this node (needed for az://)") {
+	why, missing := missingTool([]byte(out), "obj (az://account/container/key): ")
+	if err == nil || !missing || why != "azcopy is not installed on this node (needed for az://)" {
 		t.Fatalf("az without azcopy: %v %q", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(dst, ".obj.gpuaccept-part")); err == nil {

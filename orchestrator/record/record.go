@@ -258,6 +258,10 @@ const (
 	Failed      Outcome = "failed"
 	Skipped     Outcome = "skipped"     // not run: disabled, or the node was quarantined
 	Interrupted Outcome = "interrupted" // cut short by Ctrl-C or SIGTERM
+	// NotMeasured: the node lacks a tool the phase needs (Error says
+	// which); its requirements are SKIP with an Incomplete reason, and
+	// the node is not quarantined: a missing tool is not a broken node.
+	NotMeasured Outcome = "not_measured"
 )
 
 // Verdict is one acceptance criterion judged.

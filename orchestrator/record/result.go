@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"gpuaccept/hostlist"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -62,7 +63,11 @@ func (r *Run) Result() Result {
 			if _, ok := incomplete[v.Incomplete]; !ok {
 				order = append(order, v.Incomplete)
 			}
-			incomplete[v.Incomplete] = append(incomplete[v.Incomplete], orCluster(v.Node))
+			// A node once per reason, however many of its requirements
+			// it left unjudged (a tool it lacks leaves several).
+			if !slices.Contains(incomplete[v.Incomplete], orCluster(v.Node)) {
+				incomplete[v.Incomplete] = append(incomplete[v.Incomplete], orCluster(v.Node))
+			}
 		}
 	}
 	if !conn {

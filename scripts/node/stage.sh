@@ -93,6 +93,13 @@ fail() {
   echo "error $name ($shown): $1${msg:+: $msg}"
   exit 1
 }
+# missing: the node lacks the tool this kind of source needs. Not a
+# failure of the node: the window says the staging was not measured.
+missing() {
+  rm -rf -- "$part"
+  echo "missing $name ($shown): $1"
+  exit 3
+}
 need() { command -v "$1" >/dev/null 2>&1; }
 
 # single: run the tool (its arguments) with stdout through tee into sha;
@@ -139,11 +146,11 @@ http)
     printf '%s\n' "$src" >"$urlf"
     single wget -q --tries=3 --timeout=20 -O - -i "$urlf"
   else
-    fail "neither curl nor wget is installed on this node"
+    missing "neither curl nor wget is installed on this node"
   fi
   ;;
 s3)
-  need aws || fail "the aws CLI is not installed on this node (needed for s3://)"
+  need aws || missing "the aws CLI is not installed on this node (needed for s3://)"
   tool=aws
   set -- aws
   [ -z "$endpoint" ] || set -- aws --endpoint-url "$endpoint"
@@ -162,7 +169,7 @@ gs)
     tool=gsutil
     set -- gsutil -q cp
   else
-    fail "neither gcloud nor gsutil is installed on this node (needed for gs://)"
+    missing "neither gcloud nor gsutil is installed on this node (needed for gs://)"
   fi
   if [ -n "$prefix" ]; then
     checksum=after
@@ -173,7 +180,7 @@ gs)
   fi
   ;;
 az)
-  need azcopy || fail "azcopy is not installed on this node (needed for az://)"
+  need azcopy || missing "azcopy is not installed on this node (needed for az://)"
   tool=azcopy checksum=after
   rest=${src#az://}
   account=${rest%%/*}

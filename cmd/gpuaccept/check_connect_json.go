@@ -1,0 +1,95 @@
+package main
+
+import (
+	"io"
+	"math"
+	"time"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+)
+
+// connectJSON is check --connect -o json: the quote lint's warnings and
+// what the nodes answered, for machines. Its keys are stable; lists are
+// in a fixed order (nodes as the inventory has them, groups the most
+// nodes first).
+type connectJSON struct {
+	Warnings []inventory.Warning
+}
+
+type connectNode struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Reached bool   `json:"reached"`
+	// Reason: why the node was not reached or did not answer.
+	Reason string `json:"reason,omitempty"`
+	// Tools: each tool's answer in a few words ("missing" when the node
+	// lacks it), as the text lists them.
+	Tools       map[string]string `json:"tools,omitempty"`
+	NotMeasured []string          `json:"not_measured,omitempty"`
+}
+
+type connectBound struct {
+	Seconds  float64  `json:"seconds"`
+	Phases   int      `json:"phases"`
+	Waves    int      `json:"waves"`
+	Longest  []string `json:"longest,omitempty"`
+	Cost     *float64 `json:"cost,omitempty"`
+	Currency string   `json:"currency,omitempty"`
+	Priced   string   `json:"priced,omitempty"` // how the cost was made
+}
+
+func (c *connectJSON) print(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, res []orchestrator.Probed,
+	groups []reasonGroup, took time.Duration) error {
+	why, reached := unreachedBy(inv, res)
+	var unreached []reasonGroup
+	for _, reason := range sortedByCount(why) {
+		unreached = append(unreached, reasonGroup{Nodes: hostlist.Compress(why[reason]), Count: len(why[reason]), Reason: reason})
+	}
+	nodes := make([]connectNode, 0, len(res))
+	byTool := map[string]map[string][]string{}
+	for i, r := range res {
+		n := connectNode{Name: r.Node, Address: inv.Nodes[i].Address, Reached: r.Err == nil}
+		if r.Err != nil {
+			n.Reason = oneLine(r.Err.Error())
+		}
+		if r.Dialled {
+			n.Tools = toolAnswers(r.Out)
+			for tool, a := range n.Tools {
+				if byTool[tool] == nil {
+					byTool[tool] = map[string][]string{}
+				}
+				byTool[tool][a] = append(byTool[tool][a], r.Node)
+			}
+		}
+		if r.Err == nil {
+			n.NotMeasured = willNotMeasure(inv, ps, n.Tools, haveTools(r.Out))
+		}
+		nodes = append(nodes, n)
+	}
+	b := orchestrator.Bound(inv, ps)
+	bound := connectBound{Seconds: b.Total.Seconds(), Phases: b.Phases, Waves: b.Waves, Longest: b.Longest}
+	if cost, what, ok := boundCost(inv, b); ok {
+		cost = math.Round(cost*100) / 100
+		bound.Cost, bound.Currency, bound.Priced = &cost, inv.Quote.Currency, what
+	}
+	return writeJSON(w, struct {
+		lintJSON
+		Reached     int           `json:"reached"`
+		Seconds     float64       `json:"seconds"`
+		Nodes       []connectNode `json:"nodes"`
+		Tools       []toolGroup   `json:"tools"`
+		NotReached  []reasonGroup `json:"not_reached"`
+		NotMeasured []reasonGroup `json:"not_measured"`
+		Bound       connectBound  `json:"bound"`
+	}{lintOf(inv, c.Warnings), reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound})
+}
+
+// nonNil is s, or an empty list: JSON says [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

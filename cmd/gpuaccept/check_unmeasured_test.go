@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gpuaccept/scripts/standins"
+)
+
+// torchPython is a node's python3 with PyTorch.
+const torchPython = `#!/bin/sh
+if [ "$1" = --version ]; then echo "Python 3.11.2"; exit 0; fi
+echo "2.6.0 12.4"
+`
+
+// noTorchPython is a node's python3 without PyTorch, whose error is
+// longer than the tools' answer column.
+const noTorchPython = `#!/bin/sh
+if [ "$1" = --version ]; then echo "Python 3.11.2"; exit 0; fi
+echo "ModuleNotFoundError: No module named 'torch' (this node's Python has no PyTorch installed)" >&2
+exit 1
+`
+
+// TestCheckConnectSaysWhatWillNotBeMeasured: before the window, check
+// --connect says per node (host ranges) what the plan cannot measure for
+// a tool the node lacks (gpu-02 and gpu-03 have no dcgmi and the
+// inventory no DCGM image; gpu-03's Python has no torch), shows a long
+// answer whole, and prints all of it as JSON with -o json.
+func TestCheckConnectSaysWhatWillNotBeMeasured(t *testing.T) {
+	dir := t.TempDir()
+	profiles := []string{"h100", "h100-no-dcgm", "h100-no-dcgm"}
+	servers := probedNodes(t, dir, 3, func(i int, bin string) bool {
+		if err := standins.Install(bin, profiles[i], []string{binary, "standin"}); err != nil {
+			t.Fatal(err)
+		}
+		py := torchPython
+		if i == 2 {
+			py = noTorchPython
+		}
+		os.WriteFile(filepath.Join(bin, "python3"), []byte(py), 0o755)
+		return true
+	})
+	var nodes strings.Builder
+	for i, srv := range servers {
+		fmt.Fprintf(&nodes, "  - {name: gpu-%02d, address: %s, port: %d}\n", i+1, srv.Host(), srv.Port())
+	}
+	inv := filepath.Join(dir, "inv.yaml")
+	os.WriteFile(inv, []byte(`provider: vendor-a
+ssh: {user: root, identity_files: [id], known_hosts: [known_hosts], config: none, connect_timeout: 5s}
+quote: {gpu_model: NVIDIA H100 80GB HBM3, gpus_per_node: 8, price_per_gpu_hour: 2.5}
+phases:
+  failure: {enabled: true, dir: /shared}
+nodes:
+`+nodes.String()), 0o644)
+
+	t.Setenv("COLUMNS", "100")
+	res := gpuaccept(t, dir, "check", "--connect", inv)
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	// A line too wide continues 4 columns further in than it began.
+	flat := regexp.MustCompile(`\n {23}`).ReplaceAllString(res.stdout, " ")
+	for _, want := range []string{
+		"not measured (a tool the node lacks; the window would end INCOMPLETE):\n",
+		"  gpu-[02-03]: no dcgmi and phases.diag.image not set: DIAG-001 will not be measured\n",
+		"  gpu-03: python3 cannot import torch: RECOV-001..003 will not be measured\n",
+		"fails (exit 1): ModuleNotFoundError: No module named 'torch' (this node's Python has no PyTorch installed)\n" +
+			"                   on gpu-03\n",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("no %q in\n%s", want, res.stdout)
+		}
+	}
+	for _, line := range strings.Split(res.stdout, "\n") {
+		if len([]rune(line)) > 100 {
+			t.Errorf("wider than 100 columns: %q", line)
+		}
+	}
+
+	res = gpuaccept(t, dir, "check", "--connect", "-o", "json", inv)
+	if res.code != 0 {
+		t.Fatalf("-o json: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	var got struct {
+		Warnings []struct{ ID string } `json:"warnings"`
+		Reached  int                   `json:"reached"`
+		Nodes    []struct {
+			Name        string            `json:"name"`
+			Reached     bool              `json:"reached"`
+			Tools       map[string]string `json:"tools"`
+			NotMeasured []string          `json:"not_measured"`
+		} `json:"nodes"`
+		Tools       []toolGroup   `json:"tools"`
+		NotReached  []reasonGroup `json:"not_reached"`
+		NotMeasured []reasonGroup `json:"not_measured"`
+		Bound       struct {
+			Seconds float64  `json:"seconds"`
+			Cost    *float64 `json:"cost"`
+		} `json:"bound"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, res.stdout)
+	}
+	if got.Reached != 3 || len(got.Nodes) != 3 || got.Nodes[1].Tools["dcgmi"] != "missing" || got.Nodes[0].Tools["dcgmi"] == "missing" ||
+		len(got.Warnings) == 0 || got.NotReached == nil || got.Bound.Seconds <= 0 || got.Bound.Cost == nil || len(got.Tools) == 0 {
+		t.Errorf("-o json: %+v\n%s", got, res.stdout)
+	}
+	want := reasonGroup{Nodes: "gpu-[02-03]", Count: 2, Reason: "no dcgmi and phases.diag.image not set: DIAG-001 will not be measured"}
+	if len(got.NotMeasured) != 2 || got.NotMeasured[0] != want || len(got.Nodes[2].NotMeasured) != 2 {
+		t.Errorf("-o json not_measured: %+v; gpu-03: %q", got.NotMeasured, got.Nodes[2].NotMeasured)
+	}
+}
