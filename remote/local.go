@@ -324,7 +324,10 @@ func (l *Local) writeChecked(ctx context.Context, src io.ReaderAt, size int64, r
 		w = io.MultiWriter(f, want)
 	}
 	p := newProgress(o.Progress, size)
-	n, err := io.Copy(w, &ctxReader{ctx: ctx, r: &progressReader{r: io.NewSectionReader(src, 0, size), p: p}})
+	// MiB at a time: an image archive of gigabytes in 32 KiB writes is
+	// tens of thousands of calls more, and ctx is looked at per read.
+	buf := make([]byte, 1<<20)
+	n, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: &progressReader{r: io.NewSectionReader(src, 0, size), p: p}}, buf)
 	if err != nil {
 		return fail("write", err)
 	}
@@ -339,7 +342,7 @@ func (l *Local) writeChecked(ctx context.Context, src io.ReaderAt, size int64, r
 		return fail("fsync", err)
 	}
 	got := sha256.New()
-	gotSize, err := io.Copy(got, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, 1<<62)})
+	gotSize, err := io.CopyBuffer(got, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, 1<<62)}, buf)
 	if err != nil {
 		return fail("read back", err)
 	}

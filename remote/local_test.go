@@ -43,3 +43,40 @@ func TestLocalCommandsEndWithTheCoordinator(t *testing.T) {
 	// stop the command, within the default grace of 5 s.
 	lab.Eventually(t, 10*time.Second, "the command ended with its coordinator", func() bool { return !alive() })
 }
+
+// An upload on this machine writes through no link another user planted:
+// not the target (a link there is replaced, its victim untouched), not a
+// part file under the name the SSH path would use; and the file it leaves
+// is whole, with the mode asked for.
+func TestLocalUploadNeverFollowsLinks(t *testing.T) {
+	dir, victims := t.TempDir(), t.TempDir()
+	victim := victims + "/victim"
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"/blob", "/.blob.gpuaccept-part"} {
+		if err := os.Symlink(victim, dir+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := remote.NewLocal(remote.Config{Name: "here"})
+	defer l.Close()
+	data := []byte("the window's own\n")
+	if _, err := l.UploadFrom(t.Context(), strings.NewReader(string(data)), int64(len(data)), dir+"/blob", remote.TransferOptions{Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Fatalf("the victim was written through a link: %q", b)
+	}
+	st, err := os.Lstat(dir + "/blob")
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the target: %v, %v; want a regular file of mode 0600", st.Mode(), err)
+	}
+	if b, _ := os.ReadFile(dir + "/blob"); string(b) != string(data) {
+		t.Fatalf("the target holds %q", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 { // blob and the planted link, no part of ours
+		t.Errorf("the directory holds %d entries, want the file and the planted link", len(entries))
+	}
+}
