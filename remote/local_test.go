@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -78,5 +79,20 @@ func TestLocalUploadNeverFollowsLinks(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 { // blob and the planted link, no part of ours
 		t.Errorf("the directory holds %d entries, want the file and the planted link", len(entries))
+	}
+}
+
+// This machine is never lost under the window; a closed executor is, so
+// that Reconnect dials afresh instead of reusing it.
+func TestLocalLostOnlyOnceClosed(t *testing.T) {
+	l := remote.NewLocal(remote.Config{Name: "here"})
+	if l.Lost() || l.Addr() != remote.LocalAddress || l.Name() != "here" {
+		t.Fatalf("a new Local: Lost %v, Addr %q, Name %q", l.Lost(), l.Addr(), l.Name())
+	}
+	l.Close()
+	err := l.Run(t.Context(), remote.Cmd{Command: "true"})
+	var lost *remote.ConnectionLostError
+	if !l.Lost() || !errors.As(err, &lost) || lost.Node != "here" {
+		t.Fatalf("after Close: Lost %v, Run %T %v", l.Lost(), err, err)
 	}
 }
