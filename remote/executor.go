@@ -6,9 +6,12 @@ import (
 )
 
 // Executor is one node as the window's phases reach it: a place to run
-// commands and to put files. SSH (*Client) is one; srun inside a Slurm
+// commands and to put files. SSH (*Client) is one; the machine gpuaccept
+// runs on (*Local, inventory address local), srun inside a Slurm
 // allocation and the fake of package remote/fake are others. Phases hold
-// an Executor, never a connection; the window dials and redials.
+// an Executor, never a connection; the window dials and redials (DialNode
+// chooses). Package remote/contract holds every implementation to the
+// guarantees below.
 //
 // What every implementation guarantees:
 //

@@ -30,7 +30,9 @@ const LocalAddress = "local"
 // group of their own, stopped when ctx ends, when the executor is closed
 // or when the coordinator dies and the guard's control stream with it),
 // and uploads are written here as the SSH path writes them on a node.
-// Nothing is ever lost: Lost is always false.
+// This machine cannot go away under the coordinator: Lost is false until
+// the executor is closed, and true after, so that the window dials afresh
+// rather than reuse it.
 type Local struct {
 	name    string
 	lease   time.Duration
@@ -102,8 +104,13 @@ func (l *Local) Name() string { return l.name }
 // Addr says where the node is: this machine.
 func (l *Local) Addr() string { return LocalAddress }
 
-// Lost is always false: this machine cannot go away under the coordinator.
-func (l *Local) Lost() bool { return false }
+// Lost is false until Close; after it, every call fails with a
+// *ConnectionLostError, as the Executor contract has it.
+func (l *Local) Lost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
 
 // Close ends every command still running (as a dropped SSH connection
 // does, through their guards) and waits until they have; later calls fail.
@@ -123,7 +130,7 @@ func (l *Local) begin(what string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return fmt.Errorf("%s: %s: closed by gpuaccept: %w", l.name, what, net.ErrClosed)
+		return &ConnectionLostError{Node: l.name, Reason: what + ": closed by gpuaccept", Err: net.ErrClosed}
 	}
 	l.running.Add(1)
 	return nil
@@ -324,7 +331,10 @@ func (l *Local) writeChecked(ctx context.Context, src io.ReaderAt, size int64, r
 		w = io.MultiWriter(f, want)
 	}
 	p := newProgress(o.Progress, size)
-	n, err := io.Copy(w, &ctxReader{ctx: ctx, r: &progressReader{r: io.NewSectionReader(src, 0, size), p: p}})
+	// MiB at a time: an image archive of gigabytes in 32 KiB writes is
+	// tens of thousands of calls more, and ctx is looked at per read.
+	buf := make([]byte, 1<<20)
+	n, err := io.CopyBuffer(w, &ctxReader{ctx: ctx, r: &progressReader{r: io.NewSectionReader(src, 0, size), p: p}}, buf)
 	if err != nil {
 		return fail("write", err)
 	}
@@ -339,7 +349,7 @@ func (l *Local) writeChecked(ctx context.Context, src io.ReaderAt, size int64, r
 		return fail("fsync", err)
 	}
 	got := sha256.New()
-	gotSize, err := io.Copy(got, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, 1<<62)})
+	gotSize, err := io.CopyBuffer(got, &ctxReader{ctx: ctx, r: io.NewSectionReader(f, 0, 1<<62)}, buf)
 	if err != nil {
 		return fail("read back", err)
 	}

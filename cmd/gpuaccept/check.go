@@ -242,7 +242,12 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 	if len(inv.SSH.Jump) > 0 {
 		fmt.Fprintf(w, "through jump host(s) %s\n", strings.Join(inv.SSH.Jump, " -> "))
 	}
-	fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.SSH.Concurrency)
+	if len(inv.Nodes) == 1 && inv.Nodes[0].Local() {
+		// No SSH: known_hosts and the rest of ssh do not apply.
+		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
+	} else {
+		fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.SSH.Concurrency)
+	}
 
 	q := inv.Quote
 	fmt.Fprintf(w, "quote: %d × %s (%s, %g GiB) per node; fabric %s, %d × %g Gb/s NICs\n",

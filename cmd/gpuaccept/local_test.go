@@ -175,6 +175,9 @@ func TestLocalExecAndCheckConnect(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "hi from 8 GPUs") || !strings.Contains(res.stdout, "here: exit 0") {
 		t.Errorf("exec: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	if res = run("check", inv); res.code != 0 || !strings.Contains(res.stdout, "reached locally, without SSH") || strings.Contains(res.stdout, "known_hosts") {
+		t.Errorf("check of a local node: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 	res = run("check", "--connect", inv)
 	if res.code != 0 || !strings.Contains(res.stdout, "reached 1 of 1 node(s)") || !strings.Contains(res.stdout, "8 × NVIDIA H100 80GB HBM3") {
 		t.Errorf("check --connect: exit %d\n%s%s", res.code, res.stdout, res.stderr)

@@ -302,10 +302,10 @@ func (v *validator) users() {
 		cfg = v.sshConfig()
 	}
 	var missing []int
-	remote := 0 // the nodes reached over SSH (a local one has its user)
+	overSSH := 0 // the nodes reached over SSH (a local one has its user)
 	for i := range nodes {
 		if !nodes[i].Local() {
-			remote++
+			overSSH++
 		}
 		if nodes[i].User == "" {
 			if v.inv.SSH.User != "" {
@@ -326,7 +326,7 @@ func (v *validator) users() {
 	if cfg != nil && cfg.Path != "" {
 		where = ", or a User for them in " + cfg.Path
 	}
-	if len(missing) == remote {
+	if len(missing) == overSSH {
 		v.problem("ssh.user", "required: set ssh.user, or user on every node%s", where)
 		return
 	}

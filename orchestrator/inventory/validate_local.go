@@ -58,3 +58,23 @@ func coordinatorUser() string {
 	}
 	return strconv.Itoa(os.Getuid())
 }
+
+// localVictim: the failure test's cut and reboot act on the victim's
+// machine; on the machine gpuaccept runs on they would end the window
+// itself (its coordinator cut off, or rebooted), and measure nothing.
+func (v *validator) localVictim() {
+	f := v.inv.Phases.Failure
+	if !f.Enabled || (f.Inject != "cut" && f.Inject != "reboot") || len(v.inv.Nodes) == 0 {
+		return
+	}
+	victim := f.Victim
+	if victim == "" {
+		victim = v.inv.Nodes[len(v.inv.Nodes)-1].Name
+	}
+	for _, n := range v.inv.Nodes {
+		if n.Name == victim && n.Local() {
+			v.problem("phases.failure.inject", "%s of %s, the machine gpuaccept runs on (address: local), would end the window itself: set phases.failure.victim to another node",
+				f.Inject, victim)
+		}
+	}
+}

@@ -541,6 +541,13 @@ func itemClose(t *testing.T, tg *Target) {
 	if err := e.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
 	}
+	// Lost may stay false after Close (SSH: closed is not lost), but once
+	// true, every call must fail as lost.
+	if e.Lost() {
+		if err := e.Run(t.Context(), remote.Cmd{Command: CmdStreams}); !errors.Is(err, remote.ErrConnectionLost) {
+			t.Errorf("Lost is true and Run fails with %v, not a *ConnectionLostError", err)
+		}
+	}
 	err := e.Run(t.Context(), remote.Cmd{Command: CmdStreams})
 	if err == nil || !strings.HasPrefix(err.Error(), e.Name()+": ") ||
 		!errors.Is(err, net.ErrClosed) && !errors.Is(err, remote.ErrConnectionLost) {
