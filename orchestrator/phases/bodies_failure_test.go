@@ -35,6 +35,12 @@ type trainer struct {
 	counting, peakCount int
 	// killFor makes failure.sh's kill-node take that long.
 	killFor time.Duration
+	// torch2 models PyTorch 2.x's agent-shared store: a launcher that
+	// joins after the job's first round (the victim relaunched) without
+	// TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 waits for a MASTER_ADDR no one
+	// writes, and the job with it: stuck, nobody steps again.
+	torch2        bool
+	formed, stuck bool
 }
 
 func newTrainer(nodes ...string) *trainer {
@@ -98,6 +104,10 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 		}
 	}
 	world, step, restart := len(tr.nodes), tr.ckpt, tr.restart
+	if tr.torch2 && tr.formed && !strings.Contains(c.Command, noSharedStore) {
+		tr.stuck = true
+	}
+	tr.formed = true
 	tr.mu.Unlock()
 	defer func() {
 		tr.mu.Lock()
@@ -121,6 +131,10 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 		if tr.killed[node] {
 			tr.mu.Unlock()
 			return fake.Reply{Signal: "KILL"}
+		}
+		if tr.stuck {
+			tr.mu.Unlock()
+			continue
 		}
 		var gone []string
 		for _, n := range tr.nodes {
@@ -204,6 +218,27 @@ func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
 		if h.Running() != 0 {
 			t.Errorf("%s: %d command(s) still running after the window", h.Name(), h.Running())
 		}
+	}
+}
+
+// TestFailureVictimRejoinsOnTorch2: on PyTorch 2.x the relaunched victim
+// comes back into the job (field run on 2.11: it hung in the rendezvous
+// with the survivors until the phase ran out), and every launch line, on
+// the node and in the image, turns the agent-shared store off.
+func TestFailureVictimRejoinsOnTorch2(t *testing.T) {
+	inv := fakeInventory(t, 3, killTest)
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	tr.torch2 = true
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	r := runFake(t, inv, f, FailurePhase)
+	if v := verdictOf(t, r, "RECOV-003", "h3"); v.Status != record.Pass {
+		t.Errorf("RECOV-003 (h3 back in the job): %+v", v)
+	}
+	if n := f.Host("h3").Ran(`export .*` + regexp.QuoteMeta(noSharedStore) + `.*exec python3 -m torch\.distributed\.run `); n < 2 {
+		t.Errorf("h3's launches without %s: %q", noSharedStore, f.Host("h3").Commands())
 	}
 }
 

@@ -365,13 +365,26 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	if len(f.Command) == 0 {
 		check = toolCheck(j.w.RunID(), n.Name, "ddp_train.py") + " "
 	}
-	env := []string{"GPUACCEPT_NODE=" + remote.Quote(n.Name), "GPUACCEPT_CKPT_DIR=" + remote.Quote(dir+"/ckpt"), "LOGLEVEL=INFO", "PYTHONUNBUFFERED=1"}
+	env := []string{"GPUACCEPT_NODE=" + remote.Quote(n.Name), "GPUACCEPT_CKPT_DIR=" + remote.Quote(dir+"/ckpt"), "LOGLEVEL=INFO", "PYTHONUNBUFFERED=1",
+		noSharedStore}
 	if id := j.imageID(n); id != "" {
 		args = j.inImage(n, gen, id, dir, env, args)
 	}
 	return fmt.Sprintf("cd && mkdir -p %s && %sexport %s; exec %s",
 		remote.Quote(dir+"/ckpt"), check, strings.Join(env, " "), strings.Join(args, " "))
 }
+
+// noSharedStore turns off what made the elastic test hang on PyTorch 2.x
+// (2.4 and later; field run on 2.11, lab on 2.6): each agent shares one
+// TCPStore with its workers, and which host runs it (MASTER_ADDR/PORT) is
+// published in the rendezvous store only on an agent's first round
+// (DynamicRendezvousHandler caches _bootstrap_store_info). A node that
+// joins a later round (the victim relaunched) is a fresh agent: it waits
+// for that round's MASTER_ADDR, which the survivors' rank 0 never writes
+// again, and rank 0 waits for the newcomer's role_info, both until their
+// 60 s store timeout. With it off, rank 0 publishes them every round, as
+// 1.13 did; 1.13 ignores the variable.
+const noSharedStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
 
 // imageID is the pinned image as loaded on n, when the job runs in it.
 func (j *failureJob) imageID(n *orchestrator.Node) string {
