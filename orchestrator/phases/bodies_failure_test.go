@@ -61,6 +61,12 @@ func (tr *trainer) answer(h *fake.Host) {
 		}
 		return tr.launch(c)
 	})
+	h.On(`exec python3 -c .*import torch, torch\.distributed\.run`, func(c *fake.Call) fake.Reply {
+		if tr.torch2 {
+			return fake.Reply{Stdout: "torch 2.11.0+cu130\n"}
+		}
+		return fake.Reply{Stdout: "torch 1.13.0a0\n"}
+	})
 	onScript(h, "failure.sh", func(c *fake.Call, a []string) fake.Reply {
 		node := c.Host.Name()
 		if a[0] == "count" && tr.countFor > 0 {
@@ -117,7 +123,11 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(c.Stdout, "[default0]:GPUACCEPT "+format+"\n", args...)
 	}
-	say("start t=%d node=%s rank=%d world=%d restart=%d resume_step=%d", time.Now().Unix(), node, rank, world, restart, step)
+	v := ""
+	if tr.torch2 {
+		v = " torch=2.11.0+cu130"
+	}
+	say("start t=%d node=%s rank=%d world=%d restart=%d resume_step=%d%s", time.Now().Unix(), node, rank, world, restart, step, v)
 	lost := map[string]bool{}
 	t := time.NewTicker(tr.tick)
 	defer t.Stop()
@@ -239,6 +249,19 @@ func TestFailureVictimRejoinsOnTorch2(t *testing.T) {
 	}
 	if n := f.Host("h3").Ran(`export .*` + regexp.QuoteMeta(noSharedStore) + `.*exec python3 -m torch\.distributed\.run `); n < 2 {
 		t.Errorf("h3's launches without %s: %q", noSharedStore, f.Host("h3").Commands())
+	}
+	// The versions are in the record and in what the buyer reads.
+	var res Failed
+	if err := json.Unmarshal(resultOf(t, r, "failure", -1).Data, &res); err != nil {
+		t.Fatalf("failure result: %v", err)
+	}
+	for _, n := range []string{"h1", "h2", "h3"} {
+		if v := res.Torch[n]; v.Launcher != "2.11.0+cu130" || v.Workers != "2.11.0+cu130" {
+			t.Errorf("%s: torch %+v", n, v)
+		}
+	}
+	if v := verdictOf(t, r, "RECOV-001", ""); !strings.Contains(v.Detail, "(PyTorch 2.11.0+cu130 on h[1-3])") {
+		t.Errorf("RECOV-001 does not say which PyTorch: %q", v.Detail)
 	}
 }
 

@@ -28,6 +28,8 @@ type Failed struct {
 	World      int      `json:"world"` // workers of the whole job
 	Dir        string   `json:"dir"`
 	Command    string   `json:"command"` // the first launch on the rendezvous node
+	// Torch: the PyTorch each node's launcher and workers ran.
+	Torch map[string]TorchVersion `json:"torch,omitempty"`
 	// CheckpointEvery: the job's checkpoint interval in steps; the steps
 	// a failure loses lie anywhere from 0 to it, by where it fell.
 	CheckpointEvery int `json:"checkpoint_every,omitempty"`
@@ -119,7 +121,7 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	}
 	res := &Failed{Inject: f.Inject, Recovery: f.Recovery, Victim: victim.Name, Rendezvous: nodes[0].Name,
 		World: len(nodes) * f.ProcsPerNode, Dir: failureDir(w), Left: map[string]int{}, Currency: w.Inv.Quote.Currency,
-		CheckpointEvery: f.CheckpointEvery}
+		CheckpointEvery: f.CheckpointEvery, Torch: map[string]TorchVersion{}}
 	for _, n := range nodes {
 		res.Nodes = append(res.Nodes, n.Name)
 	}
@@ -128,6 +130,7 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	res.EndedAt = job.now()
 	job.cleanup(nodes, victim)
 	events, _ := job.log.snapshot()
+	job.workerTorch(events)
 	drawn := record.TimelineNodes(res.Nodes, victim.Name)
 	res.Events = recordedEvents(events, drawn)
 	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
@@ -148,6 +151,7 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim *orchestrator.Node) error {
 	f := j.f
 	// Setup.
+	j.probeTorch(ctx, nodes)
 	j.startAll(ctx, nodes, len(nodes))
 	// Steady progress: every node logs steps in a job of the full size
 	// (a slow start can form a group one node short).
