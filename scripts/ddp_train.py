@@ -5,15 +5,16 @@
 # Log contract (stdout, one line per event; your own training command must
 # print the same to be measured). Every line starts with "GPUACCEPT ", may
 # carry a launcher's prefix before that, and is key=value pairs after it:
-#   GPUACCEPT start t=UNIX node=NAME rank=R world=W restart=N resume_step=S
+#   GPUACCEPT start t=UNIX node=NAME rank=R world=W restart=N resume_step=S [torch=VERSION]
 #   GPUACCEPT step t=UNIX node=NAME rank=R world=W step=S
 #   GPUACCEPT checkpoint t=UNIX node=NAME rank=R step=S
 #   GPUACCEPT error t=UNIX node=NAME rank=R step=S msg=TEXT-TO-END-OF-LINE
 # t is seconds since the epoch (float); NAME is $GPUACCEPT_NODE (the
 # inventory's name) or the hostname; resume_step is the step the job
-# continues after (0 on a fresh start); step lines come from every rank
-# after the step's optimizer update; checkpoint lines after the checkpoint
-# is on disk (renamed into place, fsync'd).
+# continues after (0 on a fresh start); torch, optional, is the worker's
+# torch.__version__ (recorded beside the launcher's); step lines come from
+# every rank after the step's optimizer update; checkpoint lines after the
+# checkpoint is on disk (renamed into place, fsync'd).
 import argparse
 import datetime
 import os
@@ -112,7 +113,8 @@ def main():
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step = state["step"]
-    log("start", world=world, restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), resume_step=step)
+    log("start", world=world, restart=os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), resume_step=step,
+        torch=torch.__version__)
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
     gen = torch.Generator(device="cpu").manual_seed(1234 + dist.get_rank())
     try:

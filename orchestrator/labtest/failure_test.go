@@ -293,3 +293,36 @@ func rawLog(dir, node, phase string) []byte {
 	b, _ := io.ReadAll(r)
 	return b
 }
+
+// torch2Args runs the job in the lab's image with Debian 13's root
+// filesystem (python3-torch 2.x, Python 3.13, its own glibc) mounted over
+// its /usr: the launcher and the workers are PyTorch 2.x's, as on a
+// current rented node. The rootfs is built once per machine (torch2.sh).
+func torch2Args(t *testing.T) (string, *lab.Torch2) {
+	t.Helper()
+	tv, err := lab.Torch2Rootfs(t.Context(), "")
+	if err != nil {
+		t.Fatalf("the PyTorch 2.x root filesystem: %v", err)
+	}
+	r := tv.Rootfs
+	// python: /usr/bin/python3, failureInventory's, is the container's.
+	return fmt.Sprintf(`    container_args: ["-v", "%s/usr:/usr:ro", "-v", "%s/usr/lib:/lib:ro", "-v", "%s/usr/lib64:/lib64:ro", "-v", "%s/etc/ld.so.cache:/etc/ld.so.cache:ro"]
+`, r, r, r, r), tv
+}
+
+// TestFailureKillNodeElasticTorch2: the field's failure (PyTorch 2.11 on an
+// H200) in the lab: a node killed, its launcher relaunched while the
+// survivors re-form the job. Under 2.x's shared rendezvous store the
+// relaunched agent waited for a MASTER_ADDR that no one wrote and the
+// survivors for its rank, until the phase ran out.
+func TestFailureKillNodeElasticTorch2(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	args, tv := torch2Args(t)
+	im := labImage(t)
+	inv := failureInventory(t, l, "    inject: kill-node\n    recovery: elastic\n"+args)
+	withImage(t, inv, im.DockerArchive, strings.TrimPrefix(im.ID, "sha256:"), "direct")
+	r, f, _ := runFailure(t, l, inv)
+	t.Logf("python3-torch %s", tv.Version)
+	wantRecovered(t, l, r, f)
+}

@@ -35,6 +35,12 @@ type trainer struct {
 	counting, peakCount int
 	// killFor makes failure.sh's kill-node take that long.
 	killFor time.Duration
+	// torch2 models PyTorch 2.x's agent-shared store: a launcher that
+	// joins after the job's first round (the victim relaunched) without
+	// TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 waits for a MASTER_ADDR no one
+	// writes, and the job with it: stuck, nobody steps again.
+	torch2        bool
+	formed, stuck bool
 }
 
 func newTrainer(nodes ...string) *trainer {
@@ -61,6 +67,12 @@ func (tr *trainer) answer(h *fake.Host) {
 			return fake.Reply{Exit: 2, Stderr: "fake: the job's directory is not made private first: " + c.Command}
 		}
 		return tr.launch(c)
+	})
+	h.On(`exec python3 -c .*import torch, torch\.distributed\.run`, func(c *fake.Call) fake.Reply {
+		if tr.torch2 {
+			return fake.Reply{Stdout: "torch 2.11.0+cu130\n"}
+		}
+		return fake.Reply{Stdout: "torch 1.13.0a0\n"}
 	})
 	onScript(h, "failure.sh", func(c *fake.Call, a []string) fake.Reply {
 		node := c.Host.Name()
@@ -105,6 +117,10 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 		}
 	}
 	world, step, restart := len(tr.nodes), tr.ckpt, tr.restart
+	if tr.torch2 && tr.formed && !strings.Contains(c.Command, noSharedStore) {
+		tr.stuck = true
+	}
+	tr.formed = true
 	tr.mu.Unlock()
 	defer func() {
 		tr.mu.Lock()
@@ -114,7 +130,11 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(c.Stdout, "[default0]:GPUACCEPT "+format+"\n", args...)
 	}
-	say("start t=%d node=%s rank=%d world=%d restart=%d resume_step=%d", time.Now().Unix(), node, rank, world, restart, step)
+	v := ""
+	if tr.torch2 {
+		v = " torch=2.11.0+cu130"
+	}
+	say("start t=%d node=%s rank=%d world=%d restart=%d resume_step=%d%s", time.Now().Unix(), node, rank, world, restart, step, v)
 	lost := map[string]bool{}
 	t := time.NewTicker(tr.tick)
 	defer t.Stop()
@@ -128,6 +148,10 @@ func (tr *trainer) launch(c *fake.Call) fake.Reply {
 		if tr.killed[node] {
 			tr.mu.Unlock()
 			return fake.Reply{Signal: "KILL"}
+		}
+		if tr.stuck {
+			tr.mu.Unlock()
+			continue
 		}
 		var gone []string
 		for _, n := range tr.nodes {
@@ -211,6 +235,40 @@ func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
 		if h.Running() != 0 {
 			t.Errorf("%s: %d command(s) still running after the window", h.Name(), h.Running())
 		}
+	}
+}
+
+// TestFailureVictimRejoinsOnTorch2: on PyTorch 2.x the relaunched victim
+// comes back into the job (field run on 2.11: it hung in the rendezvous
+// with the survivors until the phase ran out), and every launch line, on
+// the node and in the image, turns the agent-shared store off.
+func TestFailureVictimRejoinsOnTorch2(t *testing.T) {
+	inv := fakeInventory(t, 3, killTest)
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	tr.torch2 = true
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	r := runFake(t, inv, f, FailurePhase)
+	if v := verdictOf(t, r, "RECOV-003", "h3"); v.Status != record.Pass {
+		t.Errorf("RECOV-003 (h3 back in the job): %+v", v)
+	}
+	if n := f.Host("h3").Ran(`export .*` + regexp.QuoteMeta(noSharedStore) + `.*exec python3 -m torch\.distributed\.run `); n < 2 {
+		t.Errorf("h3's launches without %s: %q", noSharedStore, f.Host("h3").Commands())
+	}
+	// The versions are in the record and in what the buyer reads.
+	var res Failed
+	if err := json.Unmarshal(resultOf(t, r, "failure", -1).Data, &res); err != nil {
+		t.Fatalf("failure result: %v", err)
+	}
+	for _, n := range []string{"h1", "h2", "h3"} {
+		if v := res.Torch[n]; v.Launcher != "2.11.0+cu130" || v.Workers != "2.11.0+cu130" {
+			t.Errorf("%s: torch %+v", n, v)
+		}
+	}
+	if v := verdictOf(t, r, "RECOV-001", ""); !strings.Contains(v.Detail, "(PyTorch 2.11.0+cu130 on h[1-3])") {
+		t.Errorf("RECOV-001 does not say which PyTorch: %q", v.Detail)
 	}
 }
 

@@ -29,6 +29,8 @@ type Failed struct {
 	World      int      `json:"world"` // workers of the whole job
 	Dir        string   `json:"dir"`
 	Command    string   `json:"command"` // the first launch on the rendezvous node
+	// Torch: the PyTorch each node's launcher and workers ran.
+	Torch map[string]TorchVersion `json:"torch,omitempty"`
 	// CheckpointEvery: the job's checkpoint interval in steps; the steps
 	// a failure loses lie anywhere from 0 to it, by where it fell.
 	CheckpointEvery int `json:"checkpoint_every,omitempty"`
@@ -123,7 +125,7 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	}
 	res := &Failed{Inject: f.Inject, Recovery: f.Recovery, Victim: victim.Name, Rendezvous: nodes[0].Name,
 		World: len(nodes) * f.ProcsPerNode, Dir: failureDir(w), Left: map[string]int{}, Currency: w.Inv.Quote.Currency,
-		CheckpointEvery: f.CheckpointEvery}
+		CheckpointEvery: f.CheckpointEvery, Torch: map[string]TorchVersion{}}
 	for _, n := range nodes {
 		res.Nodes = append(res.Nodes, n.Name)
 	}
@@ -132,6 +134,7 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	res.EndedAt = job.now()
 	job.cleanup(nodes, victim)
 	events, _ := job.log.snapshot()
+	job.workerTorch(events)
 	drawn := record.TimelineNodes(res.Nodes, victim.Name)
 	res.Events = recordedEvents(events, drawn)
 	res.FailureFigures = figures(events, res.InjectedAt, victim.Name, f.ResumeSteps)
@@ -152,6 +155,7 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 func (j *failureJob) run(ctx context.Context, nodes []*orchestrator.Node, victim *orchestrator.Node) error {
 	f := j.f
 	// Setup.
+	j.probeTorch(ctx, nodes)
 	j.startAll(ctx, nodes, len(nodes))
 	// Steady progress: every node logs steps in a job of the full size
 	// (a slow start can form a group one node short).
@@ -369,7 +373,8 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	if len(f.Command) == 0 {
 		check = toolCheck(j.w.RunID(), n.Name, "ddp_train.py") + " "
 	}
-	env := []string{"GPUACCEPT_NODE=" + remote.Quote(n.Name), "GPUACCEPT_CKPT_DIR=" + remote.Quote(dir+"/ckpt"), "LOGLEVEL=INFO", "PYTHONUNBUFFERED=1"}
+	env := []string{"GPUACCEPT_NODE=" + remote.Quote(n.Name), "GPUACCEPT_CKPT_DIR=" + remote.Quote(dir+"/ckpt"), "LOGLEVEL=INFO", "PYTHONUNBUFFERED=1",
+		noSharedStore}
 	if id := j.imageID(n); id != "" {
 		args = j.inImage(n, gen, id, dir, env, args)
 	}
@@ -378,6 +383,18 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	return fmt.Sprintf("cd && %s && mkdir -p %s && %sexport %s; exec %s",
 		remote.PrivateDirCmd(path.Dir(dir), false), remote.Quote(dir+"/ckpt"), check, strings.Join(env, " "), strings.Join(args, " "))
 }
+
+// noSharedStore turns off what made the elastic test hang on PyTorch 2.x
+// (2.4 and later; field run on 2.11, lab on 2.6): each agent shares one
+// TCPStore with its workers, and which host runs it (MASTER_ADDR/PORT) is
+// published in the rendezvous store only on an agent's first round
+// (DynamicRendezvousHandler caches _bootstrap_store_info). A node that
+// joins a later round (the victim relaunched) is a fresh agent: it waits
+// for that round's MASTER_ADDR, which the survivors' rank 0 never writes
+// again, and rank 0 waits for the newcomer's role_info, both until their
+// 60 s store timeout. With it off, rank 0 publishes them every round, as
+// 1.13 did; 1.13 ignores the variable.
+const noSharedStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
 
 // imageID is the pinned image as loaded on n, when the job runs in it.
 func (j *failureJob) imageID(n *orchestrator.Node) string {

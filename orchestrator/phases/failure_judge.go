@@ -26,9 +26,15 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 		// The test never got to the failure: say why on the first one.
 		r := v("RECOV-001")
 		r.Status, r.Detail = record.Fail, firstNonEmpty(pr.Error, "the job never ran steadily")
+		if t := torchText(res.Nodes, res.Torch); t != "" {
+			r.Detail += " (" + t + ")"
+		}
 		return []record.Verdict{r, leftVerdict(res, v("RECOV-004"))}
 	}
 	how := fmt.Sprintf("%s of %s, %s recovery", res.Inject, res.Victim, res.Recovery)
+	if t := torchText(res.Nodes, res.Torch); t != "" {
+		how += " (" + t + ")"
+	}
 	resumed := v("RECOV-001")
 	resumed.Quoted = "≤ " + f.ResumeWithin.String()
 	switch {

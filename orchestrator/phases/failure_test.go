@@ -16,6 +16,7 @@ func TestParseJobLine(t *testing.T) {
 	}{
 		{"[default0]:GPUACCEPT step t=1764500000.123 node=h2 rank=1 world=3 step=12 loss=0.5", true, JobEvent{Kind: "step", Rank: 1, World: 3, Step: 12}},
 		{"GPUACCEPT start t=1.0 node=h1 rank=0 world=2 restart=1 resume_step=10", true, JobEvent{Kind: "start", World: 2, Restart: 1, Step: 10}},
+		{"GPUACCEPT start t=1.0 node=h1 rank=0 world=2 restart=0 resume_step=0 torch=2.11.0+cu130", true, JobEvent{Kind: "start", World: 2, Torch: "2.11.0+cu130"}},
 		{"GPUACCEPT error t=1.0 node=h1 rank=0 step=7 msg=RuntimeError: Connection closed by peer [10.0.0.3]:1234", true,
 			JobEvent{Kind: "error", Step: 7, Msg: "RuntimeError: Connection closed by peer [10.0.0.3]:1234"}},
 		{"GPUACCEPT checkpoint t=1.0 node=h1 rank=0 step=10", true, JobEvent{Kind: "checkpoint", Step: 10}},
@@ -28,6 +29,25 @@ func TestParseJobLine(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("%q: %+v %v, want %+v %v", tc.line, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestTorchText: one clause per distinct answer, nodes as host ranges;
+// workers named only where they differ from the launcher.
+func TestTorchText(t *testing.T) {
+	nodes := []string{"gpu-01", "gpu-02", "gpu-03", "gpu-04"}
+	got := torchText(nodes, map[string]TorchVersion{
+		"gpu-01": {Launcher: "2.11.0+cu130", Workers: "2.11.0+cu130"},
+		"gpu-02": {Launcher: "2.11.0+cu130"},
+		"gpu-03": {Launcher: "2.6.0", Workers: "1.13.0a0"},
+		"gpu-04": {Error: "python3: No module named torch"},
+	})
+	want := "PyTorch 2.11.0+cu130 on gpu-[01-02]; PyTorch 2.6.0 (workers 1.13.0a0) on gpu-03; gpu-04: no PyTorch: python3: No module named torch"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := torchText(nodes, nil); got != "" {
+		t.Errorf("nothing probed: %q", got)
 	}
 }
 

@@ -23,8 +23,10 @@ type JobEvent struct {
 	World int     `json:"world,omitempty"`
 	Step  int     `json:"step"`
 	// Restart is torchrun's restart count (start lines).
-	Restart int    `json:"restart,omitempty"`
-	Msg     string `json:"msg,omitempty"`
+	Restart int `json:"restart,omitempty"`
+	// Torch is the worker's torch.__version__ (start lines).
+	Torch string `json:"torch,omitempty"`
+	Msg   string `json:"msg,omitempty"`
 }
 
 // parseJobLine reads a "GPUACCEPT kind k=v ..." line wherever it starts
@@ -69,6 +71,10 @@ func parseJobLine(line string) (JobEvent, bool) {
 			}
 		case "restart":
 			e.Restart = n
+		case "torch":
+			if kind == "start" {
+				e.Torch = v
+			}
 		}
 	}
 	return e, true

@@ -27,6 +27,9 @@ import (
 // as a collective that times out would; the others follow its round file.
 const SimPython = "gpuaccept-sim-python"
 
+// SimTorchVersion is what SimPython says its torch.__version__ is.
+const SimTorchVersion = "0+gpuaccept.simulated"
+
 const (
 	elasticTick = 100 * time.Millisecond
 	elasticJoin = 5 * time.Second // torchrun's last call: a round below max after this
@@ -78,6 +81,12 @@ type elasticRound struct {
 func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 	if len(args) == 2 && args[0] == "-c" && args[1] == "import torch" {
 		return 0 // the window asks whether the node's Python has torch: it does
+	}
+	if len(args) == 2 && args[0] == "-c" && strings.Contains(args[1], "torch.__version__") {
+		// The failure test asks the launcher's version first: say it is
+		// no PyTorch at all.
+		fmt.Fprintln(stdout, "torch "+SimTorchVersion)
+		return 0
 	}
 	if len(args) < 2 || args[0] != "-m" || args[1] != "torch.distributed.run" {
 		fmt.Fprintf(stderr, "%s: %s %s is not simulated (only -m torch.distributed.run)\n", modelLabel, SimPython, strings.Join(args, " "))

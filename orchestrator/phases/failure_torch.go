@@ -1,0 +1,125 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator"
+	"gpuaccept/remote"
+)
+
+// TorchVersion is the PyTorch a node ran the failure test with: the
+// launcher's (torch.__version__ of the Python that runs
+// torch.distributed.run, in the image when the job runs there) and the
+// workers' (what ddp_train.py's start lines said; empty for a command of
+// the buyer's own that does not say). Elastic recovery differs between
+// versions (2.4 changed how a rejoining node finds the job's store), so a
+// result means little without them.
+type TorchVersion struct {
+	Launcher string `json:"launcher,omitempty"`
+	Workers  string `json:"workers,omitempty"`
+	// Error: why the launcher's version is not known (no torch there).
+	Error string `json:"error,omitempty"`
+}
+
+// torchProbeWithin bounds the version probe (a container start and
+// torch's import take seconds on a loaded node).
+const torchProbeWithin = time.Minute
+
+// torchVersionWord is what a version may look like ("2.11.0+cu130",
+// "1.13.0a0", "2.6.0+debian"); anything else from a node is not recorded.
+var torchVersionWord = regexp.MustCompile(`^[0-9][0-9A-Za-z.+_-]{0,63}$`)
+
+// probeTorch records every node's launcher PyTorch before the job starts:
+// the same Python as the launch, in the image when the job runs there.
+func (j *failureJob) probeTorch(ctx context.Context, nodes []*orchestrator.Node) {
+	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
+		pctx, cancel := context.WithTimeout(ctx, torchProbeWithin)
+		defer cancel()
+		out, err := runOn(pctx, j.w, n, j.torchProbe(n))
+		v := TorchVersion{}
+		if line, ok := strings.CutPrefix(lastLine(string(out)), "torch "); ok && torchVersionWord.MatchString(line) {
+			v.Launcher = line
+		} else {
+			v.Error = firstNonEmpty(strings.TrimSpace(lastLine(string(out))), "no answer")
+			if err != nil {
+				v.Error = err.Error()
+			}
+			v.Error = clip(v.Error, 200)
+		}
+		j.mu.Lock()
+		j.res.Torch[n.Name] = v
+		j.mu.Unlock()
+	})
+	j.w.Progress.Line("failure: %s", torchText(j.res.Nodes, j.res.Torch))
+}
+
+// torchProbe is the command that prints "torch VERSION" with the
+// launcher's Python (torch.distributed.run imported: the launcher runs).
+func (j *failureJob) torchProbe(n *orchestrator.Node) string {
+	args := []string{remote.Quote(j.f.Python), "-c", remote.Quote(`import torch, torch.distributed.run; print("torch", torch.__version__)`)}
+	if id := j.imageID(n); id != "" {
+		// Generation 0: the container's name is the probe's own.
+		args = j.inImage(n, 0, id, failureDir(j.w), nil, args)
+	}
+	// The job's directory first: the image mounts it.
+	return fmt.Sprintf("cd && mkdir -p %s && exec %s", remote.Quote(failureDir(j.w)+"/ckpt"), strings.Join(args, " "))
+}
+
+// workerTorch adds what the workers' start lines said to the record.
+func (j *failureJob) workerTorch(events []JobEvent) {
+	for _, e := range events {
+		if e.Kind != "start" || e.Torch == "" || !torchVersionWord.MatchString(e.Torch) {
+			continue
+		}
+		v := j.res.Torch[e.Node]
+		if v.Workers == "" {
+			v.Workers = e.Torch
+			j.res.Torch[e.Node] = v
+		}
+	}
+}
+
+// torchText says which PyTorch ran where, one clause per distinct answer:
+// "PyTorch 2.6.0 on h[1-3]"; "PyTorch 2.11.0 (workers 2.11.0+cu130) on
+// gpu-01; gpu-02: no torch: ...".
+func torchText(nodes []string, torch map[string]TorchVersion) string {
+	if len(torch) == 0 {
+		return ""
+	}
+	by := map[string][]string{}
+	var order []string
+	for _, n := range nodes {
+		v, ok := torch[n]
+		if !ok {
+			continue
+		}
+		var k string
+		switch {
+		case v.Launcher == "":
+			k = "no PyTorch: " + v.Error
+		case v.Workers != "" && v.Workers != v.Launcher:
+			k = fmt.Sprintf("PyTorch %s (workers %s)", v.Launcher, v.Workers)
+		default:
+			k = "PyTorch " + v.Launcher
+		}
+		if _, seen := by[k]; !seen {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], n)
+	}
+	var parts []string
+	for _, k := range order {
+		if strings.HasPrefix(k, "no PyTorch") {
+			parts = append(parts, hostlist.Compress(by[k])+": "+k)
+		} else {
+			parts = append(parts, k+" on "+hostlist.Compress(by[k]))
+		}
+	}
+	return strings.Join(slices.Compact(parts), "; ")
+}
