@@ -109,13 +109,27 @@ func (p *Progress) holdAtMost() time.Duration {
 	return groupAtMost
 }
 
-// nodesWho names nodes as a line's subject: the node, or "N nodes RANGE".
-func nodesWho(nodes []string) string {
+// nodesWho names nodes as a line's subject: the node, or "N nodes RANGE",
+// the range cut to width columns ("gpu-[001-002,004,…]") so that what
+// they said still fits the line: the count says how many it stands for.
+func nodesWho(nodes []string, width int) string {
 	if len(nodes) == 1 {
 		return nodes[0]
 	}
-	return fmt.Sprintf("%d nodes %s", len(nodes), hostlist.Compress(nodes))
+	r := hostlist.Compress(nodes)
+	if len(r) > width {
+		cut := strings.LastIndex(r[:max(width-2, 1)], ",")
+		if open := strings.LastIndex(r[:max(cut, 0)+1], "["); cut > 0 && open >= 0 && !strings.Contains(r[open:cut], "]") {
+			r = r[:cut] + ",…]"
+		} else {
+			r = twwidth.Truncate(r, width-1, "") + "…"
+		}
+	}
+	return fmt.Sprintf("%d nodes %s", len(nodes), r)
 }
+
+// whoWidth is how many columns a line's range of nodes may take.
+func (p *Progress) whoWidth() int { return max(p.width*2/5, 20) }
 
 // xferAgg is every plain-line transfer of one kind (what) at once: at
 // fleet size a line per node per tenth was most of the output, so the
@@ -154,7 +168,7 @@ func (p *Progress) sent(a *xferAgg, n int64) {
 		return
 	}
 	p.clearLive()
-	p.put(fmt.Sprintf("%s: %s: %d%% of %s sent\n", nodesWho(a.nodes), a.what, a.done*100/a.total, inventory.Bytes(a.total)))
+	p.put(fmt.Sprintf("%s: %s: %d%% of %s sent\n", nodesWho(a.nodes, p.whoWidth()), a.what, a.done*100/a.total, inventory.Bytes(a.total)))
 	a.next = a.done*10/a.total + 1
 	p.drawLive()
 }

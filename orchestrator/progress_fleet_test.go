@@ -97,3 +97,23 @@ func TestProgressLinesFitTheWidth(t *testing.T) {
 		}
 	}
 }
+
+// A long range of nodes is cut, the count whole, so that what the nodes
+// said still fits the line.
+func TestALongRangeLeavesRoomForTheMessage(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	var out syncBuffer
+	p := NewProgress(&out, false)
+	p.Phase("checkpoint-write", 256)
+	for i := 1; i <= 256; i += 3 {
+		p.Node(fmt.Sprintf("gpu-%03d", i), "checkpoint saved: 16MiB")
+	}
+	p.End()
+	want := "86 nodes gpu-[001,004,007,010,013,016,019,022,…]: checkpoint saved: 16MiB\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in\n%s", want, out.String())
+	}
+	if got := nodesWho([]string{"gpu-1", "gpu-3"}, 6); got != "2 nodes gpu-[…" {
+		t.Errorf("a range with no comma to cut at: %q", got)
+	}
+}
