@@ -48,8 +48,9 @@ func TestExecGroupsIdenticalOutputs(t *testing.T) {
 }
 
 // execDemo brings up the demo's nodes (in-process SSH servers running
-// real commands) for an exec test.
-func execDemo(t *testing.T) *inventory.Inventory {
+// real commands) for an exec test, and selects those nodes names as
+// --nodes does.
+func execDemo(t *testing.T, nodes string) *inventory.Inventory {
 	t.Helper()
 	inv, hw, err := demoInventory("")
 	if err != nil {
@@ -64,6 +65,9 @@ func execDemo(t *testing.T) *inventory.Inventory {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if inv, err = orchestrator.SelectNodes(inv, nodes); err != nil {
+		t.Fatal(err)
+	}
 	return inv
 }
 
@@ -71,14 +75,10 @@ func execDemo(t *testing.T) *inventory.Inventory {
 // printed, and its command ends at --timeout, named as timed out (exec
 // held everything: 3 GB in 10 s, and had no timeout).
 func TestExecBoundsANodeThatPrintsWithoutEnd(t *testing.T) {
-	inv := execDemo(t)
-	inv, err := orchestrator.SelectNodes(inv, "gpu-[01-02]")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := execDemo(t, "gpu-[01-02]")
 	var out bytes.Buffer
 	start := time.Now()
-	err = execAll(t.Context(), &out, inv, `yes "$(printf 'line\033[2J')"`, execOptions{output: "text", timeout: 3 * time.Second})
+	err := execAll(t.Context(), &out, inv, `yes "$(printf 'line\033[2J')"`, execOptions{output: "text", timeout: 3 * time.Second})
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitNotAccepted {
 		t.Fatalf("want exit 1, got %v", err)
@@ -104,14 +104,10 @@ func TestExecBoundsANodeThatPrintsWithoutEnd(t *testing.T) {
 // -o json: per node its exit code, status, each stream bounded with its
 // byte count and whether it was cut, and how long it took.
 func TestExecJSON(t *testing.T) {
-	inv := execDemo(t)
 	// gpu-04's stand-in profile is the failing one (TestExecGroupsIdenticalOutputs).
-	inv, err := orchestrator.SelectNodes(inv, "gpu-[03-04]")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := execDemo(t, "gpu-[03-04]")
 	var out bytes.Buffer
-	err = execAll(t.Context(), &out, inv, `if grep -q fail "$HOME/bin/PROFILE"; then echo out; echo err >&2; exit 3; fi; head -c 200000 /dev/zero | tr '\0' x`,
+	err := execAll(t.Context(), &out, inv, `if grep -q fail "$HOME/bin/PROFILE"; then echo out; echo err >&2; exit 3; fi; head -c 200000 /dev/zero | tr '\0' x`,
 		execOptions{output: "json", timeout: 30 * time.Second})
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitNotAccepted {
