@@ -122,7 +122,7 @@ func (p *Progress) Node(node, format string, args ...any) {
 		h.nodes = append(h.nodes, node)
 		h.join(msg)
 		if left := p.holdAtMost() - time.Since(p.heldSince); p.flush != nil && left > 0 {
-			p.flush.Reset(min(groupFor, left))
+			p.flush.Reset(min(p.holdFor(), left))
 		}
 		return
 	}
@@ -134,7 +134,7 @@ func (p *Progress) Node(node, format string, args ...any) {
 	p.pendingAt[key] = h
 	if p.flush == nil {
 		p.heldSince = time.Now()
-		p.flush = time.AfterFunc(groupFor, p.Flush)
+		p.flush = time.AfterFunc(p.holdFor(), p.Flush)
 	}
 }
 

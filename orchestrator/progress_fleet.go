@@ -109,6 +109,17 @@ func (p *Progress) holdAtMost() time.Duration {
 	return groupAtMost
 }
 
+// holdFor is how long a quiet moment holds lines: at fleet size the whole
+// holdAtMost (a flush at every pause of groupFor printed one node's
+// line at a time when 256 nodes finished a step over 40 s), the lines
+// rate-limited to one per message each fleetGroupAtMost.
+func (p *Progress) holdFor() time.Duration {
+	if p.total > fleetAt {
+		return fleetGroupAtMost
+	}
+	return groupFor
+}
+
 // nodesWho names nodes as a line's subject: the node, or "N nodes RANGE",
 // the range cut to width columns ("gpu-[001-002,004,…]") so that what
 // they said still fits the line: the count says how many it stands for.

@@ -117,3 +117,22 @@ func TestALongRangeLeavesRoomForTheMessage(t *testing.T) {
 		t.Errorf("a range with no comma to cut at: %q", got)
 	}
 }
+
+// At fleet size nodes that finish a step a little apart are still one
+// line: a pause of groupFor flushed one node's line at a time.
+func TestFleetLinesAreRateLimited(t *testing.T) {
+	var out syncBuffer
+	p := NewProgress(&out, false)
+	p.Phase("checkpoint-write", 64)
+	for i := 1; i <= 4; i++ {
+		p.Node(fmt.Sprintf("gpu-%02d", i), "checkpoint saved: 16MiB in %d.5 s", i)
+		time.Sleep(2 * groupFor)
+	}
+	if s := out.String(); strings.Contains(s, "saved") {
+		t.Errorf("printed before %s:\n%s", fleetGroupAtMost, s)
+	}
+	p.End()
+	if want := "4 nodes gpu-[01-04]: checkpoint saved: 16MiB in 1.5..4.5 s\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in\n%s", want, out.String())
+	}
+}
