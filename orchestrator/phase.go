@@ -36,8 +36,14 @@ type Phase struct {
 	// Skipped says why the window's selection (--only, --skip) leaves it
 	// out; "" when it does not.
 	Skipped string
-	// Deadline bounds the phase on each node (or the cluster body).
+	// Deadline bounds the phase on each node (or the cluster body): the
+	// phase's built-in bound, which the inventory's phases.deadline
+	// replaces unless Own says the inventory set this phase's bound itself.
 	Deadline func(inv *inventory.Inventory) time.Duration
+	// Own says the inventory sets this phase's bound itself
+	// (phases.<name>.timeout, or a setting Deadline is computed from, such
+	// as the all-reduce's per-sweep timeout); nil means it never does.
+	Own func(inv *inventory.Inventory) bool
 	// PerNode runs on every node still in the window, all at once. Its
 	// value is recorded as the node's result data (JSON).
 	PerNode func(ctx context.Context, w *Window, n *Node) (any, error)
@@ -70,14 +76,25 @@ func (p *Phase) runsAgain(phases []Phase, inv *inventory.Inventory, done map[str
 	return false
 }
 
+// deadline is the phase's own bound when the inventory sets one, else
+// phases.deadline (the default for every phase without a timeout of its
+// own: it used to lose to every built-in bound, so it changed nothing),
+// else the built-in bound. Teardown keeps its built-in budget: cleanup
+// must not be cut short, nor a hung node held, by a bound chosen for
+// measuring. The plan, check --connect's bound and the run all read this.
 func (p *Phase) deadline(inv *inventory.Inventory) time.Duration {
+	builtin := time.Duration(0)
 	if p.Deadline != nil {
-		if d := p.Deadline(inv); d > 0 {
-			return d
-		}
+		builtin = p.Deadline(inv)
 	}
-	if inv.Phases.Deadline > 0 {
+	if builtin > 0 && p.Own != nil && p.Own(inv) {
+		return builtin
+	}
+	if inv.Phases.Deadline > 0 && !p.Teardown {
 		return inv.Phases.Deadline
+	}
+	if builtin > 0 {
+		return builtin
 	}
 	return 10 * time.Minute
 }

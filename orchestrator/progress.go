@@ -10,7 +10,6 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
-	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
@@ -42,12 +41,19 @@ type Progress struct {
 	flush     *time.Timer
 	heldSince time.Time
 	addresses map[string]string
+	// width is what every line is cut to (COLUMNS, else 100).
+	width int
+	// xfers are the plain-line transfers under way, by kind.
+	xfers map[string]*xferAgg
 }
 
-// heldLine is a message and the nodes that said it.
+// heldLine is a message and the nodes that said it. At fleet size it
+// holds the messages of one shape: lo and hi are each number's least and
+// greatest (nil while every node said msg).
 type heldLine struct {
-	msg   string
-	nodes []string
+	msg    string
+	nodes  []string
+	lo, hi []string
 }
 
 // groupFor is how long a node's line waits for others that say the same:
@@ -65,7 +71,7 @@ func NewProgress(w io.Writer, live bool) *Progress {
 	if w == nil {
 		w = io.Discard
 	}
-	return &Progress{w: w, live: live}
+	return &Progress{w: w, live: live, width: progressWidth()}
 }
 
 // Addresses tells the node lines' grouping each node's address: a
@@ -108,10 +114,15 @@ func (p *Progress) Node(node, format string, args ...any) {
 	// The node's own name and address are what its line is about, not
 	// what it says (errors name their node first).
 	msg = record.Impersonal(msg, node, p.addresses[node])
-	if h := p.pendingAt[msg]; h != nil {
+	key := msg
+	if p.total > fleetAt {
+		key = shapeOf(msg)
+	}
+	if h := p.pendingAt[key]; h != nil {
 		h.nodes = append(h.nodes, node)
-		if left := groupAtMost - time.Since(p.heldSince); p.flush != nil && left > 0 {
-			p.flush.Reset(min(groupFor, left))
+		h.join(msg)
+		if left := p.holdAtMost() - time.Since(p.heldSince); p.flush != nil && left > 0 {
+			p.flush.Reset(min(p.holdFor(), left))
 		}
 		return
 	}
@@ -120,10 +131,10 @@ func (p *Progress) Node(node, format string, args ...any) {
 	}
 	h := &heldLine{msg: msg, nodes: []string{node}}
 	p.pending = append(p.pending, h)
-	p.pendingAt[msg] = h
+	p.pendingAt[key] = h
 	if p.flush == nil {
 		p.heldSince = time.Now()
-		p.flush = time.AfterFunc(groupFor, p.Flush)
+		p.flush = time.AfterFunc(p.holdFor(), p.Flush)
 	}
 }
 
@@ -144,11 +155,8 @@ func (p *Progress) flushHeld() {
 	}
 	p.clearLive()
 	for _, h := range p.pending {
-		who := h.nodes[0]
-		if len(h.nodes) > 1 {
-			who = fmt.Sprintf("%d nodes %s", len(h.nodes), hostlist.Compress(h.nodes))
-		}
-		msg := h.msg
+		who := nodesWho(h.nodes, p.whoWidth())
+		msg := h.text()
 		if len(h.nodes) == 1 {
 			if a := p.addresses[who]; a != "" {
 				msg = strings.ReplaceAll(msg, "<address>", a)
@@ -212,9 +220,11 @@ func (p *Progress) drawLive() {
 }
 
 // put writes lines as the operator may see them: what a node said has no
-// secret in it and cannot drive the terminal (redact.Shown).
+// secret in it and cannot drive the terminal (redact.Shown), and no line
+// is wider than the terminal (cut after escaping, so an escape is never
+// half shown as the real character).
 func (p *Progress) put(lines string) {
-	io.WriteString(p.out(), redact.Shown(lines))
+	io.WriteString(p.out(), fitLines(redact.Shown(lines), p.width))
 }
 
 // out is where a line goes: above the bars while they are drawn.
@@ -226,13 +236,18 @@ func (p *Progress) out() io.Writer {
 }
 
 // Transfer follows one long copy of total bytes to node: a bar on a
-// terminal, else a "node: what: N% of SIZE sent" line per tenth once it
-// has run quietFor. Every Transfer must be closed.
+// terminal, else a "node: what: N% of SIZE sent" line per tenth of all the
+// transfers of that kind under way ("255 nodes gpu-[001-255]: staging
+// dataset: 40% of 2.0GiB sent"), once they have run quietFor. Every
+// Transfer must be closed.
 func (p *Progress) Transfer(node, what string, total int64) *Transfer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := &Transfer{p: p, node: node, what: what, total: total, next: 1, start: time.Now()}
+	t := &Transfer{p: p, node: node, what: what, total: total}
 	if !p.live || total <= 0 {
+		if total > 0 {
+			t.agg = p.joinTransfer(node, what, total)
+		}
 		return t
 	}
 	if p.bars == nil {
@@ -254,12 +269,15 @@ func (p *Progress) Transfer(node, what string, total int64) *Transfer {
 
 // Transfer is one copy followed by Progress.
 type Transfer struct {
-	p           *Progress
-	node, what  string
-	total, next int64
-	bar         *mpb.Bar
-	closed      bool
-	start       time.Time
+	p          *Progress
+	node, what string
+	total      int64
+	bar        *mpb.Bar
+	closed     bool
+	// agg counts a plain-line transfer with the others of its kind; sent
+	// is what this one added to it.
+	agg  *xferAgg
+	sent int64
 }
 
 // quietFor: a plain-line transfer says nothing before this, so short
@@ -274,13 +292,14 @@ func (t *Transfer) Set(done int64) {
 	}
 	t.p.mu.Lock()
 	defer t.p.mu.Unlock()
-	if t.total <= 0 || t.closed || done*10 < t.next*t.total || time.Since(t.start) < quietFor {
+	if t.agg == nil || t.closed {
 		return
 	}
-	t.p.clearLive()
-	t.p.put(fmt.Sprintf("%s: %s: %d%% of %s sent\n", t.node, t.what, done*100/t.total, inventory.Bytes(t.total)))
-	t.next = done*10/t.total + 1
-	t.p.drawLive()
+	done = min(max(done, 0), t.total)
+	if done > t.sent {
+		t.p.sent(t.agg, done-t.sent)
+		t.sent = done
+	}
 }
 
 // Close ends the transfer, finished or not; the last bar to close stops
@@ -288,6 +307,9 @@ func (t *Transfer) Set(done int64) {
 func (t *Transfer) Close() {
 	if t.bar == nil {
 		t.p.mu.Lock()
+		if !t.closed && t.agg != nil {
+			t.p.leave(t.agg)
+		}
 		t.closed = true
 		t.p.mu.Unlock()
 		return

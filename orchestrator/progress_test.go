@@ -67,7 +67,7 @@ func TestTransferLinesWithoutATerminal(t *testing.T) {
 	short.Set(100)
 	short.Close()
 	long := p.Transfer("n2", "staging data", 1000)
-	long.start = time.Now().Add(-time.Minute)
+	long.agg.start = time.Now().Add(-time.Minute)
 	for done := int64(0); done <= 1000; done += 50 {
 		long.Set(done)
 	}
@@ -123,7 +123,7 @@ func TestNodeLinesGroup(t *testing.T) {
 func TestAGrowingGroupIsStillPrinted(t *testing.T) {
 	var out syncBuffer
 	p := NewProgress(&out, false)
-	p.Phase("staging", 100)
+	p.Phase("staging", fleetAt) // below fleet size: held groupAtMost at most
 	for i := 0; time.Duration(i)*groupFor/3 < 2*groupAtMost; i++ {
 		p.Node(fmt.Sprintf("n%d", i), "staging failed: no such file")
 		time.Sleep(groupFor / 3)

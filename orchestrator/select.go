@@ -92,6 +92,12 @@ func essentials(phases []Phase) []string {
 	return out
 }
 
+// SelectNodes is inv with only the nodes a --nodes flag names, checked
+// as run's are (gpuaccept exec takes the same flag).
+func SelectNodes(inv *inventory.Inventory, nodes string) (*inventory.Inventory, error) {
+	return selectNodes(inv, &Selection{Nodes: nodes})
+}
+
 // selectNodes is inv with only the nodes sel names (a host range of
 // node names); each name must be one of the inventory's.
 func selectNodes(inv *inventory.Inventory, sel *Selection) (*inventory.Inventory, error) {

@@ -190,6 +190,8 @@ var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"stamp":  stamp,
 	"class":  statusClass,
 	"anchor": reqAnchor,
+	"first":  firstReasons,
+	"more":   moreReasons,
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -216,21 +218,29 @@ td.num { text-align: right; font-family: monospace; }
 code { font-size: 0.85em; overflow-wrap: anywhere; }
 .signoff td { height: 2.2em; min-width: 12em; }
 details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
-@page { size: A4; margin: 12mm; }
+@page { size: A4; margin: 10mm 12mm; }
 @media print {
-  body { margin: 0; max-width: none; font-size: 9pt; }
+  body { margin: 0; max-width: none; font-size: 9pt; line-height: 1.2; }
   table { font-size: 8pt; }
+  .banner { padding: 0.2em 0.6em; margin: 0 0 0.3em; }
+  .result { font-size: 11pt; padding: 0.2em 0.5em; margin: 0.3em 0; }
+  dl.facts { margin: 0.3em 0; }
+  #card { font-size: 7.5pt; margin: 0.3em 0 0.5em; width: 100%; } #card td, #card th { padding: 0.1em 0.3em; }
+  #card td:nth-child(2) { width: 24%; } #card td:nth-child(4) { width: 40%; } #card td:nth-child(5) { width: 14%; font-size: 6.5pt; }
+  #why-first h2 { font-size: 10pt; margin: 0.4em 0 0.1em; } #why-first ul { font-size: 8pt; }
+  #why-first { break-inside: avoid; } /* page 1 says why, whole, or the print test fails */
   .page { break-before: page; }
   tr, figure, dl, .result { break-inside: avoid; }
   h2 { break-after: avoid; }
   details:not([open]) { display: none; }
   figure.chart { margin: 0.4em 0; }
-  h1 { font-size: 16pt; margin: 0.2em 0; } h2 { font-size: 12pt; margin: 0.8em 0 0.3em; }
+  h1 { font-size: 14pt; margin: 0.1em 0; } h2 { font-size: 12pt; margin: 0.8em 0 0.3em; }
   ul { margin: 0.2em 0; }
   #requirements, #matrix { font-size: 7pt; } #requirements td, #matrix td { padding: 0 0.3em; }
   #requirements td:nth-child(2) { width: 30%; } #requirements td:nth-child(6) { width: 38%; }
   figure.chart { display: inline-block; width: 49%; vertical-align: top; }
-  figure.chart svg { max-height: none; width: 100%; }
+  figure.chart svg { max-height: 58mm; width: 100%; } figcaption { font-size: 7pt; }
+  #timeline { font-size: 6.5pt; padding: 0.3em; }
   .pass, .fail, .warn, .incomplete, .recorded, .result, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
 }
 </style>
@@ -252,15 +262,23 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 <tr><th>Test</th><th>Pass condition</th><th>Result</th><th>Figure, against the quote</th><th>Evidence</th></tr>
 {{range .Card}}<tr class="{{class .Status}}"><td class="id">{{.Test}}</td><td>{{.Condition}}</td><td class="status">{{.Status}}</td><td>{{.Figure}}</td><td>{{range .IDs}}<a href="#{{anchor .}}">{{.}}</a> {{end}}</td></tr>
 {{end}}</table>
+<div id="why-first">
+{{if .Failed}}<h2>Not accepted because</h2>
+<ul id="failed">{{range first .Failed}}<li>{{.}}</li>{{end}}{{with more .Failed}}<li><a href="#all-failed">and {{.}} more</a></li>{{end}}</ul>{{end}}
+{{if .Missing}}<h2>Incomplete because</h2>
+<ul id="incomplete">{{range first .Missing}}<li>{{.}}</li>{{end}}{{with more .Missing}}<li><a href="#all-incomplete">and {{.}} more</a></li>{{end}}</ul>{{end}}
+{{if .Warned}}<h2>Warnings</h2>
+<ul id="warnings">{{range first .Warned}}<li>{{.}}</li>{{end}}{{with more .Warned}}<li><a href="#all-warnings">and {{.}} more</a></li>{{end}}</ul>{{end}}
+</div>
 </section>
 
 <section class="page" id="why">
-{{if .Failed}}<h2>Not accepted because</h2>
-<ul id="failed">{{range .Failed}}<li>{{.}}</li>{{end}}</ul>{{end}}
-{{if .Missing}}<h2>Incomplete because</h2>
-<ul id="incomplete">{{range .Missing}}<li>{{.}}</li>{{end}}</ul>{{end}}
-{{if .Warned}}<h2>Warnings</h2>
-<ul id="warnings">{{range .Warned}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if more .Failed}}<h2 id="all-failed">Not accepted because: all {{len .Failed}}</h2>
+<ul>{{range .Failed}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if more .Missing}}<h2 id="all-incomplete">Incomplete because: all {{len .Missing}}</h2>
+<ul>{{range .Missing}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if more .Warned}}<h2 id="all-warnings">Warnings: all {{len .Warned}}</h2>
+<ul>{{range .Warned}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>The quote against what was measured</h2>
 {{if .Quote}}<table id="quote">
 <tr><th>Quote</th><th>Quoted</th><th>Requirement</th><th>Measured (worst)</th><th>Result</th></tr>
@@ -359,3 +377,21 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 </body>
 </html>
 `))
+
+// reasonsOnPage1 is how many reasons of each kind page 1 shows, after the
+// card: the first page holds the result, the card and why, and says how
+// many more there are below (at 256 nodes the card's last row and the
+// reasons were on pages 2 and 3).
+const reasonsOnPage1 = 4
+
+// firstReasons is what page 1 shows of reasons: all of them when they
+// fit, else one fewer than the bound and a line saying how many more.
+func firstReasons(all []string) []string {
+	if len(all) <= reasonsOnPage1 {
+		return all
+	}
+	return all[:reasonsOnPage1-1]
+}
+
+// moreReasons is how many reasons page 1 leaves to the full list below.
+func moreReasons(all []string) int { return len(all) - len(firstReasons(all)) }

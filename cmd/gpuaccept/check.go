@@ -25,7 +25,7 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check INVENTORY",
 		Short: "Validate an inventory, print the plan of the window and lint the quote; --connect reaches the nodes",
 		Long: `Validate an inventory and print the plan of the window, then the quote lint: a warning,
-with a stable ID (QUOTE-001..QUOTE-012), for each red flag in the provider's offer (the
+with a stable ID (QUOTE-001..QUOTE-014), for each red flag in the provider's offer (the
 quote section): what the offer leaves out that a buyer should have in writing.
 
 A warning does not change the exit status (0 for a valid inventory, 2 for an invalid one)

@@ -56,4 +56,16 @@ func CheckPrint(t *testing.T, path, name string, maxPages int) {
 			t.Errorf("page 1 has no %q:\n%s", want, first)
 		}
 	}
+	// Why, too: the reasons the report gives are on page 1 (the page
+	// keeps them whole), however many nodes (at 256 they were on pages
+	// 2 and 3).
+	_, page2, err := Pages(pdf, work, min(2, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, why := range []string{"Not accepted because", "Incomplete because", "Warnings"} {
+		if strings.Contains(page2[min(2, n)], why) && !strings.Contains(first, why) {
+			t.Errorf("%q is not on page 1:\n%s", why, first)
+		}
+	}
 }

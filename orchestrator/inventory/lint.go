@@ -10,7 +10,7 @@ import (
 // something a buyer should have in writing before the window. A warning
 // is advice; it never makes an inventory invalid.
 type Warning struct {
-	// ID is stable (QUOTE-001..QUOTE-012): scripts and reviews can name it.
+	// ID is stable (QUOTE-001..QUOTE-014): scripts and reviews can name it.
 	ID string `json:"id"`
 	// Message says what is missing, and names the keys that would state it.
 	Message string `json:"message"`
@@ -110,7 +110,7 @@ func LintQuote(inv *Inventory) []Warning {
 		warn("QUOTE-012", fmt.Sprintf("compliance claimed (%s) without data handling and deletion terms", strings.Join(claims, ", ")),
 			"quote.terms.data_deletion")
 	}
-	return out
+	return append(out, lintClaims(inv)...)
 }
 
 // stated is one part of the quote: whether it is there, how a message

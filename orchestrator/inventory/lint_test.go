@@ -163,9 +163,14 @@ func TestLintEmptyQuote(t *testing.T) {
 	checkWarnings(t, ws)
 }
 
-// TestLintEveryFlag: each of the twelve IDs can be raised, all at once.
+// TestLintEveryFlag: each of the fourteen IDs can be raised, all at once.
 func TestLintEveryFlag(t *testing.T) {
 	src := minimal + `quote:
+  gpu_model: H100
+  gpus_per_node: 8
+  nics_per_node: 8
+  nic_gbps: 400
+  inter_busbw_gbs: 2880
   price_per_gpu_hour: 1.10
   currency: EUR
   terms:
@@ -183,7 +188,7 @@ func TestLintEveryFlag(t *testing.T) {
 	}
 	ws := LintQuote(inv)
 	var want []string
-	for i := 1; i <= 12; i++ {
+	for i := 1; i <= 14; i++ {
 		want = append(want, fmt.Sprintf("QUOTE-%03d", i))
 	}
 	if got := ids(ws); !reflect.DeepEqual(got, want) {
@@ -208,7 +213,7 @@ func TestLintEveryFlag(t *testing.T) {
 	}
 }
 
-var warningID = regexp.MustCompile(`^QUOTE-0(0[1-9]|1[0-2])$`)
+var warningID = regexp.MustCompile(`^QUOTE-0(0[1-9]|1[0-4])$`)
 
 // checkWarnings holds for every warning: a stable ID, keys, and a message
 // that names each of its keys.

@@ -38,6 +38,12 @@ type validator struct {
 	// cfg is ssh.config's file, read once (sshConfig); nil for none.
 	cfg     *sshconfig.Config
 	cfgRead bool
+	// nodesLost: an entry of nodes or nodes_from had a problem and named
+	// no node, so the count and the names are not what was meant; what
+	// depends on them stays quiet (one mistake, one error: a range count
+	// mismatch also said "at least one node is required" and "the failure
+	// test needs at least 2 nodes, got 0").
+	nodesLost bool
 }
 
 // sshConfig is the ssh_config the dial will read (ssh.config, else
@@ -64,7 +70,9 @@ func validate(inv *Inventory, c *collector, dir string) {
 	v := &validator{inv: inv, c: c, dir: dir}
 	v.top()
 	v.ssh()
+	before := len(c.list)
 	v.expandNodes()
+	v.nodesLost = len(c.list) > before
 	v.nodes()
 	v.image()
 	v.quote()
@@ -196,7 +204,7 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (v *validator) nodes() {
 	if len(v.inv.Nodes) == 0 {
-		if !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {
+		if !v.nodesLost && !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {
 			v.problem("nodes", "at least one node is required (nodes:, or nodes_from: a file of host names or a nodelist)")
 		}
 		return

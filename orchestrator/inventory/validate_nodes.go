@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gpuaccept/hostlist"
@@ -56,7 +57,7 @@ func (v *validator) expandNodes() {
 		}
 		names, err := hostlist.Expand(n.Name)
 		if err != nil {
-			v.problem(key+".name", "%q: %v", short(n.Name), err)
+			v.rangeProblem(key+".name", n.Name, err)
 			continue
 		}
 		pair := func(field, value string) []string {
@@ -73,7 +74,7 @@ func (v *validator) expandNodes() {
 			}
 			hosts, err := hostlist.Expand(value)
 			if err != nil {
-				v.problem(key+"."+field, "%q: %v", short(value), err)
+				v.rangeProblem(key+"."+field, value, err)
 				return nil
 			}
 			if len(hosts) != len(names) {
@@ -116,6 +117,18 @@ func (v *validator) expandNodes() {
 		nodes, origins = nodes[:hostlist.MaxHosts], origins[:hostlist.MaxHosts]
 	}
 	v.inv.Nodes, v.origins = nodes, origins
+}
+
+// rangeProblem reports a range that does not expand: hostlist's error
+// quotes the pattern it stopped at, which is the whole value unless the
+// value is a list ("gpu-[1-" said "\"gpu-[1-\": \"gpu-[1-\": a [ without
+// its ]").
+func (v *validator) rangeProblem(key, value string, err error) {
+	if strings.HasPrefix(err.Error(), strconv.Quote(value)+":") {
+		v.problem(key, "%v", err)
+		return
+	}
+	v.problem(key, "%q: %v", short(value), err)
 }
 
 // ranged says whether s holds a host range or list.

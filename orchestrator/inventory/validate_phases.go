@@ -314,6 +314,9 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 	} else if strings.ContainsAny(f.Dir, "'\"\n$`") {
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(f.Dir))
 	}
+	if v.nodesLost {
+		return
+	}
 	if len(v.inv.Nodes) < 2 {
 		v.problem(k+"enabled", "the failure test needs at least 2 nodes (one to fail, one to go on), got %d", len(v.inv.Nodes))
 	}

@@ -37,6 +37,7 @@ func (s Sweeps) Quarantine() map[string]string { return s.Lost }
 var AllReduce = orchestrator.Phase{
 	Name:    "allreduce",
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Enabled },
+	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		a := inv.Phases.AllReduce
 		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute

@@ -32,6 +32,7 @@ func (b Bisected) Quarantine() map[string]string { return b.Lost }
 var Bisection = orchestrator.Phase{
 	Name:    "bisect",
 	Enabled: bisectionEnabled,
+	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return time.Duration(inv.Phases.AllReduce.Bisection.MaxRounds)*(sweepTimeout(inv)+30*time.Second) + time.Minute
 	},

@@ -14,28 +14,34 @@ const (
 // capture is a command's stdout as a phase reads it.
 type capture struct {
 	head  []byte
-	tail  []byte // a ring of the last captureTail bytes past the head
+	tail  []byte // a ring of the last tailMax bytes past the head
 	at    int    // where the ring's oldest byte is, once it is full
 	total int64
+	// headMax, tailMax bound it; 0 is captureHead, captureTail.
+	headMax, tailMax int
 }
 
 func (c *capture) Write(p []byte) (int, error) {
 	c.total += int64(len(p))
 	n := len(p)
-	if room := captureHead - len(c.head); room > 0 {
+	headMax, tailMax := c.headMax, c.tailMax
+	if headMax == 0 && tailMax == 0 {
+		headMax, tailMax = captureHead, captureTail
+	}
+	if room := headMax - len(c.head); room > 0 {
 		k := min(room, len(p))
 		c.head = append(c.head, p[:k]...)
 		p = p[k:]
 	}
-	for len(p) > 0 {
-		if len(c.tail) < captureTail {
-			k := min(captureTail-len(c.tail), len(p))
+	for len(p) > 0 && tailMax > 0 {
+		if len(c.tail) < tailMax {
+			k := min(tailMax-len(c.tail), len(p))
 			c.tail = append(c.tail, p[:k]...)
 			p = p[k:]
 			continue
 		}
 		k := copy(c.tail[c.at:], p)
-		c.at = (c.at + k) % captureTail
+		c.at = (c.at + k) % tailMax
 		p = p[k:]
 	}
 	return n, nil

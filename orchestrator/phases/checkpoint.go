@@ -35,6 +35,7 @@ var CheckpointWrite = orchestrator.Phase{
 	Name:     ckptWritePhase,
 	Enabled:  ckptEnabled,
 	Deadline: ckptDeadline,
+	Own:      ckptOwn,
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		c := w.Inv.Phases.Checkpoint
 		need := int64(c.Size)
@@ -73,6 +74,7 @@ var CheckpointRestore = orchestrator.Phase{
 	Name:     ckptRestorePhase,
 	Enabled:  ckptEnabled,
 	Deadline: ckptDeadline,
+	Own:      ckptOwn,
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		c := w.Inv.Phases.Checkpoint
 		var saved []bool
@@ -116,6 +118,9 @@ var CheckpointRestore = orchestrator.Phase{
 }
 
 func ckptEnabled(inv *inventory.Inventory) bool { return inv.Phases.Checkpoint.Enabled }
+
+// ckptOwn: phases.checkpoint.timeout wins over phases.deadline.
+func ckptOwn(inv *inventory.Inventory) bool { return inv.Phases.Checkpoint.Timeout > 0 }
 
 // ckptDeadline: the inventory's timeout, else two minutes plus the size
 // at 50 MB/s (a slow network filesystem).

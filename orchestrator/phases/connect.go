@@ -29,6 +29,7 @@ var Connect = orchestrator.Phase{
 	Name:      "connect",
 	Gating:    true,
 	AlwaysRun: true,
+	Own:       func(inv *inventory.Inventory) bool { return inv.SSH.ConnectTimeout > 0 || inv.SSH.HandshakeTimeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		// Every hop may take its full connect and handshake time.
 		hops := time.Duration(len(inv.SSH.Jump) + 1)

@@ -32,6 +32,7 @@ var Deletion = orchestrator.Phase{
 	Name:     "deletion",
 	Teardown: true,
 	Enabled:  securityEnabled,
+	Own:      func(inv *inventory.Inventory) bool { return inv.Phases.Security.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return orDefault(inv.Phases.Security.Timeout, 2*time.Minute)
 	},

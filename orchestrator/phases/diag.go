@@ -24,6 +24,7 @@ var Diag = orchestrator.Phase{
 	Enabled: func(inv *inventory.Inventory) bool {
 		return inventory.On(inv.Phases.Diag.Enabled)
 	},
+	Own: func(inv *inventory.Inventory) bool { return inv.Phases.Diag.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		// dcgmi diag -r 3 takes ~30 min on 8 GPUs, -r 4 hours.
 		def := map[int]time.Duration{1: 5 * time.Minute, 2: 15 * time.Minute, 3: 60 * time.Minute, 4: 4 * time.Hour}[inv.Phases.Diag.Level]

@@ -71,6 +71,7 @@ type FailureAction struct {
 var FailurePhase = orchestrator.Phase{
 	Name:    "failure",
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.Failure.Enabled },
+	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.Failure.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return orDefault(inv.Phases.Failure.Timeout, 15*time.Minute)
 	},

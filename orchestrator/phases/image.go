@@ -87,6 +87,7 @@ var Image = orchestrator.Phase{
 	Enabled: func(inv *inventory.Inventory) bool {
 		return inv.Image.Reference != "" && inventory.On(inv.Phases.ImagePh.Enabled)
 	},
+	Own: func(inv *inventory.Inventory) bool { return inv.Phases.ImagePh.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return orDefault(inv.Phases.ImagePh.Timeout, 30*time.Minute)
 	},

@@ -25,6 +25,7 @@ type Intra struct {
 var IntraNode = orchestrator.Phase{
 	Name:    "intranode",
 	Enabled: intraEnabled,
+	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return time.Duration(inv.Phases.AllReduce.Repeats)*(sweepTimeout(inv)+30*time.Second) + time.Minute
 	},

@@ -20,6 +20,7 @@ var Preflight = orchestrator.Phase{
 	Enabled: func(inv *inventory.Inventory) bool {
 		return inventory.On(inv.Phases.Preflight.Enabled)
 	},
+	Own: func(inv *inventory.Inventory) bool { return inv.Phases.Preflight.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return orDefault(inv.Phases.Preflight.Timeout, 3*time.Minute)
 	},

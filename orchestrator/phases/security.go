@@ -63,6 +63,7 @@ type ResidueDir struct {
 var Security = orchestrator.Phase{
 	Name:    "security",
 	Enabled: securityEnabled,
+	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.Security.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		return orDefault(inv.Phases.Security.Timeout, 2*time.Minute)
 	},

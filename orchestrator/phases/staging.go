@@ -98,6 +98,9 @@ type DiskBaseline struct {
 var Staging = orchestrator.Phase{
 	Name:    "staging",
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.Staging.Enabled },
+	Own: func(inv *inventory.Inventory) bool {
+		return inv.Phases.Staging.Timeout > 0 || inv.Phases.Staging.Window > 0
+	},
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		st := inv.Phases.Staging
 		switch {
