@@ -79,14 +79,7 @@ func card(run *record.Run) []cardRow {
 				row.Figure = "not measured by gpuaccept yet"
 			}
 		default:
-			worst := reqs[0]
-			for _, r := range reqs[1:] {
-				if cardRank(r.Status) < cardRank(worst.Status) {
-					worst = r
-				}
-			}
-			row.Status = worst.Status
-			row.Figure = cardFigure(worst, reqs)
+			row.Status, row.Figure = cardJudge(name, reqs)
 		}
 		for _, r := range reqs {
 			row.IDs = append(row.IDs, r.ID)
@@ -127,25 +120,33 @@ func cardFigure(worst requirement, reqs []requirement) string {
 		if worst.Cluster {
 			return fmt.Sprintf("%s %s", worst.ID, reason(worst.Worst))
 		}
-		return fmt.Sprintf("%s %s%s (%s passed)", worst.ID, who(worst), reason(worst.Worst), worst.passedText())
+		passed := fmt.Sprintf("%d/%d passed", worst.Passed, worst.Total-worst.NotJudged)
+		if worst.NotJudged > 0 {
+			passed += fmt.Sprintf(", %d not judged", worst.NotJudged)
+		}
+		return fmt.Sprintf("%s %s%s (%s)", worst.ID, who(worst), reason(worst.Worst), passed)
 	}
+	c := countVerdicts(reqs)
 	for _, r := range reqs {
 		if v := r.Worst; v.Value != nil && v.Rule() != "" {
-			return fmt.Sprintf("%s worst %s%s, held to %s", r.ID, who(r), record.Figure(*v.Value, v.Unit), v.Rule())
+			s := fmt.Sprintf("%s worst %s%s, held to %s", r.ID, who(r), record.Figure(*v.Value, v.Unit), v.Rule())
+			if c.notJudged > 0 {
+				s += fmt.Sprintf(" (%s)", c)
+			}
+			return s
 		}
-	}
-	n := 0
-	for _, r := range reqs {
-		n += len(r.All)
 	}
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {
 		ids[i] = r.ID
 	}
-	if n == 1 {
+	switch {
+	case c.notJudged > 0:
+		return fmt.Sprintf("%s: %s", hostlist.Compress(ids), c)
+	case c.passed == 1:
 		return hostlist.Compress(ids) + ": its one verdict passed"
 	}
-	return fmt.Sprintf("%s: all %d verdicts passed", hostlist.Compress(ids), n)
+	return fmt.Sprintf("%s: all %d verdicts passed", hostlist.Compress(ids), c.passed)
 }
 
 // worstText is a requirement's worst verdict in few words, with the nodes

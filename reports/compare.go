@@ -132,12 +132,15 @@ type Criterion struct {
 // CriterionCell is one requirement ID in one run, its verdicts (one per
 // node, or one for the cluster, or both) taken together.
 type CriterionCell struct {
-	// Status is the worst of the verdicts': FAIL, then WARN, then PASS;
-	// SKIP only when every one was skipped. Counts: how many verdicts had
-	// each status; Verdicts: how many there were.
-	Status   record.Status         `json:"status"`
-	Verdicts int                   `json:"verdicts"`
-	Counts   map[record.Status]int `json:"counts"`
+	// Status is the worst of the judged verdicts': FAIL, then WARN, then
+	// PASS; SKIP only when none was judged. Counts: how many verdicts had
+	// each status; Verdicts: how many there were; NotJudged: how many of
+	// them judged nothing (skipped, or could not be measured), which a
+	// PASS does not count as passed.
+	Status    record.Status         `json:"status"`
+	Verdicts  int                   `json:"verdicts"`
+	Counts    map[record.Status]int `json:"counts"`
+	NotJudged int                   `json:"not_judged"`
 	// The verdict shown: the cluster's when it measured a value, else,
 	// of the verdicts with the worst status, the node's with the worst
 	// value (in its unit's direction), else the first. Node is its node
@@ -402,7 +405,16 @@ func cell(vs []record.Verdict) *CriterionCell {
 	worst := -1
 	for i, v := range vs {
 		c.Counts[v.Status]++
-		if worst < 0 || severity(v.Status) > severity(vs[worst].Status) {
+		if !judged(v) {
+			// An unmeasured verdict may carry any status: it judged
+			// nothing, so it decides nothing while another was judged.
+			c.NotJudged++
+			if worst < 0 {
+				worst = i
+			}
+			continue
+		}
+		if worst < 0 || !judged(vs[worst]) || severity(v.Status) > severity(vs[worst].Status) {
 			worst = i
 		}
 	}

@@ -188,7 +188,7 @@ func TestCompareRunsCriteria(t *testing.T) {
 		{"NCCL-002", 2, "SKIP interrupted", record.Skip, "", 0},
 		// The worst node's figure: a skipped node counts as judged
 		// nothing, the lowest GB/s is the worst...
-		{"NCCL-003", 0, "PASS (2 of 3) 449.2 GB/s vs 450 GB/s (1.00) on gpu-03", record.Pass, "gpu-03", 449.2},
+		{"NCCL-003", 0, "PASS (1 not judged) 449.2 GB/s vs 450 GB/s (1.00) on gpu-03", record.Pass, "gpu-03", 449.2},
 		{"NCCL-003", 1, "PASS 391 GB/s vs 400 GB/s (0.98) on b1", record.Pass, "b1", 391},
 		// ... and the longest time.
 		{"IMG-001", 0, "PASS image ID sha256:1dbdf89e6124 (loaded in 1.4 s) vs sha256:1dbdf89e6124 on gpu-03", record.Pass, "gpu-03", 1.4},

@@ -286,14 +286,23 @@ func criterionText(c *CriterionCell) string {
 		return dash
 	}
 	s := string(c.Status)
-	n := c.Counts[c.Status]
-	if n < c.Verdicts {
-		s += fmt.Sprintf(" (%d of %d)", n, c.Verdicts)
+	// Only what was judged is counted: "PASS (3 of 3, 1 not judged)".
+	judged := c.Verdicts - c.NotJudged
+	n := min(c.Counts[c.Status], judged)
+	var counts []string
+	if n < judged {
+		counts = append(counts, fmt.Sprintf("%d of %d", n, judged))
+	}
+	if c.NotJudged > 0 && judged > 0 {
+		counts = append(counts, fmt.Sprintf("%d not judged", c.NotJudged))
+	}
+	if len(counts) > 0 {
+		s += " (" + strings.Join(counts, ", ") + ")"
 	}
 	if f := cellFigure(c); f != "" {
 		s += " " + f
 	}
-	if c.Node != "" && (n < c.Verdicts || (c.Value != nil && n > 1)) {
+	if c.Node != "" && (n < judged || (c.Value != nil && n > 1)) {
 		s += " on " + c.Node
 	}
 	return s

@@ -201,7 +201,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: left; vertical-align: top; overflow-wrap: normal; word-break: normal; hyphens: none; }
 th { background: #f4f4f4; }
 td.id, td.node, td.status, th.node { white-space: nowrap; }
-.pass { background: #e3f5e1; } .fail { background: #fbe0e0; } .warn, .incomplete { background: #fff3cd; } .skip, .not-run { color: #666; } .recorded { background: #e8f0fb; }
+.pass { background: #e3f5e1; } .fail { background: #fbe0e0; } .warn, .incomplete, .partly-judged { background: #fff3cd; } .skip, .not-run { color: #666; } .recorded { background: #e8f0fb; }
 .banner { background: #fff3cd; border: 2px solid #e0a800; padding: 0.6em 1em; font-weight: bold; }
 .result { font-size: 1.3em; font-weight: bold; padding: 0.4em 0.6em; border: 2px solid #999; }
 .result.ACCEPTED { border-color: #2e8b57; background: #e3f5e1; } .result.NOT { border-color: #c81e1e; background: #fbe0e0; } .result.INCOMPLETE, .result.INTERRUPTED { border-color: #e0a800; background: #fff3cd; }
@@ -231,7 +231,7 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
   #requirements td:nth-child(2) { width: 30%; } #requirements td:nth-child(6) { width: 38%; }
   figure.chart { display: inline-block; width: 49%; vertical-align: top; }
   figure.chart svg { max-height: none; width: 100%; }
-  .pass, .fail, .warn, .incomplete, .recorded, .result, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
+  .pass, .fail, .warn, .incomplete, .partly-judged, .recorded, .result, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
 }
 </style>
 </head>
