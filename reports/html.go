@@ -27,7 +27,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		return fmt.Errorf("html: nil run")
 	}
 	page := htmlPage{Run: run, Result: result(run), Bisect: bisection(run), Nodes0: nodeCounts(run),
-		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: run.Lint != nil || run.Build != nil,
+		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: LintRecorded(run),
 		Matrix: nodeMatrix(run), Signoff: signoffLines(run, bf), Outcome: run.Result().Outcome, Selection: selectionText(run)}
 	if bf != nil {
 		page.Evidence, page.Raw = evidenceRows(bf.Evidence)

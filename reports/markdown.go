@@ -115,7 +115,7 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	}
 	b.WriteString("\n### Quote lint\n\n")
 	switch {
-	case run.Lint == nil && run.Build == nil:
+	case !LintRecorded(run):
 		b.WriteString("Not recorded (a run made before gpuaccept kept it; `gpuaccept check` the inventory).\n")
 	case len(run.Lint) == 0:
 		b.WriteString("No warnings.\n")
