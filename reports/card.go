@@ -301,9 +301,9 @@ const SignatureName = ManifestName + ".sig"
 func signoffLines(run *record.Run, bf *BundleFacts) []string {
 	var out []string
 	if bf != nil && bf.Digest != "" {
-		out = append(out, "Bundle digest (sha256 of "+ManifestName+"): "+bf.Digest,
-			"The manifest lists every file of the bundle but report.md and report.html, which gpuaccept verify "+
-				"renders again from run.json and compares; gpuaccept sign signs the manifest ("+SignatureName+")")
+		out = append(out, "Evidence digest (sha256 of "+ManifestName+"'s lines but the reports'): "+bf.Digest,
+			"The manifest lists every file of the bundle, this report included; gpuaccept sign signs it ("+
+				SignatureName+"), and gpuaccept verify checks every file against it, whichever build verifies")
 	} else {
 		out = append(out, "Bundle digest: none (this report was not written into a bundle)")
 	}

@@ -23,9 +23,9 @@ import (
 // the evidence with checksums and the digest of its manifest.
 type BundleFacts struct {
 	Evidence []EvidenceFile
-	// Digest is the sha256 of MANIFEST.sha256, which lists every file of
-	// the bundle but the reports (they are renderings of run.json, which
-	// it lists) and the signature of it.
+	// Digest is the evidence digest (EvidenceDigest): the sha256 of
+	// MANIFEST.sha256's lines but the reports', which the manifest lists
+	// too but which cannot show the digest of what lists them.
 	Digest string
 }
 

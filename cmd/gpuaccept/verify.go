@@ -21,8 +21,9 @@ func newVerifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify RUN_DIR",
 		Short: "Check an evidence bundle against its MANIFEST.sha256 (and its signature)",
-		Long: `Check every file of an evidence bundle against its manifest, and report.md and report.html
-against what run.json renders to; names each changed, missing or unlisted file.
+		Long: `Check every file of an evidence bundle against its manifest (the reports too, whichever
+gpuaccept made it), and, for a run this build made, report.md and report.html against what
+run.json renders to; names each changed, missing or unlisted file.
 --allowed-signers FILE also checks MANIFEST.sha256.sig (gpuaccept sign) against FILE, in
 ssh-keygen's allowed-signers format; --signer NAME requires it to be NAME's.
 Exit 0 when intact (and signed, when asked), 1 when not, 2 when the manifest is missing or
@@ -36,7 +37,8 @@ unreadable.`,
 				return err
 			}
 			sum := sha256.Sum256(manifest)
-			fmt.Fprintf(out, "%s: intact (bundle digest %s)\n", dir, hex.EncodeToString(sum[:]))
+			fmt.Fprintf(out, "%s: intact (bundle digest %s; the reports show evidence digest %s)\n", dir,
+				hex.EncodeToString(sum[:]), reports.EvidenceDigest(manifest))
 			sigPath := filepath.Join(dir, reports.SignatureName)
 			sig, sigErr := os.ReadFile(sigPath)
 			if allowed == "" {
