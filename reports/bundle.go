@@ -187,23 +187,15 @@ func hashed(dir string, keep func(string) bool) ([]EvidenceFile, error) {
 // bundle): every file but the signatures of it.
 func listed(f string) bool { return !IsSignature(f) }
 
-// IsSignature says whether f (a path relative to the bundle) is a
-// signature of its manifest.
-func IsSignature(f string) bool {
-	return f == SignatureName
-}
-
 // removeSignatures removes every signature of dir's manifest.
 func removeSignatures(dir string) error {
-	entries, err := os.ReadDir(dir)
+	sigs, err := Signatures(dir)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if IsSignature(e.Name()) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !os.IsNotExist(err) {
-				return err
-			}
+	for _, s := range sigs {
+		if err := os.Remove(filepath.Join(dir, s)); err != nil && !os.IsNotExist(err) {
+			return err
 		}
 	}
 	return nil

@@ -292,8 +292,9 @@ func quoteMap(run *record.Run) map[string]any {
 // reqAnchor is the id a requirement's row carries in both reports.
 func reqAnchor(id string) string { return "req-" + strings.ToLower(id) }
 
-// SignatureName is the signature of the manifest `gpuaccept sign` writes
-// next to it (ssh-keygen -Y sign's name for it).
+// SignatureName is the signature of the manifest `gpuaccept sign` wrote
+// next to it (ssh-keygen -Y sign's name for it) before it kept one per
+// signer (SignerSignatureName); verify still checks it.
 const SignatureName = ManifestName + ".sig"
 
 // signoffLines say what a signature covers and what made the bundle, as
@@ -302,8 +303,9 @@ func signoffLines(run *record.Run, bf *BundleFacts) []string {
 	var out []string
 	if bf != nil && bf.Digest != "" {
 		out = append(out, "Evidence digest (sha256 of "+ManifestName+"'s lines but the reports'): "+bf.Digest,
-			"The manifest lists every file of the bundle, this report included; gpuaccept sign signs it ("+
-				SignatureName+"), and gpuaccept verify checks every file against it, whichever build verifies")
+			"The manifest lists every file of the bundle, this report included; gpuaccept sign signs it, "+
+				"one "+ManifestName+".<key>.sig per signer (prepared by, approved by), which this report, signed "+
+				"with it, cannot list: gpuaccept verify checks every file and every signature and names who signed")
 	} else {
 		out = append(out, "Bundle digest: none (this report was not written into a bundle)")
 	}
