@@ -95,7 +95,7 @@ func cardJudge(name string, reqs []requirement) (status, figure string) {
 }
 
 // unjudgedOf names the requirements of a row that nothing judged, and
-// why the first was not ("CKPT-[002-004] (not stated in the quote)"):
+// why the first was not ("CKPT-[002-004], not stated in the quote"):
 // those of its verdicts that all were skipped or could not be measured,
 // and those its pass condition names that the run has no verdict of. ""
 // when every one was judged.
@@ -123,5 +123,5 @@ func unjudgedOf(name string, reqs []requirement) string {
 	if len(ids) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s (%s)", hostlist.Compress(ids), firstOf(why, "not judged"))
+	return fmt.Sprintf("%s, %s", hostlist.Compress(ids), firstOf(why, "not judged"))
 }

@@ -72,7 +72,7 @@ func TestCardRowNamedRequirementMissing(t *testing.T) {
 		{ID: "CKPT-002", Node: "a", Status: record.Pass},
 	}}
 	row := cardRowOf(t, run, record.CardCheckpoint)
-	if row.Status != cardPartly || !strings.Contains(row.Figure, "CKPT-004 (the run has no verdict of it)") {
+	if row.Status != cardPartly || !strings.Contains(row.Figure, "CKPT-004, the run has no verdict of it") {
 		t.Errorf("row %s %q, want %s naming CKPT-004", row.Status, row.Figure, cardPartly)
 	}
 	run.Verdicts = append(run.Verdicts, record.Verdict{ID: "CKPT-004", Status: record.Pass})

@@ -46,8 +46,8 @@ unreadable.`,
 				return err
 			}
 			sum := sha256.Sum256(manifest)
-			fmt.Fprintf(out, "%s: intact (bundle digest %s; the reports show evidence digest %s)\n", dir,
-				hex.EncodeToString(sum[:]), reports.EvidenceDigest(manifest))
+			fmt.Fprintf(out, "%s: intact (bundle digest %s)\n%s: the reports show evidence digest %s\n", dir,
+				hex.EncodeToString(sum[:]), dir, reports.EvidenceDigest(manifest))
 			var list []byte
 			if allowed != "" {
 				if list, err = os.ReadFile(allowed); err != nil {
