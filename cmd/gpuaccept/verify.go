@@ -31,7 +31,7 @@ Then every signature of the manifest (MANIFEST.sha256.<key>.sig, one per signer,
 MANIFEST.sha256.sig of earlier versions): each must verify, and each is listed with its key.
 --allowed-signers FILE checks them against FILE, in ssh-keygen's allowed-signers format, and
 names who signed; --signer NAME, repeated, requires a signature of each NAME (say, whoever
-prepared and whoever approved).
+prepared and whoever approved), NAME a principal or a key's fingerprint (SHA256:...).
 Exit 0 when intact (and signed, when asked), 1 when not, 2 when the manifest is missing or
 unreadable.`,
 		Args: cobra.ExactArgs(1),
@@ -58,7 +58,7 @@ unreadable.`,
 		},
 	}
 	cmd.Flags().StringVar(&allowed, "allowed-signers", "", "check the bundle's signatures against this allowed-signers file (ssh-keygen -Y verify -f)")
-	cmd.Flags().StringArrayVar(&signers, "signer", nil, "a signature must be this principal's (ssh-keygen -Y verify -I); repeat it for each signer required")
+	cmd.Flags().StringArrayVar(&signers, "signer", nil, "a signature must be this principal's (ssh-keygen -Y verify -I), or this key's (SHA256:...), allowed by --allowed-signers; repeat it for each signer required")
 	return cmd
 }
 
@@ -84,6 +84,7 @@ func verifySignatures(out io.Writer, dir string, manifest []byte, allowed, list 
 	now := time.Now()
 	var bad []string
 	good := map[string][]byte{} // file → its signature, for --signer
+	keys := map[string]bool{}   // the fingerprints of those allowed
 	for _, name := range sigs {
 		sig, err := readBounded(filepath.Join(dir, name), maxSignature)
 		if err != nil {
@@ -106,11 +107,12 @@ func verifySignatures(out io.Writer, dir string, manifest []byte, allowed, list 
 			continue
 		}
 		fmt.Fprintf(out, "%s: signed by %s (%s, %s)\n", dir, strings.Join(who.Principals, ","), who.Fingerprint, name)
-		good[name] = sig
+		good[name], keys[who.Fingerprint] = sig, true
 	}
 	var missing []string
 	for _, want := range signers {
-		signed := false
+		// A key's fingerprint names its signer as well as a principal.
+		signed := keys[want]
 		for _, sig := range good {
 			if _, err := remote.VerifySignature(manifest, sig, list, allowed, want, now); err == nil {
 				signed = true

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,8 +114,17 @@ func TestTwoPeopleSign(t *testing.T) {
 		!strings.Contains(v.stdout, "signed by approver@buyer.example (") {
 		t.Fatalf("signed by both: exit %d\n%s%s", v.code, v.stdout, v.stderr)
 	}
-	if v := gpuaccept(t, work, "verify", dir); v.code != 0 || strings.Count(v.stdout, "signed by key SHA256:") != 2 {
+	v = gpuaccept(t, work, "verify", dir)
+	if v.code != 0 || strings.Count(v.stdout, "signed by key SHA256:") != 2 {
 		t.Errorf("without --allowed-signers, each signature's key: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+	// A signer named by its key's fingerprint.
+	fp := regexp.MustCompile(`signed by key (SHA256:\S+)`).FindStringSubmatch(v.stdout)
+	if v := gpuaccept(t, work, "verify", dir, "--allowed-signers", allowed, "--signer", fp[1]); v.code != 0 {
+		t.Errorf("--signer %s: exit %d\n%s%s", fp[1], v.code, v.stdout, v.stderr)
+	}
+	if v := gpuaccept(t, work, "verify", dir, "--allowed-signers", allowed, "--signer", "SHA256:nobody"); v.code != 1 {
+		t.Errorf("--signer of a key that did not sign: exit %d\n%s%s", v.code, v.stdout, v.stderr)
 	}
 
 	// One of them spoiled: verify names it, whatever the other says.
