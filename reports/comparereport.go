@@ -287,7 +287,8 @@ func criterionText(c *CriterionCell) string {
 		return dash
 	}
 	s := string(c.Status)
-	// Only what was judged is counted: "PASS (3 of 3, 1 not judged)".
+	// Only what was judged is counted: "PASS (1 not judged)", "FAIL (1 of
+	// 3, 1 not judged)": one of the three judged failed, one was not judged.
 	judged := c.Verdicts - c.NotJudged
 	n := min(c.Counts[c.Status], judged)
 	var counts []string
