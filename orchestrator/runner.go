@@ -79,6 +79,7 @@ func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Opti
 	if lint == nil {
 		lint = inventory.LintQuote
 	}
+	w.rec.Lint = []record.Finding{} // recorded, even when it found nothing
 	for _, x := range lint(inv) {
 		w.rec.Lint = append(w.rec.Lint, record.Finding{ID: x.ID, Message: x.Message, Keys: x.Keys})
 	}

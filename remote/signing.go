@@ -128,16 +128,9 @@ type Signer struct {
 // must be one of that line's (ssh-keygen -Y verify -I). Certificates
 // (cert-authority) are refused, said as such.
 func VerifySignature(data, armored []byte, allowedSigners, name, principal string, now time.Time) (Signer, error) {
-	sig, err := sshsig.Unarmor(armored)
+	sig, fp, err := checkSignature(data, armored)
 	if err != nil {
-		return Signer{}, fmt.Errorf("signature: %w", err)
-	}
-	if sig.Namespace != SignatureNamespace {
-		return Signer{}, fmt.Errorf("signature is for namespace %q, not %q: it signs something else", sig.Namespace, SignatureNamespace)
-	}
-	fp := ssh.FingerprintSHA256(sig.PublicKey)
-	if err := sshsig.Verify(bytes.NewReader(data), sig, sig.PublicKey, sig.HashAlgorithm, SignatureNamespace); err != nil {
-		return Signer{}, fmt.Errorf("signature by %s does not verify: %w", fp, err)
+		return Signer{}, err
 	}
 	lines, err := parseAllowedSigners(allowedSigners, name)
 	if err != nil {
@@ -167,6 +160,30 @@ func VerifySignature(data, armored []byte, allowedSigners, name, principal strin
 		return Signer{}, fmt.Errorf("signature by %s is valid, but not allowed: %s", fp, strings.Join(why, "; "))
 	}
 	return Signer{}, fmt.Errorf("signature by %s is valid, but %s allows no such key", fp, name)
+}
+
+// SignatureKey checks that armored is a valid signature of data in
+// namespace gpuaccept by the key it carries, and returns that key's
+// fingerprint. Whose key it is takes an allowed-signers file
+// (VerifySignature): this says only that the signature is sound.
+func SignatureKey(data, armored []byte) (fingerprint string, err error) {
+	_, fp, err := checkSignature(data, armored)
+	return fp, err
+}
+
+func checkSignature(data, armored []byte) (*sshsig.Signature, string, error) {
+	sig, err := sshsig.Unarmor(armored)
+	if err != nil {
+		return nil, "", fmt.Errorf("signature: %w", err)
+	}
+	if sig.Namespace != SignatureNamespace {
+		return nil, "", fmt.Errorf("signature is for namespace %q, not %q: it signs something else", sig.Namespace, SignatureNamespace)
+	}
+	fp := ssh.FingerprintSHA256(sig.PublicKey)
+	if err := sshsig.Verify(bytes.NewReader(data), sig, sig.PublicKey, sig.HashAlgorithm, SignatureNamespace); err != nil {
+		return nil, "", fmt.Errorf("signature by %s does not verify: %w", fp, err)
+	}
+	return sig, fp, nil
 }
 
 type allowedSigner struct {

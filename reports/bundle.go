@@ -41,6 +41,11 @@ func (p Problem) String() string {
 		s += fmt.Sprintf(" (sha256 %s, manifest says %s)", p.Got, p.Want)
 	case Rendered:
 		s = p.Path + ": not what run.json renders to (edited, or made by another gpuaccept version)"
+	case Unlisted:
+		if isReport(p.Path) {
+			s += " (a report the manifest does not cover: added after, or a bundle written before gpuaccept " +
+				"listed its reports, whose reports are not evidence)"
+		}
 	}
 	return s
 }
@@ -48,17 +53,22 @@ func (p Problem) String() string {
 // HTMLName is the bundle's HTML report.
 const HTMLName = "report.html"
 
-// Reports are the bundle's renderings of run.json: the manifest does not
-// list them (they show its digest), Verify renders them again instead.
+// Reports are the bundle's renderings of run.json. The manifest lists
+// them as it lists every file: what a buyer reads is what is signed. They
+// cannot show the digest of a manifest that lists them, so they show the
+// evidence digest (EvidenceDigest), of the manifest's other lines.
 var Reports = []string{"report.md", HTMLName}
 
+func isReport(f string) bool { return slices.Contains(Reports, f) }
+
 // WriteBundle writes run.json and junit.xml into dir, next to the raw logs
-// the runner left there, then MANIFEST.sha256 over every file in dir (so
-// that `sha256sum -c MANIFEST.sha256` run in dir checks the lot), then
-// report.md and report.html, which show the manifest's digest. Each file
-// is replaced atomically: a crash leaves the old file or the new one,
-// never half of one. A signature of an older manifest is removed: it
-// signs what is no longer there.
+// the runner left there, then report.md and report.html, which show the
+// evidence digest (of the checksums of every file but them), then
+// MANIFEST.sha256 over every file in dir, the reports included (so that
+// `sha256sum -c MANIFEST.sha256` run in dir checks the lot). Each file is
+// replaced atomically: a crash leaves the old file or the new one, never
+// half of one. Signatures of an older manifest are removed: they sign
+// what is no longer there.
 func WriteBundle(dir string, run *record.Run) error {
 	if run == nil {
 		return fmt.Errorf("bundle %s: nil run", dir)
@@ -90,22 +100,14 @@ func WriteBundle(dir string, run *record.Run) error {
 			return err
 		}
 	}
-	if err := os.Remove(filepath.Join(dir, SignatureName)); err != nil && !os.IsNotExist(err) {
+	if err := removeSignatures(dir); err != nil {
 		return err
 	}
-	evidence, err := evidenceOf(dir)
+	evidence, err := hashed(dir, func(f string) bool { return listed(f) && !isReport(f) })
 	if err != nil {
 		return err
 	}
-	var m bytes.Buffer
-	for _, f := range evidence {
-		fmt.Fprintf(&m, "%s  %s\n", f.SHA256, f.Path)
-	}
-	if err := writeAtomic(filepath.Join(dir, ManifestName), m.Bytes()); err != nil {
-		return err
-	}
-	sum := sha256.Sum256(m.Bytes())
-	bf := &BundleFacts{Evidence: evidence, Digest: hex.EncodeToString(sum[:])}
+	bf := &BundleFacts{Evidence: evidence, Digest: EvidenceDigest(manifestOf(evidence))}
 	for name, data := range renderReports(run, bf) {
 		if data.err != nil {
 			return fmt.Errorf("bundle %s: %w", dir, data.err)
@@ -114,7 +116,34 @@ func WriteBundle(dir string, run *record.Run) error {
 			return err
 		}
 	}
-	return nil
+	all, err := hashed(dir, listed)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, ManifestName), manifestOf(all))
+}
+
+// manifestOf is files in sha256sum's format.
+func manifestOf(files []EvidenceFile) []byte {
+	var m bytes.Buffer
+	for _, f := range files {
+		fmt.Fprintf(&m, "%s  %s\n", f.SHA256, f.Path)
+	}
+	return m.Bytes()
+}
+
+// EvidenceDigest is the digest the reports show: the sha256 of the
+// manifest's lines but the reports' (in their order), the evidence the
+// reports were rendered from.
+func EvidenceDigest(manifest []byte) string {
+	h := sha256.New()
+	for _, l := range strings.SplitAfter(string(manifest), "\n") {
+		if len(l) > 66 && isReport(strings.TrimSuffix(l[66:], "\n")) {
+			continue
+		}
+		h.Write([]byte(l))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 type rendered struct {
@@ -130,16 +159,15 @@ func renderReports(run *record.Run, bf *BundleFacts) map[string]rendered {
 	return map[string]rendered{"report.md": {md.Bytes(), mdErr}, HTMLName: {page.Bytes(), htmlErr}}
 }
 
-// evidenceOf is every file of dir the manifest lists: all but the
-// reports and the signature, with their checksums.
-func evidenceOf(dir string) ([]EvidenceFile, error) {
+// hashed is every file of dir that keep keeps, with its checksum.
+func hashed(dir string, keep func(string) bool) ([]EvidenceFile, error) {
 	files, err := listFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []EvidenceFile
 	for _, f := range files {
-		if !listed(f) {
+		if !keep(f) {
 			continue
 		}
 		sum, err := hashFile(dir, f)
@@ -155,9 +183,22 @@ func evidenceOf(dir string) ([]EvidenceFile, error) {
 	return out, nil
 }
 
-// listed says whether the manifest lists f (a path relative to the bundle).
-func listed(f string) bool {
-	return f != SignatureName && !slices.Contains(Reports, f)
+// listed says whether the manifest lists f (a path relative to the
+// bundle): every file but the signatures of it.
+func listed(f string) bool { return !IsSignature(f) }
+
+// removeSignatures removes every signature of dir's manifest.
+func removeSignatures(dir string) error {
+	sigs, err := Signatures(dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range sigs {
+		if err := os.Remove(filepath.Join(dir, s)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Verify checks dir against its MANIFEST.sha256 and returns one Problem per
@@ -167,9 +208,9 @@ func listed(f string) bool {
 func Verify(dir string) ([]Problem, error) { return VerifyAs(dir, "") }
 
 // VerifyAs is Verify by the gpuaccept named tool (record.Run.Tool's
-// form): the reports of a run that tool made are rendered again and
-// compared whole; another version's are held to naming the manifest's
-// digest (its rendering may differ).
+// form). Every file but the signatures is held to the manifest, whoever
+// made the bundle, the reports included; the reports of a run that tool
+// made are also rendered again from run.json and compared whole.
 func VerifyAs(dir, tool string) ([]Problem, error) {
 	data, err := readManifest(filepath.Join(dir, ManifestName))
 	if err != nil {
@@ -208,7 +249,11 @@ func VerifyAs(dir, tool string) ([]Problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	problems = append(problems, rp...)
+	for _, p := range rp {
+		if !slices.ContainsFunc(problems, func(q Problem) bool { return q.Path == p.Path }) {
+			problems = append(problems, p)
+		}
+	}
 	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
 	return problems, nil
 }
@@ -218,25 +263,25 @@ func VerifyAs(dir, tool string) ([]Problem, error) {
 const Rendered = "not run.json's rendering"
 
 // verifyReports renders the reports again from the bundle's run.json and
-// its manifest, and names each that differs from what is there: a report
-// edited after the fact, or one of another bundle. A missing report is
-// not a problem (run.json and the manifest are the evidence); a run.json
-// that does not decode is left to the manifest check.
+// its manifest when tool made the run, and names each that differs from
+// what is there. Only a like-for-like check: the manifest is what holds
+// the reports, for every build (another may render differently, and the
+// digest a report shows is no proof of its words). A missing report is
+// the manifest's to name; a run.json that does not decode too.
 func verifyReports(dir string, manifest []byte, tool string) ([]Problem, error) {
 	js, err := os.ReadFile(filepath.Join(dir, "run.json"))
 	if err != nil {
 		return nil, nil
 	}
 	var run record.Run
-	if json.Unmarshal(js, &run) != nil {
+	if json.Unmarshal(js, &run) != nil || tool == "" || run.Tool != tool {
 		return nil, nil
 	}
-	evidence, err := evidenceOf(dir)
+	evidence, err := hashed(dir, func(f string) bool { return listed(f) && !isReport(f) })
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(manifest)
-	bf := &BundleFacts{Evidence: evidence, Digest: hex.EncodeToString(sum[:])}
+	bf := &BundleFacts{Evidence: evidence, Digest: EvidenceDigest(manifest)}
 	var problems []Problem
 	for name, want := range renderReports(&run, bf) {
 		got, err := os.ReadFile(filepath.Join(dir, name))
@@ -246,11 +291,7 @@ func verifyReports(dir string, manifest []byte, tool string) ([]Problem, error) 
 		if err != nil {
 			return nil, err
 		}
-		same := bytes.Equal(got, want.b)
-		if tool == "" || run.Tool != tool {
-			same = bytes.Contains(got, []byte(bf.Digest))
-		}
-		if want.err == nil && !same {
+		if want.err == nil && !bytes.Equal(got, want.b) {
 			g, w := sha256.Sum256(got), sha256.Sum256(want.b)
 			problems = append(problems, Problem{Path: name, Kind: Rendered, Got: hex.EncodeToString(g[:]), Want: hex.EncodeToString(w[:])})
 		}

@@ -50,38 +50,86 @@ func verify(t *testing.T, dir string) []Problem {
 	return problems
 }
 
-// The reports name the manifest's digest, and verify renders them again
-// from run.json: an edited report is caught (a report copied in from
-// another bundle too, by its digest, whichever gpuaccept verifies).
+// Nothing a buyer reads is outside the manifest: a signed bundle whose
+// report said "NOT ACCEPTED" edited to "ACCEPTED" verified as intact under
+// another gpuaccept build, which held the reports only to naming the
+// manifest's digest. Now the manifest lists the reports, and every build
+// names the edited one: this one (which also renders it again) and
+// another (simulated by the tool name the check keys on).
+func TestEditedReportFailsUnderEveryBuild(t *testing.T) {
+	for _, name := range Reports {
+		for _, tool := range []string{"gpuaccept v0.1.0", "gpuaccept v9.9.9-another-build", ""} {
+			dir, _ := newBundle(t)
+			path := filepath.Join(dir, name)
+			orig, _ := os.ReadFile(path)
+			edited := bytes.Replace(orig, []byte("NOT ACCEPTED"), []byte("ACCEPTED"), 1)
+			if bytes.Equal(edited, orig) {
+				t.Fatalf("%s does not say NOT ACCEPTED", name)
+			}
+			os.WriteFile(path, edited, 0o644)
+			p, err := VerifyAs(dir, tool)
+			if err != nil || len(p) != 1 || p[0].Path != name || p[0].Kind != Changed {
+				t.Errorf("%s edited, verified by %q: %v, %v; want it named changed", name, tool, p, err)
+			}
+			os.Remove(path)
+			if p, err := VerifyAs(dir, tool); err != nil || len(p) != 1 || p[0].Path != name || p[0].Kind != Missing {
+				t.Errorf("%s removed, verified by %q: %v, %v; want it named missing", name, tool, p, err)
+			}
+		}
+	}
+	// A file the manifest does not list, whatever its name, is named.
+	dir, _ := newBundle(t)
+	os.WriteFile(filepath.Join(dir, "report-final.md"), []byte("ACCEPTED\n"), 0o644)
+	if p := verify(t, dir); len(p) != 1 || p[0].Path != "report-final.md" || p[0].Kind != Unlisted {
+		t.Errorf("an unlisted file: %v", p)
+	}
+}
+
+// A bundle written before the manifest listed the reports: its reports
+// are not covered, and every build says so rather than call it intact.
+func TestReportsOutsideTheManifestAreNamed(t *testing.T) {
+	dir, _ := newBundle(t)
+	mpath := filepath.Join(dir, ManifestName)
+	m, _ := os.ReadFile(mpath)
+	var old []string
+	for _, l := range strings.SplitAfter(string(m), "\n") {
+		if l != "" && !slices.Contains(Reports, strings.TrimSuffix(l[66:], "\n")) {
+			old = append(old, l)
+		}
+	}
+	os.WriteFile(mpath, []byte(strings.Join(old, "")), 0o644)
+	for _, tool := range []string{"gpuaccept v0.1.0", "gpuaccept another"} {
+		p, err := VerifyAs(dir, tool)
+		if err != nil || len(p) != 2 || p[0].Kind != Unlisted || p[1].Kind != Unlisted ||
+			!strings.Contains(p[0].String(), "a report the manifest does not cover") {
+			t.Errorf("verified by %q: %v, %v", tool, p, err)
+		}
+	}
+}
+
+// The reports show the evidence digest, of the manifest's lines but
+// theirs; verify by the build that made the run renders them again and
+// names one that is not run.json's rendering, even with a manifest
+// rewritten to match it.
 func TestReportsAreRenderingsOfTheEvidence(t *testing.T) {
 	dir, _ := newBundle(t)
-	m, _ := os.ReadFile(filepath.Join(dir, ManifestName))
-	sum := sha256.Sum256(m)
-	digest := hex.EncodeToString(sum[:])
+	mpath := filepath.Join(dir, ManifestName)
+	m, _ := os.ReadFile(mpath)
+	digest := EvidenceDigest(m)
 	for _, r := range Reports {
 		b, _ := os.ReadFile(filepath.Join(dir, r))
 		if !bytes.Contains(b, []byte(digest)) {
-			t.Errorf("%s does not show the bundle digest %s", r, digest)
+			t.Errorf("%s does not show the evidence digest %s", r, digest)
 		}
 	}
 	md := filepath.Join(dir, "report.md")
 	orig, _ := os.ReadFile(md)
-	os.WriteFile(md, bytes.Replace(orig, []byte("NOT ACCEPTED"), []byte("ACCEPTED"), 1), 0o644)
-	p, err := VerifyAs(dir, "gpuaccept v0.1.0")
-	if err != nil || len(p) != 1 || p[0].Path != "report.md" || p[0].Kind != Rendered {
-		t.Errorf("an edited report.md: %v, %v", p, err)
-	}
-	// Another version may render differently: only the digest is held.
-	if p := verify(t, dir); len(p) != 0 {
-		t.Errorf("another version: %v", p)
-	}
-	os.WriteFile(md, bytes.ReplaceAll(orig, []byte(digest), []byte(strings.Repeat("0", 64))), 0o644)
-	if p := verify(t, dir); len(p) != 1 || p[0].Path != "report.md" {
-		t.Errorf("a report of another bundle: %v", p)
-	}
-	os.Remove(md)
-	if p := verify(t, dir); len(p) != 0 {
-		t.Errorf("a removed report (run.json is the evidence): %v", p)
+	edited := bytes.Replace(orig, []byte("NOT ACCEPTED"), []byte("ACCEPTED"), 1)
+	os.WriteFile(md, edited, 0o644)
+	was, now := sha256.Sum256(orig), sha256.Sum256(edited)
+	os.WriteFile(mpath, bytes.Replace(m, []byte(hex.EncodeToString(was[:])), []byte(hex.EncodeToString(now[:])), 1), 0o644)
+	if p, err := VerifyAs(dir, "gpuaccept v0.1.0"); err != nil || len(p) != 1 || p[0].Path != "report.md" || p[0].Kind != Rendered {
+		t.Errorf("an edited report.md, manifest rewritten: %v, %v", p, err)
 	}
 }
 
@@ -112,7 +160,7 @@ func TestBundleClean(t *testing.T) {
 		t.Errorf("files:\n got %v\nwant %v", got, want)
 	}
 
-	// The manifest lists every other file but the reports, sorted.
+	// The manifest lists every other file, the reports too, sorted.
 	m, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +169,7 @@ func TestBundleClean(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSuffix(string(m), "\n"), "\n") {
 		listed = append(listed, line[66:])
 	}
-	if !slices.IsSorted(listed) || len(listed) != len(want)-3 || slices.Contains(listed, "report.md") || slices.Contains(listed, HTMLName) {
+	if !slices.IsSorted(listed) || len(listed) != len(want)-1 || !slices.Contains(listed, "report.md") || !slices.Contains(listed, HTMLName) {
 		t.Errorf("manifest lists %v", listed)
 	}
 

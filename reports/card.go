@@ -79,14 +79,7 @@ func card(run *record.Run) []cardRow {
 				row.Figure = "not measured by gpuaccept yet"
 			}
 		default:
-			worst := reqs[0]
-			for _, r := range reqs[1:] {
-				if cardRank(r.Status) < cardRank(worst.Status) {
-					worst = r
-				}
-			}
-			row.Status = worst.Status
-			row.Figure = cardFigure(worst, reqs)
+			row.Status, row.Figure = cardJudge(name, reqs)
 		}
 		for _, r := range reqs {
 			row.IDs = append(row.IDs, r.ID)
@@ -127,25 +120,33 @@ func cardFigure(worst requirement, reqs []requirement) string {
 		if worst.Cluster {
 			return fmt.Sprintf("%s %s", worst.ID, reason(worst.Worst))
 		}
-		return fmt.Sprintf("%s %s%s (%s passed)", worst.ID, who(worst), reason(worst.Worst), worst.passedText())
+		passed := fmt.Sprintf("%d/%d passed", worst.Passed, worst.Total-worst.NotJudged)
+		if worst.NotJudged > 0 {
+			passed += fmt.Sprintf(", %d not judged", worst.NotJudged)
+		}
+		return fmt.Sprintf("%s %s%s (%s)", worst.ID, who(worst), reason(worst.Worst), passed)
 	}
+	c := countVerdicts(reqs)
 	for _, r := range reqs {
 		if v := r.Worst; v.Value != nil && v.Rule() != "" {
-			return fmt.Sprintf("%s worst %s%s, held to %s", r.ID, who(r), record.Figure(*v.Value, v.Unit), v.Rule())
+			s := fmt.Sprintf("%s worst %s%s, held to %s", r.ID, who(r), record.Figure(*v.Value, v.Unit), v.Rule())
+			if c.notJudged > 0 {
+				s += fmt.Sprintf(" (%s)", c)
+			}
+			return s
 		}
-	}
-	n := 0
-	for _, r := range reqs {
-		n += len(r.All)
 	}
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {
 		ids[i] = r.ID
 	}
-	if n == 1 {
+	switch {
+	case c.notJudged > 0:
+		return fmt.Sprintf("%s: %s", hostlist.Compress(ids), c)
+	case c.passed == 1:
 		return hostlist.Compress(ids) + ": its one verdict passed"
 	}
-	return fmt.Sprintf("%s: all %d verdicts passed", hostlist.Compress(ids), n)
+	return fmt.Sprintf("%s: all %d verdicts passed", hostlist.Compress(ids), c.passed)
 }
 
 // worstText is a requirement's worst verdict in few words, with the nodes
@@ -291,8 +292,9 @@ func quoteMap(run *record.Run) map[string]any {
 // reqAnchor is the id a requirement's row carries in both reports.
 func reqAnchor(id string) string { return "req-" + strings.ToLower(id) }
 
-// SignatureName is the signature of the manifest `gpuaccept sign` writes
-// next to it (ssh-keygen -Y sign's name for it).
+// SignatureName is the signature of the manifest `gpuaccept sign` wrote
+// next to it (ssh-keygen -Y sign's name for it) before it kept one per
+// signer (SignerSignatureName); verify still checks it.
 const SignatureName = ManifestName + ".sig"
 
 // signoffLines say what a signature covers and what made the bundle, as
@@ -300,9 +302,10 @@ const SignatureName = ManifestName + ".sig"
 func signoffLines(run *record.Run, bf *BundleFacts) []string {
 	var out []string
 	if bf != nil && bf.Digest != "" {
-		out = append(out, "Bundle digest (sha256 of "+ManifestName+"): "+bf.Digest,
-			"The manifest lists every file of the bundle but report.md and report.html, which gpuaccept verify "+
-				"renders again from run.json and compares; gpuaccept sign signs the manifest ("+SignatureName+")")
+		out = append(out, "Evidence digest (sha256 of "+ManifestName+"'s lines but the reports'): "+bf.Digest,
+			"The manifest lists every file of the bundle, this report included; gpuaccept sign signs it, "+
+				"one "+ManifestName+".<key>.sig per signer (prepared by, approved by), which this report, signed "+
+				"with it, cannot list: gpuaccept verify checks every file and every signature and names who signed")
 	} else {
 		out = append(out, "Bundle digest: none (this report was not written into a bundle)")
 	}

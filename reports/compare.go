@@ -64,9 +64,11 @@ type ComparedRun struct {
 	// FailureWhyNot and CostWhyNot say why a run has no Failure or Cost.
 	FailureWhyNot string `json:"failure_why_not,omitempty"`
 	CostWhyNot    string `json:"cost_why_not,omitempty"`
-	// Lint is the quote lint the run recorded at its start (nil: a run
-	// made before runs kept it).
-	Lint []record.Finding `json:"lint,omitempty"`
+	// Lint is the quote lint the run recorded at its start; LintRecorded
+	// false: a run made before runs kept it, true with no Lint: the lint
+	// found nothing.
+	Lint         []record.Finding `json:"lint,omitempty"`
+	LintRecorded bool             `json:"lint_recorded"`
 	// Accepted is the run's verdict; Result its outcome as its summary
 	// says it.
 	Accepted bool   `json:"accepted"`
@@ -132,12 +134,15 @@ type Criterion struct {
 // CriterionCell is one requirement ID in one run, its verdicts (one per
 // node, or one for the cluster, or both) taken together.
 type CriterionCell struct {
-	// Status is the worst of the verdicts': FAIL, then WARN, then PASS;
-	// SKIP only when every one was skipped. Counts: how many verdicts had
-	// each status; Verdicts: how many there were.
-	Status   record.Status         `json:"status"`
-	Verdicts int                   `json:"verdicts"`
-	Counts   map[record.Status]int `json:"counts"`
+	// Status is the worst of the judged verdicts': FAIL, then WARN, then
+	// PASS; SKIP only when none was judged. Counts: how many verdicts had
+	// each status; Verdicts: how many there were; NotJudged: how many of
+	// them judged nothing (skipped, or could not be measured), which a
+	// PASS does not count as passed.
+	Status    record.Status         `json:"status"`
+	Verdicts  int                   `json:"verdicts"`
+	Counts    map[record.Status]int `json:"counts"`
+	NotJudged int                   `json:"not_judged"`
 	// The verdict shown: the cluster's when it measured a value, else,
 	// of the verdicts with the worst status, the node's with the worst
 	// value (in its unit's direction), else the first. Node is its node
@@ -156,18 +161,16 @@ type CriterionCell struct {
 // (the same file, or a copy of the same run: same ID and start). Errors
 // name the path.
 func LoadRuns(paths []string) ([]*record.Run, []string, error) {
-	switch len(paths) {
-	case 0:
+	if len(paths) == 0 {
 		return nil, nil, fmt.Errorf("compare needs 2 or more runs (run directories or run.json files), got none")
-	case 1:
-		return nil, nil, fmt.Errorf("compare needs 2 or more runs (run directories or run.json files), got 1: %s", paths[0])
 	}
+	// One directory of runs is as many runs as it holds.
 	paths, err := expandRunDirs(paths)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(paths) < 2 {
-		return nil, nil, fmt.Errorf("compare needs 2 or more runs, got 1: %s", paths[0])
+		return nil, nil, fmt.Errorf("compare needs 2 or more runs (run directories or run.json files), got 1: %s", paths[0])
 	}
 	runs := make([]*record.Run, 0, len(paths))
 	files := make([]string, 0, len(paths))
@@ -324,9 +327,14 @@ func comparedRun(r *record.Run, label string) ComparedRun {
 	} else {
 		cr.CostWhyNot = "no ledger in the run"
 	}
-	cr.Lint = r.Lint
+	cr.Lint, cr.LintRecorded = r.Lint, LintRecorded(r)
 	return cr
 }
+
+// LintRecorded says whether run kept its quote lint, whatever it found:
+// runs record it as [] when clean; those made before that, but after
+// runs kept their build (the same change), left a clean lint out.
+func LintRecorded(run *record.Run) bool { return run.Lint != nil || run.Build != nil }
 
 // failureOf reads the failure test's figures by their JSON names: nil
 // when the run has no failure phase with data (the test was off, or did
@@ -402,7 +410,16 @@ func cell(vs []record.Verdict) *CriterionCell {
 	worst := -1
 	for i, v := range vs {
 		c.Counts[v.Status]++
-		if worst < 0 || severity(v.Status) > severity(vs[worst].Status) {
+		if !judged(v) {
+			// An unmeasured verdict may carry any status: it judged
+			// nothing, so it decides nothing while another was judged.
+			c.NotJudged++
+			if worst < 0 {
+				worst = i
+			}
+			continue
+		}
+		if worst < 0 || !judged(vs[worst]) || severity(v.Status) > severity(vs[worst].Status) {
 			worst = i
 		}
 	}

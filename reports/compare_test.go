@@ -188,7 +188,7 @@ func TestCompareRunsCriteria(t *testing.T) {
 		{"NCCL-002", 2, "SKIP interrupted", record.Skip, "", 0},
 		// The worst node's figure: a skipped node counts as judged
 		// nothing, the lowest GB/s is the worst...
-		{"NCCL-003", 0, "PASS (2 of 3) 449.2 GB/s vs 450 GB/s (1.00) on gpu-03", record.Pass, "gpu-03", 449.2},
+		{"NCCL-003", 0, "PASS (1 not judged) 449.2 GB/s vs 450 GB/s (1.00) on gpu-03", record.Pass, "gpu-03", 449.2},
 		{"NCCL-003", 1, "PASS 391 GB/s vs 400 GB/s (0.98) on b1", record.Pass, "b1", 391},
 		// ... and the longest time.
 		{"IMG-001", 0, "PASS image ID sha256:1dbdf89e6124 (loaded in 1.4 s) vs sha256:1dbdf89e6124 on gpu-03", record.Pass, "gpu-03", 1.4},
@@ -490,21 +490,99 @@ func TestLoadRuns(t *testing.T) {
 	}
 }
 
-// Too wide for the width asked: a block per run, every line within it.
-func TestCompareTextBlocksWhenTooWide(t *testing.T) {
+// Side by side at any width a run's column can be read in, its cells
+// wrapped (they were only at 400 columns); past that a block per row,
+// the runs one under the other, and a line that says how to read it.
+func TestCompareTextFitsTheWidth(t *testing.T) {
+	for _, x := range []struct {
+		runs       int
+		width      int
+		sideBySide bool
+	}{{3, 100, false}, {3, 160, true}, {2, 100, true}, {3, 60, false}, {2, 1000, true}} {
+		var b bytes.Buffer
+		if err := CompareText(&b, CompareRuns(vendorRuns()[:x.runs]), false, x.width); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for i, l := range strings.Split(out, "\n") {
+			if n := len([]rune(l)); n > x.width {
+				t.Errorf("%d runs at %d: line %d is %d columns:\n%s", x.runs, x.width, i+1, n, l)
+			}
+		}
+		header := regexp.MustCompile(`(?m)^\|\s+\|\s+vendor-a\s+\|\s+vendor-b\s+\|`)
+		blocks := fmt.Sprintf("%d runs do not fit side by side in %d columns", x.runs, x.width)
+		if got := header.MatchString(out); got != x.sideBySide {
+			t.Errorf("%d runs at %d: side by side %v, want %v:\n%s", x.runs, x.width, got, x.sideBySide, out)
+		}
+		if x.sideBySide {
+			continue
+		}
+		for _, want := range []string{blocks, "\nNCCL-002\n  vendor-a  FAIL 296.1 GB/s", "\n  vendor-c  SKIP interrupted\n",
+			"\nquote: lint\n  all 3     not recorded"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%d runs at %d: no %q in\n%s", x.runs, x.width, want, out)
+			}
+		}
+	}
+}
+
+// A quote the lint found nothing in reads "no warnings", as a run's that
+// recorded it (lint [], or a run that kept its build, which kept the lint
+// too): not "not recorded" like a run made before gpuaccept kept it.
+func TestCompareLintRecorded(t *testing.T) {
+	runs := vendorRuns()
+	runs[0].Lint = []record.Finding{}
+	runs[1].Build = &record.Build{Version: "v0.3.0"}
+	runs = append(runs, &record.Run{ID: "d", Provider: "vendor-d", Lint: []record.Finding{{ID: "QUOTE-004"}}})
+	c := CompareRuns(runs)
+	var lint []string
+	for _, sec := range compareSections(c) {
+		for _, r := range sec.Rows {
+			if r.Label == "lint" {
+				for _, x := range r.Cells {
+					lint = append(lint, x.Text)
+				}
+			}
+		}
+	}
+	want := []string{"no warnings", "no warnings", "not recorded (a run made before gpuaccept kept it)", "1 warning(s): QUOTE-004"}
+	if !reflect.DeepEqual(lint, want) {
+		t.Errorf("lint row %q, want %q", lint, want)
+	}
 	var b bytes.Buffer
-	if err := CompareText(&b, CompareRuns(vendorRuns()), false, 100); err != nil {
+	if err := CompareJSON(&b, c); err != nil {
 		t.Fatal(err)
 	}
-	out := b.String()
-	for i, l := range strings.Split(out, "\n") {
-		if n := len([]rune(l)); n > 100 {
-			t.Errorf("line %d is %d columns:\n%s", i+1, n, l)
+	var got struct {
+		Runs []struct {
+			LintRecorded *bool `json:"lint_recorded"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range got.Runs {
+		if r.LintRecorded == nil || *r.LintRecorded != (i != 2) {
+			t.Errorf("run %d: lint_recorded %v, want %v", i, r.LintRecorded, i != 2)
 		}
 	}
-	for _, want := range []string{"== vendor-a\n", "== vendor-b\n", "== vendor-c\n", "  NCCL-002 ", "  failure: test "} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no %q in\n%s", want, out)
+}
+
+// One directory of runs is the runs in it.
+func TestLoadRunsOneDirectoryOfRuns(t *testing.T) {
+	dir := t.TempDir()
+	for i, r := range vendorRuns()[:2] {
+		sub := filepath.Join(dir, fmt.Sprint("run", i))
+		js, _ := json.Marshal(r)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(sub, "run.json"), js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, _, err := LoadRuns([]string{dir})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("%d runs, %v; want the 2 in %s", len(runs), err, dir)
 	}
 }

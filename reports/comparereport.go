@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -110,8 +111,8 @@ func compareSections(c *Comparison) []compareSection {
 		}),
 		row("lint", func(r *ComparedRun) string {
 			switch {
-			case r.Lint == nil:
-				return "not recorded"
+			case !r.LintRecorded:
+				return "not recorded (a run made before gpuaccept kept it)"
 			case len(r.Lint) == 0:
 				return "no warnings"
 			}
@@ -286,14 +287,24 @@ func criterionText(c *CriterionCell) string {
 		return dash
 	}
 	s := string(c.Status)
-	n := c.Counts[c.Status]
-	if n < c.Verdicts {
-		s += fmt.Sprintf(" (%d of %d)", n, c.Verdicts)
+	// Only what was judged is counted: "PASS (1 not judged)", "FAIL (1 of
+	// 3, 1 not judged)": one of the three judged failed, one was not judged.
+	judged := c.Verdicts - c.NotJudged
+	n := min(c.Counts[c.Status], judged)
+	var counts []string
+	if n < judged {
+		counts = append(counts, fmt.Sprintf("%d of %d", n, judged))
+	}
+	if c.NotJudged > 0 && judged > 0 {
+		counts = append(counts, fmt.Sprintf("%d not judged", c.NotJudged))
+	}
+	if len(counts) > 0 {
+		s += " (" + strings.Join(counts, ", ") + ")"
 	}
 	if f := cellFigure(c); f != "" {
 		s += " " + f
 	}
-	if c.Node != "" && (n < c.Verdicts || (c.Value != nil && n > 1)) {
+	if c.Node != "" && (n < judged || (c.Value != nil && n > 1)) {
 		s += " on " + c.Node
 	}
 	return s
@@ -377,12 +388,18 @@ func CompareJSON(w io.Writer, c *Comparison) error {
 	return err
 }
 
+// minCompareColumn is the narrowest a run's column gets side by side:
+// below it a figure and its quote no longer read as one.
+const minCompareColumn = 24
+
 // CompareText writes the comparison for a terminal: the runs, the notes,
 // one table with a column per run, and the outcome on the last line.
 // Colour only when asked for.
 //
-// The table fits width columns (DefaultWidth when 0); when it cannot,
-// each run is a block of its own, row by row.
+// The table fits width columns (DefaultWidth when 0): side by side,
+// each run's cells wrapped when they have to be; where the runs are too
+// many for that, each row is a block of its own, one run a line, and a
+// line says so.
 func CompareText(w io.Writer, c *Comparison, color bool, width int) error {
 	if width <= 0 {
 		width = DefaultWidth
@@ -433,53 +450,104 @@ func CompareText(w io.Writer, c *Comparison, color bool, width int) error {
 			rows, plain = append(rows, line), append(plain, bare)
 		}
 	}
-	table := func(out *bytes.Buffer, header []string, rows [][]string) error {
-		t := tablewriter.NewTable(out, tablewriter.WithRenderer(renderer.NewBlueprint(
+	// table renders the rows side by side, the runs' cells wrapped at
+	// wrapAt columns (0: not wrapped).
+	table := func(out *bytes.Buffer, header []string, rows [][]string, wrapAt int) error {
+		opts := []tablewriter.Option{tablewriter.WithRenderer(renderer.NewBlueprint(
 			tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})),
 			// The header is the runs' labels as they are written (a
 			// provider's name may hold dots or underscores).
-			tablewriter.WithHeaderAutoFormat(tw.Off))
+			tablewriter.WithHeaderAutoFormat(tw.Off)}
+		if wrapAt > 0 {
+			cols := tw.NewMapper[int, int]()
+			for i := range c.Runs {
+				cols.Set(i+1, wrapAt)
+			}
+			opts = append(opts, tablewriter.WithConfig(tablewriter.Config{
+				Header: tw.CellConfig{Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNormal},
+					ColMaxWidths: tw.CellWidth{PerColumn: cols}},
+				Row: tw.CellConfig{Formatting: tw.CellFormatting{AutoWrap: tw.WrapNormal}, ColMaxWidths: tw.CellWidth{PerColumn: cols}},
+			}))
+		}
+		t := tablewriter.NewTable(out, opts...)
 		t.Header(header)
 		if err := t.Bulk(rows); err != nil {
 			return err
 		}
 		return t.Render()
 	}
+	fits := func(s string) bool {
+		for _, l := range strings.Split(s, "\n") {
+			if twwidth.Width(l) > width {
+				return false
+			}
+		}
+		return true
+	}
 	var wide bytes.Buffer
-	if err := table(&wide, compareHeader(c), plain); err != nil {
+	if err := table(&wide, compareHeader(c), plain, 0); err != nil {
 		return err
 	}
-	fitsWidth := true
-	for _, l := range strings.Split(wide.String(), "\n") {
-		fitsWidth = fitsWidth && twwidth.Width(l) <= width
+	wrapAt := 0
+	if !fits(wide.String()) {
+		// Side by side still, each run's cells wrapped, where every run
+		// gets a column a figure can be read in.
+		label := 0
+		for _, row := range plain {
+			label = max(label, twwidth.Width(row[0]))
+		}
+		wrapAt = (width-label-4)/len(c.Runs) - 3
+		wide.Reset()
+		if wrapAt < minCompareColumn {
+			wrapAt = -1
+		} else if err := table(&wide, compareHeader(c), plain, wrapAt); err != nil {
+			return err
+		} else if !fits(wide.String()) {
+			wrapAt = -1
+		}
 	}
-	if fitsWidth {
-		if err := table(&b, compareHeader(c), rows); err != nil {
+	if wrapAt >= 0 {
+		if err := table(&b, compareHeader(c), rows, wrapAt); err != nil {
 			return err
 		}
 	} else {
-		// A block per run: the rows' names and that run's cells (plain:
-		// the status words say what colour would), wrapped to the width.
-		nameWidth := 0
-		for _, row := range plain {
-			nameWidth = max(nameWidth, twwidth.Width(row[0]))
+		// Too many runs for the width: a block per row, the runs one
+		// under the other (plain: the status words say what colour
+		// would), wrapped to the width.
+		for _, l := range wrap(fmt.Sprintf("%d runs do not fit side by side in %d columns (COLUMNS): each row "+
+			"below lists them one under the other; -o html or -o markdown is one table", len(c.Runs), width), width, "  ") {
+			b.WriteString(l + "\n")
 		}
-		for i, r := range c.Runs {
-			fmt.Fprintf(&b, "== %s\n", paint(ansiBold, redact.Controls(r.Label)))
-			for _, row := range plain {
+		nameWidth := len(fmt.Sprintf("all %d", len(c.Runs)))
+		for _, r := range c.Runs {
+			nameWidth = max(nameWidth, twwidth.Width(redact.Controls(r.Label)))
+		}
+		all := fmt.Sprintf("all %d", len(c.Runs))
+		for _, row := range plain {
+			fmt.Fprintf(&b, "\n%s\n", paint(ansiBold, row[0]))
+			runs := c.Runs
+			if slices.Equal(row[2:], row[1:len(row)-1]) {
+				// Every run says the same: one line for them all.
+				runs = []ComparedRun{{Label: all}}
+			}
+			for i, r := range runs {
+				name := redact.Controls(r.Label)
 				for j, l := range wrap(redact.Controls(row[i+1]), max(width-nameWidth-4, 20), "") {
-					name := ""
-					if j == 0 {
-						name = row[0]
+					if j > 0 {
+						name = ""
 					}
 					fmt.Fprintf(&b, "  %s%s  %s\n", name, strings.Repeat(" ", nameWidth-twwidth.Width(name)), l)
 				}
 			}
-			b.WriteString("\n")
 		}
 	}
 	b.WriteString("\n")
-	fmt.Fprintln(&b, paint(ansiBold, compareResult(c)))
+	for i, l := range wrap(compareResult(c), width, "  ") {
+		if i == 0 {
+			l = paint(ansiBold, l)
+		}
+		b.WriteString(l + "\n")
+	}
 	_, err := w.Write(b.Bytes())
 	return err
 }

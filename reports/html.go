@@ -27,7 +27,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		return fmt.Errorf("html: nil run")
 	}
 	page := htmlPage{Run: run, Result: result(run), Bisect: bisection(run), Nodes0: nodeCounts(run),
-		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: run.Lint != nil || run.Build != nil,
+		Card: card(run), Quote: quoteRows(run), Lint: run.Lint, LintKnown: LintRecorded(run),
 		Matrix: nodeMatrix(run), Signoff: signoffLines(run, bf), Outcome: run.Result().Outcome, Selection: selectionText(run)}
 	if bf != nil {
 		page.Evidence, page.Raw = evidenceRows(bf.Evidence)
@@ -203,7 +203,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: left; vertical-align: top; overflow-wrap: normal; word-break: normal; hyphens: none; }
 th { background: #f4f4f4; }
 td.id, td.node, td.status, th.node { white-space: nowrap; }
-.pass { background: #e3f5e1; } .fail { background: #fbe0e0; } .warn, .incomplete { background: #fff3cd; } .skip, .not-run { color: #666; } .recorded { background: #e8f0fb; }
+.pass { background: #e3f5e1; } .fail { background: #fbe0e0; } .warn, .incomplete, .partly-judged { background: #fff3cd; } .skip, .not-run { color: #666; } .recorded { background: #e8f0fb; }
 .banner { background: #fff3cd; border: 2px solid #e0a800; padding: 0.6em 1em; font-weight: bold; }
 .result { font-size: 1.3em; font-weight: bold; padding: 0.4em 0.6em; border: 2px solid #999; }
 .result.ACCEPTED { border-color: #2e8b57; background: #e3f5e1; } .result.NOT { border-color: #c81e1e; background: #fbe0e0; } .result.INCOMPLETE, .result.INTERRUPTED { border-color: #e0a800; background: #fff3cd; }
@@ -241,7 +241,7 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
   figure.chart { display: inline-block; width: 49%; vertical-align: top; }
   figure.chart svg { max-height: 58mm; width: 100%; } figcaption { font-size: 7pt; }
   #timeline { font-size: 6.5pt; padding: 0.3em; }
-  .pass, .fail, .warn, .incomplete, .recorded, .result, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
+  .pass, .fail, .warn, .incomplete, .partly-judged, .recorded, .result, th { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
 }
 </style>
 </head>

@@ -23,9 +23,9 @@ import (
 // the evidence with checksums and the digest of its manifest.
 type BundleFacts struct {
 	Evidence []EvidenceFile
-	// Digest is the sha256 of MANIFEST.sha256, which lists every file of
-	// the bundle but the reports (they are renderings of run.json, which
-	// it lists) and the signature of it.
+	// Digest is the evidence digest (EvidenceDigest): the sha256 of
+	// MANIFEST.sha256's lines but the reports', which the manifest lists
+	// too but which cannot show the digest of what lists them.
 	Digest string
 }
 
@@ -115,7 +115,7 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	}
 	b.WriteString("\n### Quote lint\n\n")
 	switch {
-	case run.Lint == nil && run.Build == nil:
+	case !LintRecorded(run):
 		b.WriteString("Not recorded (a run made before gpuaccept kept it; `gpuaccept check` the inventory).\n")
 	case len(run.Lint) == 0:
 		b.WriteString("No warnings.\n")

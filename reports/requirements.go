@@ -22,8 +22,11 @@ type requirement struct {
 	// Passed of Total verdicts passed (a WARN is a pass with a caveat):
 	// the nodes' when it has any, so a requirement judged per node and
 	// for the cluster too counts nodes (0/1001 read as a node too many).
-	Passed, Total int
-	Cluster       bool // its only verdict is the cluster's
+	// NotJudged of the Total were skipped or could not be judged: they
+	// are neither passed nor failed, and a line says so rather than
+	// counting them with either.
+	Passed, Total, NotJudged int
+	Cluster                  bool // its only verdict is the cluster's
 	// Worst is the verdict that decided Status: the lowest figure among
 	// the failures (or passes), else the first in node order.
 	Worst record.Verdict
@@ -107,7 +110,10 @@ func requirements(run *record.Run) []requirement {
 				continue
 			}
 			r.Total++
-			if v.Status == record.Pass || v.Status == record.Warn {
+			switch {
+			case !judged(v):
+				r.NotJudged++
+			case v.Status == record.Pass || v.Status == record.Warn:
 				r.Passed++
 			}
 		}
@@ -167,13 +173,42 @@ func saying(v record.Verdict) string {
 	return string(v.Status) + "\x00" + v.Measured + "\x00" + v.Detail + "\x00" + v.Incomplete
 }
 
-// passedText is "31/32", or "cluster" for a requirement judged once for
-// the whole cluster.
+// judged says whether v judged its requirement: a skipped verdict, or one
+// that could not be measured, judged nothing and counts as neither a
+// pass nor a failure.
+func judged(v record.Verdict) bool {
+	return v.Status != record.Skip && v.Incomplete == ""
+}
+
+// unjudged says whether nothing of r was judged, the cluster's verdict
+// of a requirement counted by nodes included.
+func (r requirement) unjudged() bool { return !slices.ContainsFunc(r.All, judged) }
+
+// passedText is "31/32" of the verdicts judged, with how many were not
+// ("3/3, 1 not judged"; "4 not judged"), or "cluster" for a requirement
+// judged once for the whole cluster.
 func (r requirement) passedText() string {
-	if r.Cluster {
+	switch {
+	case r.Cluster:
 		return "cluster"
+	case r.NotJudged == 0:
+		return fmt.Sprintf("%d/%d", r.Passed, r.Total)
+	case r.NotJudged == r.Total && !r.unjudged():
+		// Judged for the cluster only, on no node.
+		return fmt.Sprintf("cluster, %d not judged", r.NotJudged)
+	case r.NotJudged == r.Total:
+		return fmt.Sprintf("%d not judged", r.NotJudged)
 	}
-	return fmt.Sprintf("%d/%d", r.Passed, r.Total)
+	return fmt.Sprintf("%d/%d, %d not judged", r.Passed, r.Total-r.NotJudged, r.NotJudged)
+}
+
+// passedShort is passedText for a narrow terminal: "3/3 +1", the
+// verdicts not judged after the plus.
+func (r requirement) passedShort() string {
+	if r.Cluster || r.NotJudged == 0 {
+		return r.passedText()
+	}
+	return fmt.Sprintf("%d/%d +%d", r.Passed, r.Total-r.NotJudged, r.NotJudged)
 }
 
 // briefly is a verdict's measurement in few words: its Value when it was

@@ -201,8 +201,11 @@ var asciiRule = strings.NewReplacer("≥", ">=", "≤", "<=", "×", "x")
 func requirementTable(b *bytes.Buffer, reqs []requirement, width int, paint func(string) string) error {
 	header := []string{"REQUIREMENT", "STATUS", "PASSED", "HELD TO", "WORST"}
 	rows := make([][]string, 0, len(reqs))
+	// short is each row's PASSED as a narrow terminal gets it.
+	var short []string
 	for i := 0; i < len(reqs); i++ {
 		r := reqs[i]
+		short = append(short, r.passedShort())
 		if k := plainPasses(reqs[i:]); k > 1 {
 			// Checks of one family every node passed, with no figure to
 			// show a margin: one line for them all (a 1,000-node window
@@ -259,6 +262,17 @@ func requirementTable(b *bytes.Buffer, reqs []requirement, width int, paint func
 		}
 		used = widthOf()
 	}
+	legend := ""
+	if width-used < 16 {
+		// Still too narrow: "2/2, 2 not judged" becomes "2/2 +2", said
+		// under the table.
+		for i := range rows {
+			if rows[i][2] != short[i] {
+				rows[i][2], legend = short[i], "PASSED +N: N more verdicts not judged (skipped or not measured)"
+			}
+		}
+		used = widthOf()
+	}
 	lastCol := len(header) - 1
 	last := max(width-used, 16)
 	for i, r := range rows {
@@ -308,6 +322,11 @@ func requirementTable(b *bytes.Buffer, reqs []requirement, width int, paint func
 	}
 	for _, l := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
 		b.WriteString(strings.TrimRight(l, " ") + "\n")
+	}
+	for _, l := range wrap(legend, width, "  ") {
+		if legend != "" {
+			b.WriteString(l + "\n")
+		}
 	}
 	return nil
 }

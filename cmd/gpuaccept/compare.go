@@ -29,7 +29,8 @@ A RUN_DIR that holds runs rather than being one (reports/runs, say) stands for e
 it. Columns are headed by the provider and the window (with "#n" where two read alike);
 --label KEY=TEXT heads one with TEXT, KEY being the run's directory name (or that of the
 directory of runs it is in), its path, its run ID, or its position (1, 2, ...). The text table fits COLUMNS (else the terminal,
-else 100 columns); when it cannot, each run is a block of its own.
+else 100 columns): side by side, cells wrapped, while each run gets 24 columns; past that each
+row is a block of its own, the runs one under the other.
 
 Exit codes: 0 compared (whatever the runs' verdicts), 2 bad input (fewer than 2 runs, a missing or
 unreadable run.json, the same run twice).`,

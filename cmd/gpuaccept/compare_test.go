@@ -243,7 +243,8 @@ quote:
 		t.Errorf("banner: %s", strings.SplitN(res.stdout, "\n", 2)[0])
 	}
 	// Without labels, the runs' directory given: demo, told apart by
-	// position; at 100 columns, a block per run.
+	// position; at 100 columns, too narrow for three side by side, a
+	// block per row with the runs one under the other.
 	t.Setenv("COLUMNS", "100")
 	block := gpuaccept(t, work, append([]string{"compare"}, dirs...)...)
 	for i, l := range strings.Split(block.stdout, "\n") {
@@ -251,7 +252,8 @@ quote:
 			t.Errorf("at 100 columns, line %d is %d wide: %s", i+1, len([]rune(l)), l)
 		}
 	}
-	for _, want := range []string{"== demo #1\n", "== demo #2\n", "== demo #3\n"} {
+	for _, want := range []string{"3 runs do not fit side by side in 100 columns", "\nNCCL-002\n  demo #1  FAIL ",
+		"\n  demo #2  ", "\n  demo #3  "} {
 		if !strings.Contains(block.stdout, want) {
 			t.Errorf("no %q in\n%s", want, block.stdout)
 		}

@@ -58,8 +58,9 @@ type Run struct {
 	Plan []PlannedPhase `json:"plan,omitempty"`
 	// Lint is what `gpuaccept check` said of the quote and the plan when
 	// the window started (QUOTE-..., PLAN-...): the red flags a buyer signs
-	// over.
-	Lint []Finding `json:"lint,omitempty"`
+	// over. [] when it found none, absent when the run did not keep it
+	// (made before gpuaccept did): a clean quote is not missing data.
+	Lint []Finding `json:"lint,omitzero"`
 	// Selection is what run --nodes, --only and --skip narrowed the window
 	// to; absent for the whole inventory.
 	Selection *Selection `json:"selection,omitempty"`
