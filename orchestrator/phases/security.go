@@ -75,7 +75,11 @@ var Security = orchestrator.Phase{
 		if c := w.Inv.Phases.Checkpoint; c.Enabled && c.Dir != "" {
 			dirs = append(dirs, remote.Quote(c.Dir))
 		}
-		out, err := runOn(ctx, w, n, toolCmd(w.RunID(), n.Name, "security.sh", append([]string{remote.Quote(w.RunID())}, dirs...)...))
+		// The window's private directory is its own, not an earlier
+		// tenant's residue: security.sh leaves out exactly that path.
+		cmd := toolCheck(w.RunID(), n.Name, "security.sh") + " GPUACCEPT_OWN=" + remote.Quote(stateDir(n)) +
+			` bash "$f" ` + strings.Join(append([]string{remote.Quote(w.RunID())}, dirs...), " ")
+		out, err := runOn(ctx, w, n, cmd)
 		if err != nil {
 			return nil, err
 		}

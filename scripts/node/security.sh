@@ -103,15 +103,17 @@ containers() {
 }
 
 # What DIR held before the window wrote anything there: its entries, not
-# the window's own (gpuaccept-RUN), the first 20 with a count, and how
-# many belong to another user than root and this one (another tenant's).
+# the window's own (gpuaccept-RUN, and the private directory the tools
+# phase made, GPUACCEPT_OWN: in /var/tmp, the default checkpoint directory,
+# it read as residue of root's), the first 20 with a count, and how many
+# belong to another user than root and this one (another tenant's).
 residue() {
-  local d
+  local d own=${GPUACCEPT_OWN:-/nonexistent/gpuaccept-own}
   for d in "$@"; do
     [ -d "$d" ] || { echo "$d absent"; continue; }
-    n=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" 2>/dev/null | wc -l)
-    echo "$d entries=$n others=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" ! -uid 0 ! -uid "$(id -u)" 2>/dev/null | wc -l)"
-    find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" -printf '  %M %u %s %p\n' 2>/dev/null | head -n 20
+    n=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" ! -path "$own" 2>/dev/null | wc -l)
+    echo "$d entries=$n others=$(find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" ! -path "$own" ! -uid 0 ! -uid "$(id -u)" 2>/dev/null | wc -l)"
+    find "$d" -mindepth 1 -maxdepth 1 ! -name "gpuaccept-$run" ! -path "$own" -printf '  %M %u %s %p\n' 2>/dev/null | head -n 20
   done
 }
 
