@@ -102,7 +102,7 @@ are not run again.`,
 				}
 				return finish(cmd, rec, dir, err, f)
 			}
-			inv, err := inventory.Load(args[0])
+			inv, err := inventory.LoadContext(contextOf(cmd), args[0])
 			if err != nil {
 				return err
 			}
