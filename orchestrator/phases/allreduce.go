@@ -42,10 +42,10 @@ var AllReduce = orchestrator.Phase{
 		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
-		nodes := w.Active()
-		if len(nodes) < 2 {
-			return nil, fmt.Errorf("all-reduce needs at least 2 nodes, %d left in the window", len(nodes))
+		if few, short := needNodes(w, "a cluster-wide all-reduce", 2); short {
+			return few, nil
 		}
+		nodes := w.Active()
 		a := w.Inv.Phases.AllReduce
 		j := job{nodes: nodes, ranksPerNode: a.RanksPerNode, bench: allReduceBench(a), log: "allreduce"}
 		res := Sweeps{Launcher: nodes[0].Name, Command: j.command(w)}
@@ -122,6 +122,13 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	r, ok := w.Result("allreduce", -1, &s)
 	if !w.Inv.Phases.AllReduce.Enabled || !ok {
 		return nil
+	}
+	ids := []string{"NCCL-001", "NCCL-002"}
+	if len(w.Inv.Phases.AllReduce.Collectives) > 0 {
+		ids = append(ids, "NCCL-005")
+	}
+	if vs, few := tooFewVerdicts(w, "allreduce", ids...); few {
+		return vs
 	}
 	correct, bw := record.NewVerdict("NCCL-001", ""), record.NewVerdict("NCCL-002", "")
 	correct.Status, correct.Measured = record.Pass, "0 wrong"
