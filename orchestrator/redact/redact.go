@@ -118,17 +118,102 @@ func String(s string) string {
 	if s == "" {
 		return s
 	}
-	lower := strings.ToLower(s)
-	for _, r := range rules {
+	lower := lowerASCII(s)
+	for i, r := range rules {
 		if !r.applies(lower) {
 			continue
 		}
-		if r.quoted {
-			s = r.replaceQuoted(s)
+		var out string
+		if i == 0 {
+			// The private key rule spans lines: it sees the whole text.
+			out = r.replace(s)
 		} else {
-			s = r.re.ReplaceAllString(s, r.repl)
+			out = r.onLines(s, lower)
 		}
-		lower = strings.ToLower(s)
+		if out != s {
+			s, lower = out, lowerASCII(out)
+		}
+	}
+	return s
+}
+
+func (r rule) replace(s string) string {
+	if r.quoted {
+		return r.replaceQuoted(s)
+	}
+	return r.re.ReplaceAllString(s, r.repl)
+}
+
+// onLines applies a rule that never matches across a line break to the
+// lines that hold one of its needles only: a raw log's other lines, most
+// of it, cost a search for the needles, not the regexp engine's pass
+// (run.json's scrub was half a fake window's time).
+func (r rule) onLines(s, lower string) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b, or nothing was replaced yet
+	changed := false
+	// next[k]: where needle k is next found (from start on), -1 when no
+	// more: each needle is searched for once past each line it is on,
+	// not once a line.
+	next := make([]int, len(r.needles))
+	for k := range next {
+		next[k] = -2
+	}
+	for start := 0; start < len(s); {
+		at := -1
+		for k, n := range r.needles {
+			if next[k] == -2 || next[k] >= 0 && next[k] < start {
+				next[k] = -1
+				if i := strings.Index(lower[start:], n); i >= 0 {
+					next[k] = start + i
+				}
+			}
+			if next[k] >= 0 && (at < 0 || next[k] < at) {
+				at = next[k]
+			}
+		}
+		if at < 0 {
+			break
+		}
+		from := strings.LastIndexByte(s[:at], '\n') + 1
+		to := strings.IndexByte(s[at:], '\n')
+		if to < 0 {
+			to = len(s)
+		} else {
+			to += at
+		}
+		if out := r.replace(s[from:to]); out != s[from:to] {
+			if !changed {
+				b.Grow(len(s))
+				changed = true
+			}
+			b.WriteString(s[done:from])
+			b.WriteString(out)
+			done = to
+		}
+		start = to + 1
+	}
+	if !changed {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// lowerASCII is s with A-Z in lower case: byte for byte the same length,
+// so a needle found in it is at the same place in s (the needles are
+// ASCII).
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; c >= 'A' && c <= 'Z' {
+					b[j] = c + 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
 	}
 	return s
 }
