@@ -35,8 +35,9 @@ func TestClusterJudgesWithTooFewNodesLeft(t *testing.T) {
 			t.Run(fmt.Sprintf("%d nodes, %d left", nodes, left), func(t *testing.T) {
 				inv := fakeInventory(t, nodes, fewNodesInventory)
 				f := soundFleet(inv)
-				inject(f, schedule{nodes: nodes, faults: faults})
-				rec, _, err := orchestrator.Start(t.Context(), inv, quick(), orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial})
+				s := schedule{nodes: nodes, faults: faults}
+				inject(f, s)
+				rec, _, err := orchestrator.Start(t.Context(), inv, quick(s), orchestrator.Options{RunsDir: fastDir(t), Dial: f.Dial})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +69,9 @@ func TestClusterJudgesWithTooFewNodesLeft(t *testing.T) {
 					t.Errorf("failed %v with %d left", res.Failed, left)
 				}
 				if nodes == 1 && left == 1 && (res.Outcome != record.OutcomeIncomplete ||
-					!slices.ContainsFunc(res.Incomplete, func(s string) bool { return strings.Contains(s, "NOT MEASURED: a cluster-wide all-reduce needs at least 2 nodes, 1 left") })) {
+					!slices.ContainsFunc(res.Incomplete, func(s string) bool {
+						return strings.Contains(s, "NOT MEASURED: a cluster-wide all-reduce needs at least 2 nodes, 1 left")
+					})) {
 					t.Errorf("a sound one-node window: %+v", res)
 				}
 			})
