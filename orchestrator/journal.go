@@ -47,6 +47,10 @@ type journal struct {
 	mu     sync.Mutex
 	f      *os.File
 	closed bool
+	// failed: a write failed (the bundle's disk is full). Nothing more is
+	// appended after a line that may be torn, so what is there stays
+	// readable; the window goes on in memory to tear down.
+	failed error
 }
 
 func createJournal(dir string) (*journal, error) {
@@ -86,6 +90,9 @@ func appendJournal(dir string, size int64) (*journal, error) {
 func (j *journal) write(e entry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.failed != nil {
+		return j.failed
+	}
 	e.At = time.Now().UTC()
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -94,10 +101,12 @@ func (j *journal) write(e entry) error {
 	// A secret a node printed never reaches the disk, here or anywhere.
 	b = redact.Bytes(b)
 	if _, err := j.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("journal: %w", err)
+		j.failed = fmt.Errorf("journal: %w", err)
+		return j.failed
 	}
 	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("journal: fsync: %w", err)
+		j.failed = fmt.Errorf("journal: fsync: %w", err)
+		return j.failed
 	}
 	return nil
 }

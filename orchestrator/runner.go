@@ -283,7 +283,10 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 			ioErr = err
 			break
 		}
-		if w.rec.Aborted != "" {
+		if err := w.bundleError(); err != nil {
+			ioErr = err
+		}
+		if w.rec.Aborted != "" || ioErr != nil {
 			break
 		}
 	}
@@ -297,10 +300,18 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	// second Ctrl-C ends the process. One minute shared by every teardown
 	// phase was spent by 733 of 1,000 nodes' teardown: 267 kept the window
 	// key, and the deletion check never started.
+	// A bundle that cannot be written (its disk full) is no reason to
+	// leave the nodes uncleaned: teardown needs no disk, and the window
+	// says which nodes it cleaned.
 	for i := range phases {
-		if p := &phases[i]; p.Teardown && ioErr == nil {
-			ioErr = w.runTeardown(ctx, p, j, o)
+		if p := &phases[i]; p.Teardown {
+			if err := w.runTeardown(ctx, p, j, o); err != nil && ioErr == nil {
+				ioErr = err
+			}
 		}
+	}
+	if err := w.bundleError(); err != nil {
+		ioErr = w.bundleLost(phases, err)
 	}
 	w.judge(phases)
 	w.rec.Ended = time.Now().UTC()
@@ -351,8 +362,9 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 			why = "skipped: " + p.Skipped
 		}
 		w.Progress.Line("== %s: %s", p.Name, why)
-		return w.record(j, record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.Skipped,
+		w.record(j, record.PhaseResult{Phase: p.Name, Index: -1, Outcome: record.Skipped,
 			Error: why, Started: time.Now().UTC(), Ended: time.Now().UTC()}, nil)
+		return nil
 	}
 	if p.Cluster != nil {
 		return w.runCluster(ctx, p, j)
@@ -428,14 +440,13 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 				w.Progress.Node(n.Name, "quarantined: %s", reason)
 			}
 		}
-		if err := w.record(j, pr, quarantine); err != nil {
-			return err
-		}
+		w.record(j, pr, quarantine)
 	}
 	if ctx.Err() != nil {
 		return nil // not done: a resume runs it again
 	}
-	return j.write(entry{Type: "done", Phase: p.Name})
+	w.journal(j, entry{Type: "done", Phase: p.Name})
+	return nil
 }
 
 func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
@@ -480,9 +491,7 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 		}
 	}
 	bounded(&pr)
-	if err := w.record(j, pr, nil); err != nil {
-		return err
-	}
+	w.record(j, pr, nil)
 	// A node a cluster-wide phase found unfit (it stopped answering, its
 	// image is not the pin) sits out the phases after it, as one that
 	// failed a gating phase does.
@@ -496,15 +505,14 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 			reason = fmt.Sprintf("%s: %s", p.Name, reason)
 			n.quarantined, n.reason, n.quarantinedAt = true, reason, pr.Ended
 			w.Progress.Node(n.Name, "quarantined: %s", reason)
-			if err := j.write(entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason}); err != nil {
-				return err
-			}
+			w.journal(j, entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason})
 		}
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	return j.write(entry{Type: "done", Phase: p.Name})
+	w.journal(j, entry{Type: "done", Phase: p.Name})
+	return nil
 }
 
 // Quarantiner is a cluster phase's result that names nodes to leave out
@@ -515,20 +523,16 @@ type Quarantiner interface {
 }
 
 // record appends a result (and a quarantine) to the journal first, then to
-// the in-memory record: what is in memory is always on disk too.
-func (w *Window) record(j *journal, pr record.PhaseResult, q *entry) error {
-	if err := j.write(entry{Type: "result", Result: &pr}); err != nil {
-		return err
-	}
+// the in-memory record: what is in memory is on disk too, unless the
+// bundle's disk failed (bundleError), which ends the window.
+func (w *Window) record(j *journal, pr record.PhaseResult, q *entry) {
+	w.journal(j, entry{Type: "result", Result: &pr})
 	if q != nil {
-		if err := j.write(*q); err != nil {
-			return err
-		}
+		w.journal(j, *q)
 	}
 	w.mu.Lock()
 	w.rec.Phases = append(w.rec.Phases, pr)
 	w.mu.Unlock()
-	return nil
 }
 
 // judge fills the verdicts and the per-node summary of the record.

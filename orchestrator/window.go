@@ -32,6 +32,9 @@ type Window struct {
 	dial   remote.Dialer
 	j      *journal
 	ends   time.Time
+	// bundleErr: the first write of the bundle (journal, raw log) that
+	// failed; the window ends at the next phase, tears down and says so.
+	bundleErr error
 }
 
 // Deadline is when the window will be over at the latest: when it (or its
@@ -88,9 +91,9 @@ func (n *Node) setExec(e remote.Executor) (old remote.Executor) {
 // it returns, so a coordinator lost right after still finds it.
 func (w *Window) Note(n *Node, key, value string) error {
 	if w.j != nil {
-		if err := w.j.write(entry{Type: "note", Node: n.Name, Key: key, Value: value}); err != nil {
-			return err
-		}
+		// Kept in memory even when the journal cannot take it: teardown
+		// needs it to find what to clean.
+		w.journal(w.j, entry{Type: "note", Node: n.Name, Key: key, Value: value})
 	}
 	n.note(key, value)
 	return nil
@@ -188,21 +191,29 @@ const MaxLogBytes = 32 << 20
 func (w *Window) LogFile(n *Node, phase string) (io.WriteCloser, string, error) {
 	rel := filepath.Join("raw", n.Name, phase+".log")
 	path := filepath.Join(w.Dir, rel)
+	// A log that cannot be written (the bundle's disk is full) is the
+	// tool's failure, not the node's: the work goes on without it (a
+	// teardown must still clean the node) and the window ends after the
+	// phase (bundleError).
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, "", err
+		w.bundleFailed(fmt.Errorf("raw log %s: %w", rel, err))
+		return discardLog{}, "", nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %s: %w", n.Name, phase, err)
+		w.bundleFailed(fmt.Errorf("raw log %s: %w", rel, err))
+		return discardLog{}, "", nil
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, "", fmt.Errorf("%s: %s: %w", n.Name, phase, err)
+		w.bundleFailed(fmt.Errorf("raw log %s: %w", rel, err))
+		return discardLog{}, "", nil
 	}
 	// Capped before it is scrubbed: a node that prints without end costs
 	// the scrubbing of one log's worth, no more.
-	return &cappedLog{w: redact.Writer(f), f: f, left: MaxLogBytes - st.Size(), room: st.Size() < MaxLogBytes}, rel, nil
+	return &cappedLog{w: redact.Writer(f), f: f, left: MaxLogBytes - st.Size(), room: st.Size() < MaxLogBytes,
+		fail: func(err error) { w.bundleFailed(fmt.Errorf("raw log %s: %w", rel, err)) }}, rel, nil
 }
 
 // cappedLog writes up to left bytes (scrubbed, through w), then one line
@@ -216,6 +227,8 @@ type cappedLog struct {
 	left    int64
 	dropped int64
 	room    bool // the log was not full when opened: the cut is said once
+	// fail hears a write that failed; what follows is dropped.
+	fail func(error)
 }
 
 func (c *cappedLog) Write(p []byte) (int, error) {
@@ -230,7 +243,10 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 	c.left -= int64(n)
 	c.dropped += int64(len(p)) - k
 	if err != nil {
-		return n, err
+		// The disk failed, not the node: its output is dropped from here
+		// on and the command goes on.
+		c.fail(err)
+		c.left, c.room = 0, false
 	}
 	return len(p), nil
 }
@@ -245,7 +261,10 @@ func (c *cappedLog) Close() error {
 	if cerr := c.f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		c.fail(err)
+	}
+	return nil
 }
 
 // Log opens the raw log of the work ctx carries (LogOf) on n.

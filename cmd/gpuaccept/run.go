@@ -16,6 +16,7 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/reports"
 )
 
@@ -101,7 +102,7 @@ are not run again.`,
 				}
 				return finish(cmd, rec, dir, err, f)
 			}
-			inv, err := inventory.Load(args[0])
+			inv, err := inventory.LoadContext(contextOf(cmd), args[0])
 			if err != nil {
 				return err
 			}
@@ -138,7 +139,17 @@ func finish(cmd *cobra.Command, rec *record.Run, dir string, runErr error, f win
 		return exitWith(exitCouldNotRun, runErr)
 	}
 	if err := reports.WriteBundle(dir, rec); err != nil {
-		return exitWith(exitCouldNotRun, fmt.Errorf("write evidence to %s: %w", dir, err))
+		err = fmt.Errorf("write evidence to %s: %w", dir, err)
+		if runErr == nil {
+			// The window tore down before its bundle failed: what the
+			// evidence would have said of the nodes is said here.
+			stderr := cmd.ErrOrStderr()
+			fmt.Fprintln(stderr, redact.Controls(orchestrator.BundleAborted(err)))
+			for _, l := range orchestrator.Cleanup(rec, phases.All()) {
+				fmt.Fprintln(stderr, redact.Controls(l))
+			}
+		}
+		return exitWith(exitCouldNotRun, err)
 	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

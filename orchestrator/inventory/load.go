@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,8 +17,9 @@ import (
 // Load reads and checks the inventory at path. Any problem, including a
 // file that cannot be read, is an *Error listing every problem found.
 // Environment variables GPUACCEPT_<SECTION>_<KEY> override scalar keys.
+// It gives up after maxParse (LoadContext also when its context ends).
 func Load(path string) (*Inventory, error) {
-	return load(path, os.LookupEnv)
+	return LoadContext(context.Background(), path)
 }
 
 // Parse checks an inventory held in memory (the demo embeds one); name

@@ -36,6 +36,10 @@ func readTree(data []byte, c *collector) *yaml.Node {
 		c.addAt(line, "", msg)
 		return nil
 	}
+	if line := tooDeep(data); line > 0 {
+		c.addAt(line, "", fmt.Sprintf("nesting deeper than %d levels ([, { and indentation inside each other); an inventory needs a few", maxDepth))
+		return nil
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	err := guard(func() error { return dec.Decode(&doc) })

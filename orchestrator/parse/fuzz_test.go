@@ -2,7 +2,10 @@ package parse
 
 import (
 	"errors"
+	"flag"
+	"fmt"
 	"math"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,9 +17,35 @@ import (
 // Run one with: go test -run '^$' -fuzz FuzzDCGMDiag -fuzztime 10s ./orchestrator/parse/
 
 func addSampleSeeds(f *testing.F) {
+	if !samplesPresent(f) {
+		return
+	}
 	for _, s := range loadSamples(f) {
 		addSeed(f, s.text)
 	}
+}
+
+// samplesPresent says whether the shared samples, the fuzzers' seed
+// corpus, are beside the module. Outside such a checkout (a copy of the
+// module alone, another repository's CI) a fuzzer is no reason to fail:
+// under -fuzz it fuzzes from its built-in seeds, and a plain go test skips
+// it saying why. The sample tests (TestSamplesAllCovered and the others
+// that read them) still fail loudly: CI always has the samples, and a
+// checkout without them must not pass by testing nothing. The corpus is
+// not copied into testdata/: the samples grow with every field report
+// (h200-*), and a copy would go stale unseen.
+func samplesPresent(f *testing.F) bool {
+	f.Helper()
+	if st, err := os.Stat(samplesRoot); err == nil && st.IsDir() {
+		return true
+	}
+	why := fmt.Sprintf("no shared samples at %s (the seed corpus; /work/shared/samples beside the module)", samplesRoot)
+	if fl := flag.Lookup("test.fuzz"); fl != nil && fl.Value.String() != "" {
+		f.Logf("%s: fuzzing from the built-in seeds only", why)
+		return false
+	}
+	f.Skipf("%s: skipped; go test -fuzz runs it from its built-in seeds", why)
+	return false
 }
 
 // maxFuzzInput bounds a fuzz input. The fuzzer minimises every input that

@@ -11,8 +11,10 @@ import (
 // the JSON form and the other tools' samples.
 // Run: go test -run '^$' -fuzz FuzzNCCLTests -fuzztime 20s ./orchestrator/parse/
 func FuzzNCCLTests(f *testing.F) {
-	for _, s := range loadNCCLSamples(f) {
-		addSeed(f, s)
+	if samplesPresent(f) {
+		for _, s := range loadNCCLSamples(f) {
+			addSeed(f, s)
+		}
 	}
 	addSeed(f, ncclSmall)
 	addSeed(f, ncclJSONSample)

@@ -43,10 +43,10 @@ var AllReduce = orchestrator.Phase{
 		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
-		nodes := w.Active()
-		if len(nodes) < 2 {
-			return nil, fmt.Errorf("all-reduce needs at least 2 nodes, %d left in the window", len(nodes))
+		if few, short := needNodes(w, "a cluster-wide all-reduce", 2); short {
+			return few, nil
 		}
+		nodes := w.Active()
 		a := w.Inv.Phases.AllReduce
 		if err := collectiveUnmeasured(ctx, w, nodes, "cluster all-reduce", benchTools(a)...); err != nil {
 			return nil, err
@@ -127,7 +127,14 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	if !w.Inv.Phases.AllReduce.Enabled || !ok {
 		return nil
 	}
-	if vs, ok := unmeasuredVerdicts(r, "", "NCCL-001", "NCCL-002"); ok {
+	ids := []string{"NCCL-001", "NCCL-002"}
+	if len(w.Inv.Phases.AllReduce.Collectives) > 0 {
+		ids = append(ids, "NCCL-005")
+	}
+	if vs, ok := unmeasuredVerdicts(r, "", ids...); ok {
+		return vs
+	}
+	if vs, few := tooFewVerdicts(w, "allreduce", ids...); few {
 		return vs
 	}
 	correct, bw := record.NewVerdict("NCCL-001", ""), record.NewVerdict("NCCL-002", "")

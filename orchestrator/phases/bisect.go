@@ -37,6 +37,9 @@ var Bisection = orchestrator.Phase{
 		return time.Duration(inv.Phases.AllReduce.Bisection.MaxRounds)*(sweepTimeout(inv)+30*time.Second) + time.Minute
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
+		if few, short := needNodes(w, "the pairwise bisection", 3); short {
+			return few, nil
+		}
 		a := w.Inv.Phases.AllReduce
 		bis, byName, labels, err := bisector(w, w.Active())
 		if err != nil {
@@ -171,6 +174,9 @@ func judgeBisection(w *orchestrator.Window) []record.Verdict {
 		return nil
 	}
 	if vs, ok := unmeasuredVerdicts(r, "", "NCCL-004"); ok {
+		return vs
+	}
+	if vs, few := tooFewVerdicts(w, "bisect", "NCCL-004"); few {
 		return vs
 	}
 	v := record.NewVerdict("NCCL-004", "")

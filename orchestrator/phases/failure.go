@@ -102,10 +102,10 @@ type launch struct {
 
 func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	f := w.Inv.Phases.Failure
-	nodes := w.Active()
-	if len(nodes) < 2 {
-		return nil, fmt.Errorf("the failure test needs 2 nodes in the window, %d left", len(nodes))
+	if few, short := needNodes(w, "the node-loss failure test", 2); short {
+		return few, nil
 	}
+	nodes := w.Active()
 	victim := nodes[len(nodes)-1]
 	if f.Victim != "" {
 		victim = nil

@@ -20,6 +20,9 @@ func judgeFailure(w *orchestrator.Window) []record.Verdict {
 	if vs, ok := unmeasuredVerdicts(pr, "", "RECOV-001", "RECOV-002", "RECOV-003"); ok {
 		return vs
 	}
+	if vs, few := tooFewVerdicts(w, "failure", "RECOV-001", "RECOV-002", "RECOV-003", "RECOV-004"); few {
+		return vs
+	}
 	f := w.Inv.Phases.Failure
 	v := func(id string) record.Verdict { return record.NewVerdict(id, "") }
 	if res.InjectedAt == 0 {

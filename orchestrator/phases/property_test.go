@@ -165,8 +165,9 @@ func inject(f *fake.Fleet, s schedule) {
 				return fake.Reply{Drop: true}, true
 			case garbage:
 				return fake.Reply{Stdout: "\x00\x01 \x1b]0;title\x07 {[<not what you wanted>]}\n"}, true
-			default: // huge
-				for range 8 {
+			default: // huge: just past what a phase captures (more only costs
+				// the scrubber's and the parsers' time, seconds under -fuzz)
+				for range (captureHead+captureTail)/len(chunk) + 1 {
 					c.Stdout.Write(chunk)
 				}
 				return fake.Reply{}, true
@@ -184,32 +185,64 @@ func inject(f *fake.Fleet, s schedule) {
 // quick are the window's phases with deadlines short enough that a hang
 // costs seconds, long enough that a sound phase on a loaded machine never
 // misses one (a miss would differ between two runs). Under -fuzz they are
-// shorter: the fuzzer calls an input that runs past 10 s a crash, and
-// three hangs, resumed, would (no -race there, so the margin holds).
-func quick() []orchestrator.Phase {
-	d := 3 * time.Second
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		d = time.Second
+// shorter, and shortest (hungDeadline) for the phases s hangs a node in:
+// a hang costs its deadline twice (the window and its resume), and at a
+// second each the fuzzer ran 15 schedules in 20 s. A sound phase over the
+// fake hosts takes milliseconds (without -race, as -fuzz runs).
+func quick(s schedule) []orchestrator.Phase {
+	d, hung := 3*time.Second, 3*time.Second
+	if fuzzing() {
+		d, hung = time.Second, hungDeadline
+	}
+	hangs := map[string]bool{}
+	for _, x := range s.faults {
+		if x.kind == hang {
+			hangs[x.phase] = true
+		}
 	}
 	var out []orchestrator.Phase
 	for _, p := range All() {
 		if p.Name == "failure" {
 			continue
 		}
-		p.Deadline = func(*inventory.Inventory) time.Duration { return d }
+		pd := d
+		if hangs[p.Name] {
+			pd = hung
+		}
+		p.Deadline = func(*inventory.Inventory) time.Duration { return pd }
 		out = append(out, p)
 	}
 	return out
 }
 
+const hungDeadline = 300 * time.Millisecond
+
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
+}
+
+// fastDir is a directory for a window's bundle on a memory filesystem
+// where there is one: the journal syncs every line, 3 ms each on this
+// disk, a tenth of a sound window's time.
+func fastDir(t *testing.T) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "gpuaccept-property-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
 // checkWindow runs schedule s and checks every property.
 func checkWindow(t *testing.T, s schedule) {
 	t.Logf("%s", s)
-	dir := t.TempDir()
+	dir := fastDir(t)
 	inv := fakeInventory(t, s.nodes, propertyInventory)
 	f := soundFleet(inv)
 	inject(f, s)
-	rec, run, err := orchestrator.Start(t.Context(), inv, quick(), orchestrator.Options{RunsDir: dir, Dial: f.Dial})
+	rec, run, err := orchestrator.Start(t.Context(), inv, quick(s), orchestrator.Options{RunsDir: dir, Dial: f.Dial})
 	if err != nil {
 		t.Fatalf("the window ended in an error of its own: %v", err)
 	}
@@ -230,7 +263,7 @@ func checkWindow(t *testing.T, s schedule) {
 	}
 	lines := bytes.SplitAfter(journal, []byte("\n"))
 	keep := 1 + int(s.cut*float64(len(lines)-2))
-	again := filepath.Join(t.TempDir(), filepath.Base(run))
+	again := filepath.Join(fastDir(t), filepath.Base(run))
 	if err := os.MkdirAll(again, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +273,7 @@ func checkWindow(t *testing.T, s schedule) {
 	for _, h := range f.Hosts() {
 		h.Drop("the coordinator died")
 	}
-	resumed, _, err := orchestrator.Resume(t.Context(), again, inventory.Load, quick(), orchestrator.Options{Dial: f.Dial})
+	resumed, _, err := orchestrator.Resume(t.Context(), again, inventory.Load, quick(s), orchestrator.Options{Dial: f.Dial})
 	if err != nil {
 		t.Fatalf("resume after %d of %d journal lines: %v", keep, len(lines), err)
 	}

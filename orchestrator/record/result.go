@@ -60,6 +60,9 @@ func (r *Run) Result() Result {
 			reached = reached || v.Status == Pass
 		}
 		if v.Incomplete != "" {
+			// Its own reason says why it was not measured: the quote's
+			// figure is not listed again as one nothing measured.
+			judged[v.ID] = true
 			if _, ok := incomplete[v.Incomplete]; !ok {
 				order = append(order, v.Incomplete)
 			}
