@@ -96,6 +96,10 @@ func TestImageUploadRefusesWhatAnotherUserPlanted(t *testing.T) {
 	if ni == nil || !strings.Contains(ni.Error, want) {
 		t.Errorf("image on %s: %+v, want an error with %q\n%s", host, ni, want, res.stderr)
 	}
+	// What the other user made is theirs, not residue of the window.
+	if v := verdict(r, "SEC-004", host); strings.Contains(v.Detail, dir) {
+		t.Errorf("SEC-004 counts another user's %s as the window's: %+v", dir, v)
+	}
 	intact()
 }
 
