@@ -13,24 +13,6 @@ import (
 	"gpuaccept/scripts/lab"
 )
 
-// rootFile puts a file of root's on the host that another user must never
-// get the window to overwrite, and returns its path and a check that it is
-// still what it was.
-func rootFile(t *testing.T, l *lab.Lab, host string) (string, func()) {
-	t.Helper()
-	path := fmt.Sprintf("/srv/victim-%d", time.Now().UnixNano())
-	const body = "a file of root\n"
-	if out, err := l.Exec(t.Context(), host, "sh", "-c", "printf '"+body+"' >"+path); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return path, func() {
-		t.Helper()
-		if out, err := l.Exec(t.Context(), host, "cat", path); err != nil || out != body {
-			t.Errorf("%s: %s was overwritten: now %.100q (%v)", host, path, out, err)
-		}
-	}
-}
-
 // plantOnceRunning has the unprivileged user on host wait until a window
 // command shows in ps (every one exports GPUACCEPT_RUN=<run id>), then run
 // plant with $id set to the run ID (before the phases that write there
@@ -75,7 +57,7 @@ func TestImageUploadRefusesWhatAnotherUserPlanted(t *testing.T) {
 	id := strings.TrimPrefix(img.ID, "sha256:")
 	prepare(t, l, nil)
 	const host = "h1"
-	victim, intact := rootFile(t, l, host)
+	victim, intact := l.RootFile(t, host)
 	part := "." + filepath.Base(img.DockerArchive) + ".gpuaccept-part"
 	planted := plantOnceRunning(t, l, host, `mkdir "/var/tmp/gpuaccept-$id" && ln -s `+victim+` "/var/tmp/gpuaccept-$id/`+part+`"`)
 	inv := writeInventory(t, l, []string{host}, "", "")
@@ -117,7 +99,7 @@ func TestCheckpointRefusesWhatAnotherUserPlanted(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	t.Cleanup(func() { l.Exec(context.Background(), host, "rm", "-rf", scratch) })
-	victim, intact := rootFile(t, l, host)
+	victim, intact := l.RootFile(t, host)
 	base := scratch + `/gpuaccept-$id`
 	planted := plantOnceRunning(t, l, host, `mkdir -p "`+base+`/h1" && ln -s `+victim+` "`+base+`/h1/shard-0.bin"`)
 	inv := writeInventory(t, l, []string{host}, "  checkpoint_gbs: 0.0005\n", `  checkpoint:
