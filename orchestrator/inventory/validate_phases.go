@@ -178,6 +178,9 @@ func (v *validator) staging(st *Staging) {
 				v.problem(key+".url", "%q: credentials in a URL (user:password@) would be copied into the evidence and shown in ps on every node; give the node's tool its credentials (~/.netrc, aws configure, gcloud auth) or use a signed URL", short(redact.URL(src.URL)))
 			case strings.ContainsAny(src.URL, "\n\r"):
 				v.problem(key+".url", "%q: no line breaks in a URL", short(redact.URL(src.URL)))
+			case scheme == "az" && u.RawQuery != "" && strings.HasSuffix(u.Path, "/"):
+				// azcopy copies a prefix and takes its URL only in argv.
+				v.problem(key+".url", "%q: a SAS token for a prefix would be in azcopy's command line, which every user of the nodes can read; give azcopy its credentials on the nodes (azcopy login, AZCOPY_AUTO_LOGIN_TYPE) or name the blobs one by one", short(redact.URL(src.URL)))
 			}
 		case src.Path != "":
 			if !strings.HasPrefix(src.Path, "/") {

@@ -17,25 +17,6 @@ import (
 	"gpuaccept/scripts/lab"
 )
 
-// victim puts a file of root's on the host, one another user must never
-// be able to make the window overwrite, and returns its path and a check
-// that it is still what it was.
-func victim(t *testing.T, l *lab.Lab, host string) (string, func()) {
-	t.Helper()
-	path := fmt.Sprintf("/srv/victim-%d", time.Now().UnixNano())
-	const body = "a file of root\n"
-	if out, err := l.Exec(t.Context(), host, "sh", "-c", "umask 022; printf '%s' '"+body+"' >"+path); err != nil {
-		t.Fatalf("%s: %v: %s", host, err, out)
-	}
-	return path, func() {
-		t.Helper()
-		out, err := l.Exec(t.Context(), host, "cat", path)
-		if err != nil || out != body {
-			t.Errorf("%s: %s was overwritten: now %q (%v)", host, path, out, err)
-		}
-	}
-}
-
 // asMallory runs script on the host as the unprivileged user.
 func asMallory(t *testing.T, l *lab.Lab, host, script string) {
 	t.Helper()
@@ -64,7 +45,7 @@ func TestUploadRefusesWhatAnotherUserPlanted(t *testing.T) {
 	linked := fmt.Sprintf("/var/tmp/gpuaccept-attack-link-%d", stamp)
 	mine := fmt.Sprintf("/var/tmp/gpuaccept-attack-fresh-%d", stamp)
 	t.Cleanup(func() { l.Exec(t.Context(), host, "rm", "-rf", theirs, linked, mine) })
-	file, intact := victim(t, l, host)
+	file, intact := l.RootFile(t, host)
 	dir := fmt.Sprintf("/srv/victim-dir-%d", stamp)
 	if out, err := l.Exec(t.Context(), host, "mkdir", "-m", "755", dir); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -128,7 +109,7 @@ func TestNodeScriptsRefuseWhatAnotherUserPlanted(t *testing.T) {
 	l := needLab(t)
 	const host = "h2"
 	c := dial(t, l, host)
-	file, intact := victim(t, l, host)
+	file, intact := l.RootFile(t, host)
 	plant := func(base, links string) {
 		t.Helper()
 		asMallory(t, l, host, "umask 0; mkdir -p "+base+" "+links+"; for f in "+links+"; do rmdir $f; ln -s "+file+" $f; done")

@@ -7,6 +7,8 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 )
 
 // MalloryName is the lab's unprivileged local user: another tenant of a
@@ -56,4 +58,22 @@ func (l *Lab) ExecAsMallory(ctx context.Context, host, script string) (string, e
 	}
 	return l.Exec(ctx, host, "setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(gid), "--clear-groups",
 		"--", "sh", "-c", script)
+}
+
+// RootFile puts a file of root's in host's /srv: what the unprivileged user
+// tries to make the window overwrite through a link. It returns the path
+// and a check, which fails t when the file is no longer what it was.
+func (l *Lab) RootFile(t testing.TB, host string) (string, func()) {
+	t.Helper()
+	path := fmt.Sprintf("/srv/victim-%d", time.Now().UnixNano())
+	const body = "a file of root\n"
+	if out, err := l.Exec(context.Background(), host, "sh", "-c", "umask 022; printf '"+body+"' >"+path); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return path, func() {
+		t.Helper()
+		if out, err := l.Exec(context.Background(), host, "cat", path); err != nil || out != body {
+			t.Errorf("lab %s: %s was overwritten: now %.100q (%v)", l.hostLabel(host), path, out, err)
+		}
+	}
 }

@@ -18,7 +18,11 @@ for p in "$@"; do
     command -v "$rt" >/dev/null 2>&1 && "$rt" image inspect "$id" >/dev/null 2>&1 && echo "image $id ($rt)"
     ;;
   *)
-    [ -n "$p" ] && { [ -e "$p" ] || [ -L "$p" ]; } && echo "file $p"
+    [ -n "$p" ] && { [ -e "$p" ] || [ -L "$p" ]; } || continue
+    # Another user's directory or link at one of the window's names (stat
+    # without -L: the link itself) is theirs, not the window's: the window
+    # refused to use it, and the phase that did says so.
+    [ "$(stat -c %u -- "$p" 2>/dev/null)" = "$(id -u)" ] && echo "file $p"
     ;;
   esac
 done

@@ -11,8 +11,11 @@
 # S3-compatible store's address: --endpoint-url), gs (gcloud storage cp, else
 # gsutil cp) or az (azcopy copy; az://ACCOUNT/CONTAINER/PATH is
 # https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH, credentials as
-# azcopy finds them: azcopy login, AZCOPY_AUTO_LOGIN_TYPE, ...). A SOURCE
-# ending in "/" on an object store is a prefix, copied recursively.
+# azcopy finds them: azcopy login, AZCOPY_AUTO_LOGIN_TYPE, ...; one blob
+# with a SAS token in its query goes through curl or wget instead, since
+# azcopy would have the token in its argv; a prefix with one is refused).
+# A SOURCE ending in "/" on an object store is a prefix, copied
+# recursively.
 #
 # Checksums: a single file is hashed while it is written (the bytes go
 # through tee into openssl dgst, or sha256sum without openssl), except from
@@ -112,6 +115,28 @@ single() {
   sum=${out%% *}
 }
 
+# fetchurl URL: an http(s) URL through curl or wget. The URL goes to the
+# tool in a file of this user's (mktemp: 0600), never in its argv: a
+# signed URL's query is its credential.
+fetchurl() {
+  urlf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-url.XXXXXX") || fail "mktemp failed"
+  if need curl; then
+    tool=curl
+    # -f: an HTTP error is an error (404 is not retried); --retry covers
+    # transient failures only, a few times. The config file's url line
+    # takes the URL as written (quotes and backslashes escaped).
+    esc=${1//\\/\\\\}
+    printf 'url = "%s"\n' "${esc//\"/\\\"}" >"$urlf"
+    single curl -fsSL --connect-timeout 20 --retry 2 --retry-delay 1 -K "$urlf"
+  elif need wget; then
+    tool=wget
+    printf '%s\n' "$1" >"$urlf"
+    single wget -q --tries=3 --timeout=20 -O - -i "$urlf"
+  else
+    missing "neither curl nor wget is installed on this node"
+  fi
+}
+
 private "$name ($shown): "
 rm -rf -- "$part"
 prefix=
@@ -131,23 +156,7 @@ path)
   fi
   ;;
 http)
-  # The URL goes to the tool in a file of this user's (mktemp: 0600).
-  urlf=$(mktemp "${TMPDIR:-/tmp}/gpuaccept-url.XXXXXX") || fail "mktemp failed"
-  if need curl; then
-    tool=curl
-    # -f: an HTTP error is an error (404 is not retried); --retry covers
-    # transient failures only, a few times. The config file's url line
-    # takes the URL as written (quotes and backslashes escaped).
-    esc=${src//\\/\\\\}
-    printf 'url = "%s"\n' "${esc//\"/\\\"}" >"$urlf"
-    single curl -fsSL --connect-timeout 20 --retry 2 --retry-delay 1 -K "$urlf"
-  elif need wget; then
-    tool=wget
-    printf '%s\n' "$src" >"$urlf"
-    single wget -q --tries=3 --timeout=20 -O - -i "$urlf"
-  else
-    missing "neither curl nor wget is installed on this node"
-  fi
+  fetchurl "$src"
   ;;
 s3)
   need aws || missing "the aws CLI is not installed on this node (needed for s3://)"
@@ -180,17 +189,32 @@ gs)
   fi
   ;;
 az)
-  need azcopy || missing "azcopy is not installed on this node (needed for az://)"
-  tool=azcopy checksum=after
   rest=${src#az://}
   account=${rest%%/*}
   url="https://$account.blob.core.windows.net/${rest#*/}"
-  if [ -n "$prefix" ]; then
-    mkdir -p -- "$part" || fail "cannot create $part"
-    azcopy copy --recursive --log-level=ERROR "${url}*" "$part/" >>"$errf" 2>&1 || fail "azcopy copy failed"
-  else
-    azcopy copy --log-level=ERROR "$url" "$part" >>"$errf" 2>&1 || fail "azcopy copy failed"
-  fi
+  case $src in
+  *\?*)
+    # A SAS token (the query) must never be in a command line, which every
+    # user of the node reads in /proc, and azcopy takes its URL only
+    # there: one blob is fetched as any https URL is; a prefix needs
+    # azcopy, and so azcopy's own credentials.
+    case ${src%%\?*} in */)
+      fail "a SAS token for a prefix would be in azcopy's command line, which every user of this node can read: give azcopy its credentials (azcopy login, AZCOPY_AUTO_LOGIN_TYPE) or name the blobs one by one"
+      ;;
+    esac
+    fetchurl "$url"
+    ;;
+  *)
+    need azcopy || missing "azcopy is not installed on this node (needed for az://)"
+    tool=azcopy checksum=after
+    if [ -n "$prefix" ]; then
+      mkdir -p -- "$part" || fail "cannot create $part"
+      azcopy copy --recursive --log-level=ERROR "${url}*" "$part/" >>"$errf" 2>&1 || fail "azcopy copy failed"
+    else
+      azcopy copy --log-level=ERROR "$url" "$part" >>"$errf" 2>&1 || fail "azcopy copy failed"
+    fi
+    ;;
+  esac
   ;;
 *)
   fail "unknown kind of source $kind"
