@@ -297,8 +297,12 @@ func (l *Local) writeChecked(ctx context.Context, src io.ReaderAt, size int64, r
 	if base == "" {
 		return fail("target", errors.New("names a directory"))
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail("mkdir "+dir, err)
+	// The directory is checked as over SSH: made 0700 where missing, and
+	// refused when it or a parent is a link or another user could write
+	// in it, since root writing into a directory another user planted
+	// writes wherever that user points it.
+	if err := makePrivate(ctx, l, l.name, dir, remotePath); err != nil {
+		return "", err
 	}
 	// Everything below happens in this directory as it was opened: the
 	// part is created in it and renamed within it, whatever is swapped

@@ -96,3 +96,23 @@ func TestLocalLostOnlyOnceClosed(t *testing.T) {
 		t.Fatalf("after Close: Lost %v, Run %T %v", l.Lost(), err, err)
 	}
 }
+
+// A directory on the way that is a link (another user's plant, pointing
+// where root should not write) is refused as over SSH, not followed: the
+// local transport checks its directories with the same script.
+func TestLocalUploadRefusesALinkedDirectory(t *testing.T) {
+	base, victims := t.TempDir(), t.TempDir()
+	if err := os.Symlink(victims, base+"/planted"); err != nil {
+		t.Fatal(err)
+	}
+	l := remote.NewLocal(remote.Config{Name: "here"})
+	defer l.Close()
+	data := []byte("the window's own\n")
+	_, err := l.UploadFrom(t.Context(), strings.NewReader(string(data)), int64(len(data)), base+"/planted/blob", remote.TransferOptions{Mode: 0o600})
+	if !errors.Is(err, remote.ErrNotPrivate) || !strings.Contains(err.Error(), "here: upload "+base+"/planted/blob") {
+		t.Fatalf("upload into a linked directory: %v; want ErrNotPrivate naming the node and the target", err)
+	}
+	if entries, _ := os.ReadDir(victims); len(entries) != 0 {
+		t.Fatalf("the link's target was written: %d entries", len(entries))
+	}
+}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -42,15 +43,22 @@ var ErrNotPrivate = errors.New("not the window's own directory")
 // name anyone can guess, and must not land where another user could
 // have planted a link by that name.
 func (c *Client) privateDir(ctx context.Context, dir, target string) error {
+	return makePrivate(ctx, c, c.cfg.Name, dir, target)
+}
+
+// makePrivate is privateDir for any executor: the SSH and the local
+// transports check a directory the same way, by the same script.
+func makePrivate(ctx context.Context, e Executor, name, dir, target string) error {
 	dir = path.Clean(dir) // "" is the login directory, "."
-	_, err := c.Output(ctx, PrivateDirCmd(dir, true))
+	var out bytes.Buffer
+	err := e.Run(ctx, Cmd{Command: PrivateDirCmd(dir, true), Stdout: &out})
 	var ee *ExitError
 	switch {
 	case errors.As(err, &ee) && ee.Status == 97:
 		why := strings.TrimPrefix(strings.TrimSpace(lastLines(strings.TrimSpace(ee.StderrTail), 1)), "gpuaccept: ")
-		return fmt.Errorf("%s: upload %s: %w: %s", c.cfg.Name, target, ErrNotPrivate, why)
+		return fmt.Errorf("%s: upload %s: %w: %s", name, target, ErrNotPrivate, why)
 	case err != nil:
-		return fmt.Errorf("%s: upload %s: make the directory %s: %w", c.cfg.Name, target, dir, err)
+		return fmt.Errorf("%s: upload %s: make the directory %s: %w", name, target, dir, err)
 	}
 	return nil
 }
