@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
 	"gpuaccept/reports"
 )
 
@@ -62,23 +58,16 @@ func TestVerifyNamesAnEditedReport(t *testing.T) {
 // file and its allowed-signers line.
 func signingKey(t *testing.T, dir, name string) (string, string) {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, name)
+	// remote makes the key: only package remote imports x/crypto/ssh.
+	k, err := remote.NewWindowKey(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, name+".key")
-	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := os.WriteFile(file, k.PrivatePEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return file, name + " " + string(ssh.MarshalAuthorizedKey(sp))
+	return file, name + " " + k.AuthorizedKey + "\n"
 }
 
 // Two people sign: the approver's signature is kept beside the
