@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gpuaccept/orchestrator"
@@ -89,6 +90,9 @@ type failureJob struct {
 	launches map[string]*launch
 	gen      int
 	wg       sync.WaitGroup
+	// containers numbers the job's container runs: every one needs a
+	// name of its own (see inImage).
+	containers atomic.Int64
 }
 
 // launch is one torchrun launcher on a node.
@@ -412,7 +416,11 @@ func (j *failureJob) imageID(n *orchestrator.Node) string {
 func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env, torchrun []string) []string {
 	im := j.w.Inv.Image
 	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host",
-		"--name", remote.Quote(fmt.Sprintf("gpuaccept-%s-%s-g%d", j.w.RunID(), n.Name, gen)),
+		// A name per run, not per node and generation: the victim's
+		// relaunch reused its killed container's name, and under load
+		// podman had not removed that one yet ("the container name ... is
+		// already in use", exit 125; the victim never came back).
+		"--name", remote.Quote(fmt.Sprintf("gpuaccept-%s-%s-g%d-%d", j.w.RunID(), n.Name, gen, j.containers.Add(1))),
 		"--label", remote.Quote("gpuaccept.run=" + j.w.RunID()), "-e", "GPUACCEPT_RUN=" + remote.Quote(j.w.RunID()),
 		"-v", remote.Quote(dir + ":" + dir)}
 	for _, e := range env {
