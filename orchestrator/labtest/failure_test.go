@@ -288,7 +288,7 @@ func TestFailureInImage(t *testing.T) {
 `)
 	withImage(t, inv, im.DockerArchive, strings.TrimPrefix(im.ID, "sha256:"), "direct")
 	r, f, _ := runFailure(t, l, inv)
-	if !strings.Contains(f.Command, "podman run --rm --network host") || !strings.Contains(f.Command, "gpuaccept.run=") {
+	if !strings.Contains(f.Command, "podman run --rm --network host --ipc host --pid host") || !strings.Contains(f.Command, "gpuaccept.run=") {
 		t.Errorf("not run in the image: %s", f.Command)
 	}
 	wantRecovered(t, l, r, f)

@@ -415,7 +415,11 @@ func (j *failureJob) imageID(n *orchestrator.Node) string {
 // signal proxy passes a TERM from the guard on to torchrun.
 func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env, torchrun []string) []string {
 	im := j.w.Inv.Image
-	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host",
+	// The host's PIDs too: the c10d rendezvous tells nodes apart by host
+	// name and PID, and in a container of its own every torchrun is PID 1,
+	// so two nodes on one machine (the H200 field run's set-up) were one
+	// node to it and each formed a job alone.
+	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
 		// A name per run, not per node and generation: the victim's
 		// relaunch reused its killed container's name, and under load
 		// podman had not removed that one yet ("the container name ... is
