@@ -146,6 +146,18 @@ func TestFailureKillNodeElastic(t *testing.T) {
 	if f.DetectionSecs == nil {
 		t.Error("the killed node's loss was never detected")
 	}
+	wantTorch(t, f, "1.13")
+}
+
+// wantTorch: every node's launcher and workers ran PyTorch version
+// (a prefix), and the record says so.
+func wantTorch(t *testing.T, f phases.Failed, version string) {
+	t.Helper()
+	for _, h := range failureHosts {
+		if v := f.Torch[h]; !strings.HasPrefix(v.Launcher, version) || !strings.HasPrefix(v.Workers, version) {
+			t.Errorf("%s: PyTorch %+v recorded, want %s", h, v, version)
+		}
+	}
 }
 
 func TestFailureKillWorkerElastic(t *testing.T) {
@@ -276,7 +288,7 @@ func TestFailureInImage(t *testing.T) {
 `)
 	withImage(t, inv, im.DockerArchive, strings.TrimPrefix(im.ID, "sha256:"), "direct")
 	r, f, _ := runFailure(t, l, inv)
-	if !strings.Contains(f.Command, "podman run --rm --network host") || !strings.Contains(f.Command, "gpuaccept.run=") {
+	if !strings.Contains(f.Command, "podman run --rm --network host --ipc host --pid host") || !strings.Contains(f.Command, "gpuaccept.run=") {
 		t.Errorf("not run in the image: %s", f.Command)
 	}
 	wantRecovered(t, l, r, f)
@@ -325,4 +337,5 @@ func TestFailureKillNodeElasticTorch2(t *testing.T) {
 	r, f, _ := runFailure(t, l, inv)
 	t.Logf("python3-torch %s", tv.Version)
 	wantRecovered(t, l, r, f)
+	wantTorch(t, f, "2.")
 }

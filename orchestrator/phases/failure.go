@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gpuaccept/orchestrator"
@@ -91,6 +92,9 @@ type failureJob struct {
 	launches map[string]*launch
 	gen      int
 	wg       sync.WaitGroup
+	// containers numbers the job's container runs: every one needs a
+	// name of its own (see inImage).
+	containers atomic.Int64
 }
 
 // launch is one torchrun launcher on a node.
@@ -418,8 +422,16 @@ func (j *failureJob) imageID(n *orchestrator.Node) string {
 // signal proxy passes a TERM from the guard on to torchrun.
 func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env, torchrun []string) []string {
 	im := j.w.Inv.Image
-	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host",
-		"--name", remote.Quote(fmt.Sprintf("gpuaccept-%s-%s-g%d", j.w.RunID(), n.Name, gen)),
+	// The host's PIDs too: the c10d rendezvous tells nodes apart by host
+	// name and PID, and in a container of its own every torchrun is PID 1,
+	// so two nodes on one machine (the H200 field run's set-up) were one
+	// node to it and each formed a job alone.
+	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
+		// A name per run, not per node and generation: the victim's
+		// relaunch reused its killed container's name, and under load
+		// podman had not removed that one yet ("the container name ... is
+		// already in use", exit 125; the victim never came back).
+		"--name", remote.Quote(fmt.Sprintf("gpuaccept-%s-%s-g%d-%d", j.w.RunID(), n.Name, gen, j.containers.Add(1))),
 		"--label", remote.Quote("gpuaccept.run=" + j.w.RunID()), "-e", "GPUACCEPT_RUN=" + remote.Quote(j.w.RunID()),
 		"-v", remote.Quote(dir + ":" + dir)}
 	for _, e := range env {

@@ -35,14 +35,17 @@ func TestParseJobLine(t *testing.T) {
 // TestTorchText: one clause per distinct answer, nodes as host ranges;
 // workers named only where they differ from the launcher.
 func TestTorchText(t *testing.T) {
-	nodes := []string{"gpu-01", "gpu-02", "gpu-03", "gpu-04"}
+	nodes := []string{"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05"}
 	got := torchText(nodes, map[string]TorchVersion{
 		"gpu-01": {Launcher: "2.11.0+cu130", Workers: "2.11.0+cu130"},
 		"gpu-02": {Launcher: "2.11.0+cu130"},
 		"gpu-03": {Launcher: "2.6.0", Workers: "1.13.0a0"},
-		"gpu-04": {Error: "python3: No module named torch"},
+		"gpu-04": {Error: "ModuleNotFoundError: No module named 'torch'"},
+		"gpu-05": {Workers: "2.11.0+cu130", Error: "no answer within 3m0s"},
 	})
-	want := "PyTorch 2.11.0+cu130 on gpu-[01-02]; PyTorch 2.6.0 (workers 1.13.0a0) on gpu-03; gpu-04: no PyTorch: python3: No module named torch"
+	want := "PyTorch 2.11.0+cu130 on gpu-[01-02]; PyTorch 2.6.0 (workers 1.13.0a0) on gpu-03; " +
+		"gpu-04: no PyTorch: ModuleNotFoundError: No module named 'torch'; " +
+		"PyTorch 2.11.0+cu130 (workers; the launcher's: no answer within 3m0s) on gpu-05"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}

@@ -27,9 +27,10 @@ type TorchVersion struct {
 	Error string `json:"error,omitempty"`
 }
 
-// torchProbeWithin bounds the version probe (a container start and
-// torch's import take seconds on a loaded node).
-const torchProbeWithin = time.Minute
+// torchProbeWithin bounds the version probe: a container start and
+// torch's import take seconds, and in the lab with the machine loaded (a
+// load of 50 on 2 cores) a minute was not enough for one node of three.
+const torchProbeWithin = 3 * time.Minute
 
 // torchVersionWord is what a version may look like ("2.11.0+cu130",
 // "1.13.0a0", "2.6.0+debian"); anything else from a node is not recorded.
@@ -41,16 +42,17 @@ func (j *failureJob) probeTorch(ctx context.Context, nodes []*orchestrator.Node)
 	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
 		pctx, cancel := context.WithTimeout(ctx, torchProbeWithin)
 		defer cancel()
-		out, err := runOn(pctx, j.w, n, j.torchProbe(n))
+		out, _ := runOn(pctx, j.w, n, j.torchProbe(n))
 		v := TorchVersion{}
 		if line, ok := strings.CutPrefix(lastLine(string(out)), "torch "); ok && torchVersionWord.MatchString(line) {
 			v.Launcher = line
 		} else {
-			v.Error = firstNonEmpty(strings.TrimSpace(lastLine(string(out))), "no answer")
-			if err != nil {
-				v.Error = err.Error()
+			// What the node said last says why (No module named
+			// torch); the command line in err does not.
+			v.Error = clip(firstNonEmpty(strings.TrimSpace(lastLine(string(out))), "no answer"), 200)
+			if pctx.Err() != nil {
+				v.Error = fmt.Sprintf("no answer within %s", torchProbeWithin)
 			}
-			v.Error = clip(v.Error, 200)
 		}
 		j.mu.Lock()
 		j.res.Torch[n.Name] = v
@@ -67,8 +69,9 @@ func (j *failureJob) torchProbe(n *orchestrator.Node) string {
 		// Generation 0: the container's name is the probe's own.
 		args = j.inImage(n, 0, id, failureDir(j.w), nil, args)
 	}
-	// The job's directory first: the image mounts it.
-	return fmt.Sprintf("cd && mkdir -p %s && exec %s", remote.Quote(failureDir(j.w)+"/ckpt"), strings.Join(args, " "))
+	// The job's directory first: the image mounts it. Errors on stdout:
+	// their last line says why there is no version.
+	return fmt.Sprintf("cd && mkdir -p %s && exec %s 2>&1", remote.Quote(failureDir(j.w)+"/ckpt"), strings.Join(args, " "))
 }
 
 // workerTorch adds what the workers' start lines said to the record.
@@ -101,6 +104,8 @@ func torchText(nodes []string, torch map[string]TorchVersion) string {
 		}
 		var k string
 		switch {
+		case v.Launcher == "" && v.Workers != "":
+			k = fmt.Sprintf("PyTorch %s (workers; the launcher's: %s)", v.Workers, v.Error)
 		case v.Launcher == "":
 			k = "no PyTorch: " + v.Error
 		case v.Workers != "" && v.Workers != v.Launcher:
