@@ -339,3 +339,19 @@ func TestFailureKillNodeElasticTorch2(t *testing.T) {
 	wantRecovered(t, l, r, f)
 	wantTorch(t, f, "2.")
 }
+
+// TestFailureKillWorkerElasticTorch2: kill-worker on PyTorch 2.x, whose
+// workers run in a session of their own (outside the agent's process
+// group): failure.sh finds them as the launcher's children, torchrun
+// restarts them, and the job resumes.
+func TestFailureKillWorkerElasticTorch2(t *testing.T) {
+	l := needLab(t)
+	prepare(t, l, nil)
+	args, _ := torch2Args(t)
+	im := labImage(t)
+	inv := failureInventory(t, l, "    inject: kill-worker\n"+args)
+	withImage(t, inv, im.DockerArchive, strings.TrimPrefix(im.ID, "sha256:"), "direct")
+	r, f, _ := runFailure(t, l, inv)
+	wantRecovered(t, l, r, f)
+	wantTorch(t, f, "2.")
+}
