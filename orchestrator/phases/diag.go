@@ -51,6 +51,12 @@ var Diag = orchestrator.Phase{
 			return nil, err
 		}
 		// dcgmi exits non-zero when a test fails; its report says which.
+		if why := hostEngineUnreachable(string(out)); why != "" && err != nil {
+			// DCGM is installed but its host engine is not running (and
+			// dcgmi could not start one of its own): the node's setup,
+			// not a GPU fault.
+			return nil, orchestrator.Unmeasured("dcgmi", "dcgmi could not reach DCGM's host engine (%s): start nv-hostengine (systemctl start nvidia-dcgm) or set phases.diag.image: DCGM diagnostic not measured", why)
+		}
 		d, perr := parse.DCGMDiag(string(out))
 		if perr != nil {
 			if err != nil {
@@ -146,4 +152,17 @@ func warnings(d parse.Diag) []string {
 		}
 	}
 	return out
+}
+
+// hostEngineUnreachable is dcgmi's own words when it could not connect to
+// nv-hostengine ("Error: Unable to connect to host engine. Host engine
+// connection invalid/disconnected."), else "".
+func hostEngineUnreachable(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if l := strings.ToLower(line); strings.Contains(l, "unable to connect to host engine") || strings.Contains(l, "unable to establish a connection to the specified host") {
+			return clip(strings.TrimPrefix(line, "Error: "), 120)
+		}
+	}
+	return ""
 }

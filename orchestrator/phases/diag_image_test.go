@@ -248,3 +248,27 @@ func TestImageOnANodeWithoutTheRuntimeIsNotMeasured(t *testing.T) {
 		t.Errorf("h2 quarantined: %s", r.Nodes[1].Reason)
 	}
 }
+
+// A node whose DCGM is installed but whose host engine is not running
+// answers with dcgmi's own connection error (its words as DCGM prints
+// them): the node's setup leaves DIAG-001 NOT MEASURED, not failed, and
+// the node is not quarantined.
+func TestDiagWithoutAHostEngineIsNotMeasured(t *testing.T) {
+	inv := fakeInventory(t, 2, gpuQuote)
+	f := fakeFleet(inv)
+	answerAsStandin(f.Host("h1"), "h100")
+	answerAsStandin(f.Host("h2"), "h100")
+	f.Host("h2").Reply(`^dcgmi diag `, fake.Reply{Exit: 1, Stdout: "Error: unable to establish a connection to the specified host: localhost\n" +
+		"Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"})
+	r := runFake(t, inv, f, Preflight, Diag)
+	v := verdictOf(t, r, "DIAG-001", "h2")
+	if v.Status != record.Skip || !strings.Contains(v.Incomplete, "could not reach DCGM's host engine") || !strings.Contains(v.Incomplete, "start nv-hostengine") {
+		t.Errorf("DIAG-001 h2: %+v, want SKIP, not measured, saying why and what to do", v)
+	}
+	if r.Nodes[1].Quarantined {
+		t.Errorf("h2 quarantined for a host engine that is not running: %s", r.Nodes[1].Reason)
+	}
+	if res := r.Result(); res.Outcome != record.OutcomeIncomplete {
+		t.Errorf("window %s, want INCOMPLETE", res.Outcome)
+	}
+}
