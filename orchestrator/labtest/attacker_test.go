@@ -117,7 +117,7 @@ func TestCheckpointRefusesWhatAnotherUserPlanted(t *testing.T) {
 	var saved phases.CkptSave
 	p := phaseData(t, r, "checkpoint-write", 0, &saved)
 	want := "refusing " + scratch + "/gpuaccept-" + r.ID + ": it is owned by uid "
-	if p.Node != host || !strings.Contains(p.Error, want) || !strings.Contains(res.stderr, host+": checkpoint-write failed: checkpoint: "+want) {
+	if p.Node != host || !strings.Contains(p.Error, want) || !strings.Contains(res.stderr, host+": checkpoint-write failed: checkpoint: refusing "+scratch) {
 		t.Errorf("checkpoint-write on %s: %q, want an error with %q, said of %s\n%s", p.Node, p.Error, want, host, res.stderr)
 	}
 	intact()
