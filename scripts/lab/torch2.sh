@@ -21,11 +21,23 @@ die() {
 	exit 1
 }
 dir=${1:-${GPUACCEPT_TORCH2_DIR:-/var/cache/gpuaccept/torch2-trixie}}
-mirror=${GPUACCEPT_TORCH2_MIRROR:-http://deb.debian.org/debian}
+# The Debian mirror this machine's apt already uses (its first main-archive URI, deb822 or one-line form), so
+# the script names none of its own; GPUACCEPT_TORCH2_MIRROR overrides it.
+system_mirror() {
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] && awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' "$f"
+	done
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] && awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { if ($i !~ /security/) print $i; break } }' "$f"
+	done
+}
+mirror=${GPUACCEPT_TORCH2_MIRROR:-$({ system_mirror | grep -m1 -i debian; } || system_mirror | head -n 1)}
 suite=trixie
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [ "$(id -u)" = 0 ] || die "needs root (apt-get and dpkg-deb write root-owned files)"
 [ -r "$keyring" ] || die "$keyring is missing (apt-get install debian-archive-keyring)"
+[ -n "$mirror" ] || die "no Debian mirror in this machine's apt sources: set GPUACCEPT_TORCH2_MIRROR"
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
