@@ -32,10 +32,13 @@ func (v *validator) localNodes() {
 		} else {
 			first = i
 		}
-		if len(v.inv.Nodes) > 1 && n.FabricAddress == "" {
-			// The other nodes reach it (mpirun, the image relay): "local"
-			// names a different machine on each of them.
-			v.problem(key+".address", "%sa local node among %d nodes needs fabric_address: the address the other nodes reach this machine at",
+		if len(v.inv.Nodes) > 1 {
+			// Among SSH nodes it would have to take the window's key into
+			// this machine's authorized_keys (the rented nodes, and so
+			// their provider, could then log in here), and the failure
+			// test could pick it as the victim once the others are
+			// quarantined or narrowed away: it is a window of its own.
+			v.problem(key+".address", "%sa local node is a window of its own, not one of %d nodes: the others would log in to this machine with the window's key (mpirun, the image relay); run the machine gpuaccept runs on in an inventory of its own",
 				who, len(v.inv.Nodes))
 		}
 		if v.given(key + ".port") {
@@ -57,24 +60,4 @@ func coordinatorUser() string {
 		return u
 	}
 	return strconv.Itoa(os.Getuid())
-}
-
-// localVictim: the failure test's cut and reboot act on the victim's
-// machine; on the machine gpuaccept runs on they would end the window
-// itself (its coordinator cut off, or rebooted), and measure nothing.
-func (v *validator) localVictim() {
-	f := v.inv.Phases.Failure
-	if !f.Enabled || (f.Inject != "cut" && f.Inject != "reboot") || len(v.inv.Nodes) == 0 {
-		return
-	}
-	victim := f.Victim
-	if victim == "" {
-		victim = v.inv.Nodes[len(v.inv.Nodes)-1].Name
-	}
-	for _, n := range v.inv.Nodes {
-		if n.Name == victim && n.Local() {
-			v.problem("phases.failure.inject", "%s of %s, the machine gpuaccept runs on (address: local), would end the window itself: set phases.failure.victim to another node",
-				f.Inject, victim)
-		}
-	}
 }

@@ -115,7 +115,6 @@ func (v *validator) phases() {
 	v.staging(&p.Staging)
 	v.checkpoint(&p.Checkpoint)
 	v.failure(&p.Failure, &p.Checkpoint)
-	v.localVictim()
 }
 
 var (
