@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -69,9 +70,11 @@ func (j *failureJob) torchProbe(n *orchestrator.Node) string {
 		// Generation 0: the container's name is the probe's own.
 		args = j.inImage(n, 0, id, failureDir(j.w), nil, args)
 	}
-	// The job's directory first: the image mounts it. Errors on stdout:
-	// their last line says why there is no version.
-	return fmt.Sprintf("cd && mkdir -p %s && exec %s 2>&1", remote.Quote(failureDir(j.w)+"/ckpt"), strings.Join(args, " "))
+	// The job's directory first (the image mounts it), made private as the
+	// launch makes it: a mkdir -p alone would follow another user's link.
+	// Errors on stdout: their last line says why there is no version.
+	dir := failureDir(j.w)
+	return fmt.Sprintf("cd && %s && mkdir -p %s && exec %s 2>&1", remote.PrivateDirCmd(path.Dir(dir), false), remote.Quote(dir+"/ckpt"), strings.Join(args, " "))
 }
 
 // workerTorch adds what the workers' start lines said to the record.
