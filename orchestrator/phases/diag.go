@@ -24,7 +24,10 @@ var Diag = orchestrator.Phase{
 	Enabled: func(inv *inventory.Inventory) bool {
 		return inventory.On(inv.Phases.Diag.Enabled)
 	},
-	Own: func(inv *inventory.Inventory) bool { return inv.Phases.Diag.Timeout > 0 },
+	// The level sets the bound too: phases.deadline (30m, say) must not
+	// cut a level 3 diagnostic (~30 min on 8 GPUs), which would fail and
+	// quarantine healthy nodes.
+	Own: func(inv *inventory.Inventory) bool { return inv.Phases.Diag.Timeout > 0 || inv.Phases.Diag.Level >= 2 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		// dcgmi diag -r 3 takes ~30 min on 8 GPUs, -r 4 hours.
 		def := map[int]time.Duration{1: 5 * time.Minute, 2: 15 * time.Minute, 3: 60 * time.Minute, 4: 4 * time.Hour}[inv.Phases.Diag.Level]
@@ -55,6 +58,9 @@ var Diag = orchestrator.Phase{
 			// DCGM is installed but its host engine is not running (and
 			// dcgmi could not start one of its own): the node's setup,
 			// not a GPU fault.
+			if image != "" {
+				return nil, orchestrator.Unmeasured("dcgmi", "dcgmi in %s could not reach DCGM's host engine (%s): DCGM diagnostic not measured", image, why)
+			}
 			return nil, orchestrator.Unmeasured("dcgmi", "dcgmi could not reach DCGM's host engine (%s): start nv-hostengine (systemctl start nvidia-dcgm) or set phases.diag.image: DCGM diagnostic not measured", why)
 		}
 		d, perr := parse.DCGMDiag(string(out))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
@@ -270,5 +271,21 @@ func TestDiagWithoutAHostEngineIsNotMeasured(t *testing.T) {
 	}
 	if res := r.Result(); res.Outcome != record.OutcomeIncomplete {
 		t.Errorf("window %s, want INCOMPLETE", res.Outcome)
+	}
+}
+
+// phases.deadline is the default bound of a phase without its own, but the
+// diagnostic's level sets its bound: a 30m default must not cut a level 3
+// run (its own bound, 60m), which would fail and quarantine sound nodes.
+func TestPhasesDeadlineDoesNotCutADeepDiagnostic(t *testing.T) {
+	inv := fakeInventory(t, 1, gpuQuote)
+	inv.Phases.Deadline = 30 * time.Minute
+	inv.Phases.Diag.Level = 3
+	if got := orchestrator.PhaseDeadline(&Diag, inv); got != time.Hour {
+		t.Errorf("level 3 under phases.deadline 30m: %s, want 1h", got)
+	}
+	inv.Phases.Diag.Level = 1
+	if got := orchestrator.PhaseDeadline(&Diag, inv); got != 30*time.Minute {
+		t.Errorf("level 1 under phases.deadline 30m: %s, want the default, 30m", got)
 	}
 }
