@@ -93,7 +93,7 @@ func Cleanup(rec *record.Run, phases []Phase) []string {
 			continue
 		}
 		if !teardown[p.Phase] {
-			reached[p.Node] = reached[p.Node] || p.Outcome == record.OK
+			reached[p.Node] = reached[p.Node] || p.Outcome == record.OK || p.Outcome == record.NotMeasured
 			continue
 		}
 		s := byNode[p.Node]

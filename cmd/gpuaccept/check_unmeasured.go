@@ -105,7 +105,12 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 			case "gs":
 				need = []string{"gcloud", "gsutil"}
 			case "az":
+				// One blob with a SAS token is fetched as any https URL
+				// (the token must stay out of azcopy's command line).
 				need = []string{"azcopy"}
+				if strings.Contains(src.URL, "?") {
+					need = []string{"curl", "wget"}
+				}
 			case "http", "https":
 				need = []string{"curl", "wget"}
 			}
@@ -113,8 +118,8 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 			for _, t := range need {
 				found = found || have[t]
 			}
-			if !found && !seen[scheme] {
-				seen[scheme] = true
+			if !found && !seen[strings.Join(need, " ")+scheme] {
+				seen[strings.Join(need, " ")+scheme] = true
 				out = append(out, fmt.Sprintf("no %s for %s:// sources: STAGE-001 and STAGE-002 will not be measured", strings.Join(need, " or "), scheme))
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/scripts/standins"
 )
 
@@ -113,5 +115,25 @@ nodes:
 	want := reasonGroup{Nodes: "gpu-[02-03]", Count: 2, Reason: "no dcgmi and phases.diag.image not set: DIAG-001 will not be measured"}
 	if len(got.NotMeasured) != 2 || got.NotMeasured[0] != want || len(got.Nodes[2].NotMeasured) != 2 {
 		t.Errorf("-o json not_measured: %+v; gpu-03: %q", got.NotMeasured, got.Nodes[2].NotMeasured)
+	}
+}
+
+// An az:// blob with a SAS token is fetched with curl or wget (its token
+// stays out of azcopy's command line), so that is what check --connect
+// asks of the node; a prefix without a token still needs azcopy.
+func TestWillNotMeasureAzureSources(t *testing.T) {
+	inv := &inventory.Inventory{}
+	inv.Phases.Staging.Enabled = true
+	inv.Phases.Staging.Sources = []inventory.StagingSource{{Name: "blob", URL: "az://acct/c/weights.bin?sv=2024&sig=x"}}
+	on := []orchestrator.Phase{{Name: "staging", Enabled: func(*inventory.Inventory) bool { return true }}}
+	if got := willNotMeasure(inv, on, nil, map[string]bool{"curl": true}); len(got) != 0 {
+		t.Errorf("a node with curl, a SAS blob: %q, want nothing", got)
+	}
+	if got := strings.Join(willNotMeasure(inv, on, nil, map[string]bool{"azcopy": true}), "\n"); !strings.Contains(got, "no curl or wget for az:// sources") {
+		t.Errorf("a node with azcopy only, a SAS blob: %q", got)
+	}
+	inv.Phases.Staging.Sources[0].URL = "az://acct/c/data/"
+	if got := strings.Join(willNotMeasure(inv, on, nil, map[string]bool{"curl": true}), "\n"); !strings.Contains(got, "no azcopy for az:// sources") {
+		t.Errorf("a node without azcopy, a prefix: %q", got)
 	}
 }
