@@ -116,7 +116,8 @@ func eightNames() []GPUFact {
 }
 
 // TestFormVerdictSaysHowOrWhatWasRead: GPU-004's detail is the evidence
-// when told, and what was read when not (WARN, as before).
+// when told, and what was read when not: NOT MEASURED (a WARN was
+// counted as judged, and a window could be ACCEPTED over it).
 func TestFormVerdictSaysHowOrWhatWasRead(t *testing.T) {
 	f := &Facts{GPUs: []GPUFact{{Name: "NVIDIA H200", BoardPart: "692-2G520-0282-000", MaxPowerW: 700}}, GPUCount: 1}
 	f.FormFactor, f.FormWhy = formFactor(f)
@@ -130,8 +131,8 @@ func TestFormVerdictSaysHowOrWhatWasRead(t *testing.T) {
 	u := &Facts{GPUs: []GPUFact{{Name: "NVIDIA X1", MaxPowerW: 300}}, GPUCount: 1}
 	u.FormFactor, u.FormWhy = formFactor(u)
 	v = formVerdict("gpu-02", u, "SXM")
-	if v.Status != record.Warn || !strings.HasPrefix(v.Detail, "the node's tools do not tell SXM from PCIe: NVIDIA X1, ") ||
-		!strings.Contains(v.Detail, "300 W max power limit") {
+	if v.Status != record.Skip || !strings.HasPrefix(v.Incomplete, "the node's tools do not tell SXM from PCIe: NVIDIA X1, ") ||
+		!strings.Contains(v.Detail, "300 W max power limit") || !strings.HasSuffix(v.Incomplete, "quote.form_factor SXM not measured") {
 		t.Errorf("unknown SKU: %+v", v)
 	}
 }

@@ -97,12 +97,15 @@ func formVerdict(node string, f *Facts, quoted string) record.Verdict {
 	case quoted == "":
 		v.Status, v.Detail = record.Skip, "not stated in the quote"
 	case f.FormFactor == "":
-		// What was read goes with it: a SKU to add to formfactor.go's
-		// tables, or readings that disagree.
-		v.Status, v.Detail = record.Warn, "the node's tools do not tell SXM from PCIe"
+		// The quoted form factor was not measured: NOT MEASURED, never a
+		// WARN that a card counts as judged. What was read goes with it:
+		// a SKU to add to formfactor.go's tables, or readings that
+		// disagree.
+		why := "the node's tools do not tell SXM from PCIe"
 		if f.FormWhy != "" {
-			v.Detail += ": " + f.FormWhy
+			why += ": " + f.FormWhy
 		}
+		notMeasured(&v, why+": quote.form_factor "+quoted+" not measured")
 	case strings.EqualFold(f.FormFactor, quoted):
 		v.Status = record.Pass
 	default:
