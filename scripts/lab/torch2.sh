@@ -31,8 +31,11 @@ system_mirror() {
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[ -r "$f" ] && awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { if ($i !~ /security/) print $i; break } }' "$f"
 	done
+	return 0 # a glob that matched nothing is no failure (set -e, pipefail)
 }
-mirror=${GPUACCEPT_TORCH2_MIRROR:-$({ system_mirror | grep -m1 -i debian; } || system_mirror | head -n 1)}
+# awk reads it all (grep -m1 or head would close the pipe early: SIGPIPE, and pipefail with set -e ended
+# the script at random); the first Debian archive, else the first URI.
+mirror=${GPUACCEPT_TORCH2_MIRROR:-$(system_mirror | awk '!f { f = $0 } tolower($0) ~ /debian/ && !d { d = $0 } END { print (d != "" ? d : f) }')}
 suite=trixie
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [ "$(id -u)" = 0 ] || die "needs root (apt-get and dpkg-deb write root-owned files)"
