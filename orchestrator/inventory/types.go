@@ -109,9 +109,13 @@ type Quote struct {
 	IntraBusBWGBs float64 `mapstructure:"intra_busbw_gbs" json:"intra_busbw_gbs"` // all-reduce busbw inside a node, GB/s
 	InterBusBWGBs float64 `mapstructure:"inter_busbw_gbs" json:"inter_busbw_gbs"` // across nodes, GB/s
 	BusBWSize     Bytes   `mapstructure:"busbw_size" json:"busbw_size"`           // message size the busbw applies to
-	StagingGBs    float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
-	CheckpointGBs float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
-	PricePerGPUHr float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
+	// All-reduce latency of small messages (8 B to 64 KiB, the sweep's
+	// small end), µs: across nodes and inside one.
+	InterLatencyUs float64 `mapstructure:"inter_latency_us" json:"inter_latency_us,omitempty"`
+	IntraLatencyUs float64 `mapstructure:"intra_latency_us" json:"intra_latency_us,omitempty"`
+	StagingGBs     float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
+	CheckpointGBs  float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
+	PricePerGPUHr  float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
 	// Storage and egress prices: nil is "not stated", 0 is "free". The host
 	// (CPUs, memory, local disk) when billed apart from the GPUs, per
 	// node-hour: nil when it is not.
@@ -235,6 +239,73 @@ type Acceptance struct {
 	// are recorded in run.json, so the candidate run carries them.
 	Regression     float64            `mapstructure:"regression" json:"regression"`
 	RegressionByID map[string]float64 `mapstructure:"regression_by_id" json:"regression_by_id"`
+	// Retest is how many more runs a measured figure (fabric, workload,
+	// staging, checkpoint) gets after it failed, before its FAIL stands: a
+	// transient failure must not decide a contract. A pass after a failure
+	// is confirmed by one more run while retests remain, so a node that
+	// fails, passes and fails is named unstable. Default 1; 0 turns
+	// retests off.
+	Retest *int `mapstructure:"retest" json:"retest,omitempty"`
+	// Workload is what the buyer's representative workload must reach
+	// (phases.workload); a target left out is not judged.
+	Workload WorkloadTargets `mapstructure:"workload" json:"workload,omitempty"`
+}
+
+// RetestOr is how many retests a failed figure gets: Retest, else
+// DefaultRetest.
+func (a Acceptance) RetestOr() int {
+	if a.Retest != nil {
+		return *a.Retest
+	}
+	return DefaultRetest
+}
+
+// DefaultRetest: one retest before a measured figure's FAIL stands.
+const DefaultRetest = 1
+
+// WorkloadTargets are the buyer's own targets for the load test. Zero is
+// "not set": that figure is measured and recorded but not judged.
+type WorkloadTargets struct {
+	// Ready bounds the start of the workload on each node: an inference
+	// server's start until its health endpoint and one completion answer;
+	// a training job's launch until its first step.
+	Ready time.Duration `mapstructure:"ready_within" json:"ready_within,omitempty"`
+
+	// Inference. At is the load level the latency and throughput targets
+	// are judged at: "concurrency:32" or "rate:10" (requests/s), one of
+	// phases.workload.inference.levels; default the highest level.
+	At string `mapstructure:"at" json:"at,omitempty"`
+	// Percentile the latency targets are held to: 50, 90, 95 or 99.
+	// Default 95.
+	Percentile int `mapstructure:"percentile" json:"percentile,omitempty"`
+	// TTFT: time to first token; TPOT: time per output token after the
+	// first (mean per request); ITL: inter-token latency (every gap
+	// between tokens); E2EL: end-to-end request latency.
+	TTFT time.Duration `mapstructure:"ttft" json:"ttft,omitempty"`
+	TPOT time.Duration `mapstructure:"tpot" json:"tpot,omitempty"`
+	ITL  time.Duration `mapstructure:"itl" json:"itl,omitempty"`
+	E2EL time.Duration `mapstructure:"e2el" json:"e2el,omitempty"`
+	// OutputTokensPerSec per node at the judged level (at least).
+	OutputTokensPerSec float64 `mapstructure:"output_tokens_per_s" json:"output_tokens_per_s,omitempty"`
+	RequestsPerSec     float64 `mapstructure:"requests_per_s" json:"requests_per_s,omitempty"`
+	// ErrorRate: the most requests that may fail or time out, as a
+	// fraction (0.001) or a percentage ("0.1%").
+	ErrorRate *float64 `mapstructure:"error_rate" json:"error_rate,omitempty"`
+	// Goodput: the least share of requests that met every latency target
+	// set (as vLLM's bench serve --goodput and GuideLLM count it).
+	Goodput float64 `mapstructure:"goodput" json:"goodput,omitempty"`
+
+	// Training: steady throughput per node (at least), and the most a
+	// node's median step may take.
+	SamplesPerSec float64       `mapstructure:"samples_per_s" json:"samples_per_s,omitempty"`
+	TokensPerSec  float64       `mapstructure:"tokens_per_s" json:"tokens_per_s,omitempty"`
+	StepTime      time.Duration `mapstructure:"step_time" json:"step_time,omitempty"`
+
+	// MemoryHeadroom: the least GPU memory left free at the workload's
+	// peak, as a fraction of the GPU's memory (0.1) or a percentage.
+	MemoryHeadroom float64 `mapstructure:"memory_headroom" json:"memory_headroom,omitempty"`
+	// MaxErrors: errors and restarts a training run may log. Default 0.
+	MaxErrors int `mapstructure:"max_errors" json:"max_errors,omitempty"`
 }
 
 // Phases says which phases run and with what parameters.
@@ -249,6 +320,9 @@ type Phases struct {
 	Staging    Staging    `mapstructure:"staging" json:"staging"`
 	Checkpoint Checkpoint `mapstructure:"checkpoint" json:"checkpoint"`
 	Failure    Failure    `mapstructure:"failure" json:"failure"`
+	// Workload is the load test: the buyer's representative training or
+	// inference workload on every node.
+	Workload Workload `mapstructure:"workload" json:"workload"`
 	// Deadline bounds each phase on each node unless the phase sets its own.
 	Deadline time.Duration `mapstructure:"deadline" json:"deadline"`
 }
@@ -397,6 +471,114 @@ type Failure struct {
 	ResumeWithin time.Duration `mapstructure:"resume_within" json:"resume_within"`
 	MaxStepsLost *int          `mapstructure:"max_steps_lost" json:"max_steps_lost"`
 	Timeout      time.Duration `mapstructure:"timeout" json:"timeout"`
+}
+
+// Workload is the representative load test: the buyer's own training job
+// or inference server, in the pinned image (or its own), on every node at
+// once, measured from the node itself.
+type Workload struct {
+	Enabled bool `mapstructure:"enabled" json:"enabled"`
+	// Kind: training or inference.
+	Kind string `mapstructure:"kind" json:"kind"`
+	// Image runs the workload (an inference server's image, pinned by
+	// digest); default the window's image.reference.
+	Image         string   `mapstructure:"image" json:"image,omitempty"`
+	ContainerArgs []string `mapstructure:"container_args" json:"container_args,omitempty"`
+	// Repeats of the whole measurement, kept as a distribution (min /
+	// median / max, never the best). Default 1.
+	Repeats   int               `mapstructure:"repeats" json:"repeats,omitempty"`
+	Timeout   time.Duration     `mapstructure:"timeout" json:"timeout"`
+	Training  WorkloadTraining  `mapstructure:"training" json:"training"`
+	Inference WorkloadInference `mapstructure:"inference" json:"inference"`
+}
+
+// WorkloadTraining is a multi-node training job under torchrun with the
+// window's rendezvous: the buyer's command, or the built-in DDP job
+// (ddp_train.py) when none is given.
+type WorkloadTraining struct {
+	// Command is the buyer's training command (run by torchrun
+	// --no_python); empty runs ddp_train.py.
+	Command []string `mapstructure:"command" json:"command,omitempty"`
+	// StepPattern reads a step line of the buyer's command's log: a Go
+	// regexp with the named groups step and (any of) step_time (seconds),
+	// samples, tokens. Empty: the log contract ddp_train.py follows.
+	StepPattern string `mapstructure:"step_pattern" json:"step_pattern,omitempty"`
+	Python      string `mapstructure:"python" json:"python,omitempty"`
+	// ProcsPerNode: workers per node. Default the quote's GPUs per node.
+	ProcsPerNode int `mapstructure:"procs_per_node" json:"procs_per_node,omitempty"`
+	// Steps: how many steps the job runs (ddp_train.py's --steps); Warmup
+	// of them are left out of the steady figures. Defaults 30 and 5.
+	Steps  int `mapstructure:"steps" json:"steps,omitempty"`
+	Warmup int `mapstructure:"warmup" json:"warmup,omitempty"`
+	// Duration ends a job of the buyer's that runs on once it has run
+	// this long in steady state. Default: until Steps or the timeout.
+	Duration time.Duration `mapstructure:"duration" json:"duration,omitempty"`
+	// StragglerRatio: a node whose median step time exceeds the median of
+	// every node's by more than this factor is named the straggler.
+	// Default 1.1.
+	StragglerRatio float64 `mapstructure:"straggler_ratio" json:"straggler_ratio,omitempty"`
+	// Hidden and Batch size ddp_train.py's model and per-worker batch.
+	Hidden int `mapstructure:"hidden" json:"hidden,omitempty"`
+	Batch  int `mapstructure:"batch" json:"batch,omitempty"`
+	// Port of the rendezvous; default one derived from the run ID.
+	Port int `mapstructure:"port" json:"port,omitempty"`
+	// InImage runs torchrun inside the image (default on when there is
+	// one).
+	InImage *bool `mapstructure:"in_image" json:"in_image,omitempty"`
+}
+
+// WorkloadInference is an OpenAI-compatible server (vLLM, SGLang, TGI,
+// llama.cpp's server) on every node, driven over loopback by the load
+// generator gpuaccept ships.
+type WorkloadInference struct {
+	// Command starts the server inside the image (its arguments after the
+	// image, e.g. [vllm, serve, MODEL, --port, "8000"]); empty runs the
+	// image's own entrypoint.
+	Command []string `mapstructure:"command" json:"command,omitempty"`
+	// Model is the name requests ask for (the server's served model).
+	Model string `mapstructure:"model" json:"model"`
+	// Port the server listens on (host network). Default 8000.
+	Port int `mapstructure:"port" json:"port,omitempty"`
+	// HealthPath answers 200 once the server is ready. Default /health.
+	HealthPath string `mapstructure:"health_path" json:"health_path,omitempty"`
+	// MetricsPath is scraped for queue time, preemptions and KV-cache use
+	// when the server has one (vLLM: /metrics). Default /metrics; "none"
+	// to skip.
+	MetricsPath string `mapstructure:"metrics_path" json:"metrics_path,omitempty"`
+	// ServersPerNode: one server per GPU group (GPUs split evenly). Default 1.
+	ServersPerNode int `mapstructure:"servers_per_node" json:"servers_per_node,omitempty"`
+	// Prompts is a JSONL file of the buyer's requests, each {"prompt":
+	// "...", "max_tokens": N} or {"input_tokens": N, "output_tokens": M};
+	// without it a synthetic set of InputTokens / OutputTokens lengths.
+	Prompts      string       `mapstructure:"prompts" json:"prompts,omitempty"`
+	InputTokens  LengthSpread `mapstructure:"input_tokens" json:"input_tokens,omitempty"`
+	OutputTokens LengthSpread `mapstructure:"output_tokens" json:"output_tokens,omitempty"`
+	// Levels is the sweep: "concurrency:N" (closed loop, N streams) or
+	// "rate:R" (open loop, Poisson arrivals of R requests/s). Default
+	// concurrency 1, 8, 32.
+	Levels []string `mapstructure:"levels" json:"levels,omitempty"`
+	// Duration of each level (after Warmup). Defaults 60s and 10s.
+	Duration time.Duration `mapstructure:"duration" json:"duration,omitempty"`
+	Warmup   time.Duration `mapstructure:"warmup" json:"warmup,omitempty"`
+	// RequestTimeout bounds one request; Retries of a request that failed
+	// to connect (never of one the server answered). Defaults 60s, 0.
+	RequestTimeout time.Duration `mapstructure:"request_timeout" json:"request_timeout,omitempty"`
+	Retries        int           `mapstructure:"retries" json:"retries,omitempty"`
+	// Loadgen is a gpuaccept binary for the nodes' architecture when it
+	// is not the coordinator's (the load generator is `gpuaccept loadgen`,
+	// uploaded to every node). Default the running gpuaccept.
+	Loadgen string `mapstructure:"loadgen" json:"loadgen,omitempty"`
+	// ReadyTimeout bounds the server's start. Default 10m (a large
+	// model's weights load for minutes).
+	ReadyTimeout time.Duration `mapstructure:"ready_timeout" json:"ready_timeout,omitempty"`
+}
+
+// LengthSpread is a synthetic length distribution of tokens: Mean and,
+// when set, a uniform spread of ±Spread around it (vLLM bench's
+// random-range-ratio). Zero Mean is "not given".
+type LengthSpread struct {
+	Mean   int     `mapstructure:"mean" json:"mean,omitempty"`
+	Spread float64 `mapstructure:"spread" json:"spread,omitempty"`
 }
 
 // Bisection finds the slow node or link: disjoint pairs of nodes tested at

@@ -115,6 +115,7 @@ func (v *validator) phases() {
 	v.staging(&p.Staging)
 	v.checkpoint(&p.Checkpoint)
 	v.failure(&p.Failure, &p.Checkpoint)
+	v.workload(&p.Workload)
 }
 
 var (

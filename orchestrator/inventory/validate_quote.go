@@ -22,6 +22,8 @@ func (v *validator) quote() {
 	v.nonNegativeNumber("quote.nic_gbps", q.NICGbps)
 	v.nonNegativeNumber("quote.intra_busbw_gbs", q.IntraBusBWGBs)
 	v.nonNegativeNumber("quote.inter_busbw_gbs", q.InterBusBWGBs)
+	v.nonNegativeNumber("quote.inter_latency_us", q.InterLatencyUs)
+	v.nonNegativeNumber("quote.intra_latency_us", q.IntraLatencyUs)
 	v.nonNegativeNumber("quote.staging_gbs", q.StagingGBs)
 	v.nonNegativeNumber("quote.checkpoint_gbs", q.CheckpointGBs)
 	v.nonNegativeNumber("quote.price_per_gpu_hour", q.PricePerGPUHr)
@@ -153,6 +155,10 @@ func (v *validator) acceptance() {
 			v.regressionFraction(key, f)
 		}
 	}
+	if a.Retest != nil && (*a.Retest < 0 || *a.Retest > MaxRetest) {
+		v.problem("acceptance.retest", "must be 0..%d (how many more runs a failed figure gets; 0 turns retests off), got %d", MaxRetest, *a.Retest)
+	}
+	v.workloadTargets(&a.Workload)
 }
 
 // requirement checks that id, a key under key's map, is a requirement of

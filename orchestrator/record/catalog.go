@@ -108,6 +108,10 @@ var catalog = []Requirement{
 		quoted("phases.allreduce.enabled (and phases.allreduce.intra_node)", "intra_busbw_gbs"),
 	req("NCCL-004", "no slow node or link (pairwise bisection)", CardNCCL).measured(UnitScore),
 	req("NCCL-005", "other collectives run correctly across the cluster", CardNCCL),
+	req("NCCL-006", "inter-node all_reduce latency (small messages) matches the quote", CardNCCL).measured(UnitMicroseconds).againstQuote().
+		quoted("phases.allreduce.enabled", "inter_latency_us"),
+	req("NCCL-007", "intra-node all_reduce latency (small messages) matches the quote", CardNCCL).measured(UnitMicroseconds).againstQuote().
+		quoted("phases.allreduce.enabled (and phases.allreduce.intra_node)", "intra_latency_us"),
 
 	req("IMG-001", "the node's image is the pinned one", CardContainer).measured(UnitSeconds),
 	req("IMG-002", "the image starts with the GPUs", CardContainer).measured(UnitSeconds),
@@ -129,6 +133,20 @@ var catalog = []Requirement{
 	req("RECOV-002", "work lost to the failure is within the checkpoint interval", CardFailure).measured(UnitSteps),
 	req("RECOV-003", "the failed node came back into the job", CardFailure).measured(UnitSeconds),
 	req("RECOV-004", "nothing of the test is left running", CardFailure),
+
+	// The load test: the buyer's workload on every node, against the
+	// buyer's own targets (acceptance.workload), the worst node named.
+	req("WORK-001", "the workload started and was ready in time", CardLoad).measured(UnitSeconds),
+	req("WORK-002", "inference: time to first token within the target", CardLoad).measured(UnitMilliseconds),
+	req("WORK-003", "inference: time per output token and inter-token latency within the target", CardLoad).measured(UnitMilliseconds),
+	req("WORK-004", "inference: end-to-end request latency within the target", CardLoad).measured(UnitMilliseconds),
+	req("WORK-005", "inference: output tokens/s per node meet the target", CardLoad).measured(UnitTokensPerSec),
+	req("WORK-006", "inference: requests failed or timed out within the target", CardLoad).measured(UnitPercentFailed),
+	req("WORK-007", "inference: goodput (requests that met every latency target) meets the target", CardLoad).measured(UnitPercentGood),
+	req("WORK-008", "training: steady throughput per node meets the target", CardLoad).measured(UnitPerSecond),
+	req("WORK-009", "training: no straggler (every node's step time near the median)", CardLoad).measured(UnitScore),
+	req("WORK-010", "GPU memory headroom at the workload's peak", CardLoad).measured(UnitPercentGood),
+	req("WORK-011", "the workload ran without errors or restarts", CardLoad),
 
 	req("SEC-001", "access: key login only, no other key for the window's user", CardSecurity),
 	req("SEC-002", "isolation: no other user's or GPU process, no container running", CardSecurity),

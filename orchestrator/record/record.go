@@ -285,6 +285,10 @@ type Verdict struct {
 	// reason that is not the provider's (the node was not reached from
 	// the buyer's side): the window is INCOMPLETE, not failed or passed.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Retest is the figure's history when it was measured more than once
+	// because a run failed: every run in order, the last the verdict rests
+	// on (unless Unstable says the runs disagreed both ways).
+	Retest *Retest `json:"retest,omitempty"`
 }
 
 // Units of Verdict.Value.
@@ -293,13 +297,20 @@ const (
 	UnitSeconds = "s"     // a duration: lower is better
 	UnitSteps   = "steps" // training steps lost: lower is better
 	UnitScore   = ""      // a unitless ratio (NCCL-004's node score): higher is better
+
+	UnitMicroseconds  = "µs"       // a latency: lower is better
+	UnitMilliseconds  = "ms"       // a latency: lower is better
+	UnitTokensPerSec  = "tokens/s" // throughput: higher is better
+	UnitPerSecond     = "/s"       // samples or tokens per second (the verdict's Measured says which): higher is better
+	UnitPercentFailed = "% failed" // a share that went wrong: lower is better
+	UnitPercentGood   = "%"        // a share that went right (goodput, headroom): higher is better
 )
 
 // LowerIsBetter says which way a Value in unit improves: durations and
 // steps lost are better smaller; throughputs and scores better larger.
 func LowerIsBetter(unit string) bool {
 	switch unit {
-	case UnitSeconds, UnitSteps:
+	case UnitSeconds, UnitSteps, UnitMicroseconds, UnitMilliseconds, UnitPercentFailed:
 		return true
 	}
 	return false
