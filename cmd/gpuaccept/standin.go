@@ -13,7 +13,9 @@ import (
 // on a node of that profile, and `gpuaccept standin mpirun ...` or
 // `gpuaccept standin all_reduce_perf ...` answers from the demo's fabric
 // model (standins.FabricMain; no profile), `gpuaccept standin podman ...`
-// from the demo's container runtime (standins.PodmanMain).
+// from the demo's container runtime (standins.PodmanMain), and
+// `gpuaccept standin openai-server FLAGS` serves as vLLM's OpenAI API server
+// would (package scripts/standins/openai), for inference load tests.
 func newStandinCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                "standin [--profile PROFILE] TOOL [ARGS...]",

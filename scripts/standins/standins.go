@@ -9,7 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpuaccept/scripts/standins/openai"
 )
+
+// OpenAIServer is the `standin openai-server FLAGS` command: an OpenAI-compatible server that answers as vLLM's
+// does (package openai), for inference load tests on lab hosts and in the demo.
+const OpenAIServer = "openai-server"
 
 // DiagSecondsEnv names the environment variable that makes `dcgmi diag` wait that many seconds (a decimal
 // number, default 0) before it answers, so a test can kill a node mid-diagnostic. Nothing else ever waits.
@@ -78,6 +84,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			return ExitNotSimulated
 		case a == Podman:
 			return PodmanMain(args[1:], os.Environ(), stdout, stderr)
+		case a == OpenAIServer:
+			return openai.Main(args[1:], stdout, stderr)
 		case IsFabricTool(a):
 			return FabricMain(a, args[1:], os.Environ(), stdout, stderr)
 		}
@@ -90,6 +98,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 const commandUsage = `usage: standin [--profile PROFILE] TOOL [ARGS...]   (TOOL: nvidia-smi, dcgmi, ibstat, ibv_devinfo)
        standin FABRIC-TOOL [ARGS...]   (demo only: mpirun, all_reduce_perf, all_gather_perf, reduce_scatter_perf,
                                         alltoall_perf, sendrecv_perf, from GPUACCEPT_STANDIN_FABRIC)
+       standin openai-server [FLAGS]   (vLLM's OpenAI API server, simulated; --help for the flags)
        standin --list-profiles`
 
 func standinLabel(p *profile) string {

@@ -4,6 +4,9 @@
 //	standin [--profile PROFILE] TOOL [ARGS...]     TOOL: nvidia-smi, dcgmi, ibstat, ibv_devinfo
 //	standin FABRIC-TOOL [ARGS...]                  demo only: mpirun, all_reduce_perf, ... computed from the
 //	                                               fabric model in GPUACCEPT_STANDIN_FABRIC (see package doc)
+//	standin openai-server [FLAGS]                 an OpenAI-compatible server answering as vLLM's (package
+//	                                               gpuaccept/scripts/standins/openai); the lab's test image
+//	                                               carries this binary, static, at /usr/local/bin/standin
 //	standin --list-profiles
 //	standin --install DIR [--profile PROFILE]      wrappers in DIR that run this binary; put DIR on PATH
 //
