@@ -173,6 +173,41 @@ func TestImagesStorageShared(t *testing.T) {
 		}
 	})
 
+	t.Run("openai stand-in", func(t *testing.T) {
+		// the image's stand-in serves as vLLM's OpenAI API server on the host network (as the inference phase
+		// starts a buyer's server), and a client on the host streams a completion from it
+		run(t, "h1", "podman", "run", "-d", "--name", "oai", "--network", "host", lab.TestImageRef, "standin",
+			"openai-server", "--port", "8000", "--model", "lab-model", "--ready-after", "300ms", "--token-delay", "5ms")
+		t.Cleanup(func() { _, _ = l.Exec(context.Background(), "h1", "podman", "rm", "-f", "oai") })
+		t0 := time.Now()
+		lab.Eventually(t, 20*time.Second, "h1: the stand-in's /health", func() bool {
+			out, err := l.Exec(ctx, "h1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2",
+				"http://127.0.0.1:8000/health")
+			return err == nil && strings.TrimSpace(out) == "200"
+		})
+		ready := time.Since(t0)
+		out := run(t, "h1", "curl", "-sSN", "--max-time", "20", "-H", "Content-Type: application/json",
+			"http://127.0.0.1:8000/v1/completions", "-d", `{"model":"lab-model","prompt":"one two three",`+
+				`"max_tokens":8,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`)
+		events := strings.Split(out, "\n\n")
+		if len(events) != 10 || strings.Count(out, `"object":"text_completion"`) != 9 ||
+			!strings.Contains(events[7], `"finish_reason":"length"`) ||
+			!strings.Contains(events[8], `"choices":[],"usage":{"prompt_tokens":3,"total_tokens":11,"completion_tokens":8}`) ||
+			events[9] != "data: [DONE]" {
+			t.Errorf("h1: the streamed completion (8 token chunks, the usage chunk, [DONE]):\n%s", out)
+		}
+		t0 = time.Now()
+		run(t, "h1", "podman", "stop", "-t", "10", "oai")
+		stopped := time.Since(t0)
+		if code := run(t, "h1", "podman", "inspect", "--format", "{{.State.ExitCode}}", "oai"); code != "0" {
+			t.Errorf("h1: the stand-in's exit code after podman stop: %s, want 0 (a clean exit on SIGTERM)", code)
+		}
+		if logs := run(t, "h1", "podman", "logs", "oai"); !strings.Contains(logs, "Application startup complete.") {
+			t.Errorf("h1: podman logs oai:\n%s", logs)
+		}
+		t.Logf("h1: openai-server in the test image ready %v after podman run -d, stopped in %v", ready, stopped)
+	})
+
 	t.Run("corrupt archive", func(t *testing.T) {
 		for _, a := range []string{img.DockerArchive, img.OCIArchive} {
 			b, err := os.ReadFile(a)

@@ -556,17 +556,22 @@ type TestImage struct {
 }
 
 // BuildTestImage builds the lab's test image offline into dir (testimage.sh, embedded here): FROM scratch
-// with a static busybox and a stand-in nvidia-smi printing TestImageGPULine, pad bytes of random data added
-// (0 for none; the archives are then about 2 MB), tagged TestImageRef, saved as dir/image.docker.tar and
+// with a static busybox, a stand-in nvidia-smi printing TestImageGPULine and the stand-in binary at
+// TestImageStandin (built by BuildStandin to dir/standin), pad bytes of random data added (0 for none; the
+// archives are then about 9 MB, 7 of them the stand-in), tagged TestImageRef, saved as dir/image.docker.tar and
 // dir/image.oci.tar (layers uncompressed), described by dir/image.env. podman runs with a throwaway store under
-// dir, so the machine's image store is not touched. Needs root, podman and busybox-static; about a second
+// dir, so the machine's image store is not touched. Needs root, podman, busybox-static and go; about a second
 // unpadded. The ID differs from build to build (the config records the build time).
 func BuildTestImage(ctx context.Context, dir string, pad int64) (*TestImage, error) {
 	path, err := testImageEmbed.path()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, "bash", path, "--pad", strconv.FormatInt(pad, 10), dir)
+	standin := filepath.Join(dir, "standin")
+	if err := BuildStandin(ctx, standin); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "bash", path, "--standin", standin, "--pad", strconv.FormatInt(pad, 10), dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("lab: testimage.sh: %w: %s", err, tail(string(out), 2000))
 	}

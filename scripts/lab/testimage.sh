@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # testimage.sh: builds the lab's test container image offline, in about a second: FROM scratch with a static
 # busybox (/bin/busybox plus applet links: sh ls cat echo sleep sha256sum ...) and a stand-in /usr/bin/nvidia-smi
-# that prints one fake GPU, so a container smoke test (`nvidia-smi -L`) runs on GPU-less lab hosts.
+# that prints one fake GPU, so a container smoke test (`nvidia-smi -L`) runs on GPU-less lab hosts; and the
+# gpuaccept stand-in binary at /usr/local/bin/standin, so that a lab host can run an inference server in it:
+# `podman run -d --network host IMAGE standin openai-server --port 8000 ...` (scripts/standins/openai).
 #
-#   testimage.sh [--pad BYTES] [--tag REF] OUTDIR
+#   testimage.sh --standin FILE [--pad BYTES] [--tag REF] OUTDIR
 #
+# --standin FILE is a static build of scripts/standins/cmd/standin (CGO_ENABLED=0: the image has no libc);
+# lab.BuildTestImage builds it.
 # --pad BYTES adds /pad.bin, BYTES of random data (suffixes K M G as powers of 1024: 256M), so a benchmark can
 # push an archive of a chosen size; REF defaults to localhost/gpuaccept-lab:1. Writes:
 #   OUTDIR/image.docker.tar  docker-archive (podman load -i; `docker load` reads it too)
@@ -35,17 +39,19 @@ die() {
 }
 usage_die() {
 	echo "$PROG: $*" >&2
-	echo "usage: $PROG [--pad BYTES] [--tag REF] OUTDIR" >&2
+	echo "usage: $PROG --standin FILE [--pad BYTES] [--tag REF] OUTDIR" >&2
 	exit 2
 }
 
-PAD=0 REF=localhost/gpuaccept-lab:1 OUT=""
+PAD=0 REF=localhost/gpuaccept-lab:1 OUT="" STANDIN=""
 while (($#)); do
 	case $1 in
 	--pad) (($# >= 2)) || usage_die "--pad needs a value"; PAD=$2; shift 2 ;;
 	--pad=*) PAD=${1#*=}; shift ;;
 	--tag) (($# >= 2)) || usage_die "--tag needs a value"; REF=$2; shift 2 ;;
 	--tag=*) REF=${1#*=}; shift ;;
+	--standin) (($# >= 2)) || usage_die "--standin needs a file"; STANDIN=$2; shift 2 ;;
+	--standin=*) STANDIN=${1#*=}; shift ;;
 	-h | --help)
 		sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
 		exit 0
@@ -59,6 +65,11 @@ while (($#)); do
 	esac
 done
 [[ -n $OUT ]] || usage_die "OUTDIR missing"
+[[ -n $STANDIN ]] || usage_die "--standin missing (a static build of scripts/standins/cmd/standin)"
+[[ -f $STANDIN && -x $STANDIN ]] || die "--standin '$STANDIN': not an executable file"
+if LC_ALL=C ldd "$STANDIN" >/dev/null 2>&1; then
+	die "--standin '$STANDIN' is dynamically linked: build it with CGO_ENABLED=0 (the image has no libc)"
+fi
 [[ $REF =~ ^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$ ]] || usage_die "bad --tag '$REF'"
 if [[ $PAD =~ ^[0-9]+[KMGkmg]?$ ]]; then
 	PAD=$(numfmt --from=iec "${PAD^^}") || usage_die "bad --pad '$PAD'"
@@ -84,7 +95,7 @@ if ((${#RUN} > 50)); then # podman refuses a longer runroot: then a short one be
 	RUN=$(mktemp -d /tmp/gpuaccept-testimage.XXXXXX)
 fi
 trap 'rm -rf "$ST" "$RUN"' EXIT
-mkdir -p "$ST/rootfs/bin" "$ST/rootfs/usr/bin" "$ST/rootfs/tmp" "$ST/root" "$RUN" "$ST/tmp" "$ST/copytmp" "$ST/varlib"
+mkdir -p "$ST/rootfs/bin" "$ST/rootfs/usr/bin" "$ST/rootfs/usr/local/bin" "$ST/rootfs/tmp" "$ST/root" "$RUN" "$ST/tmp" "$ST/copytmp" "$ST/varlib"
 chmod 1777 "$ST/rootfs/tmp"
 
 # ---------------------------------------------------------------- the root filesystem
@@ -100,6 +111,8 @@ cat >"$R/usr/bin/nvidia-smi" <<'EOF'
 echo "GPU 0: gpuaccept lab container (UUID: GPU-00000000-0000-0000-0000-000000000000)"
 EOF
 chmod 755 "$R/usr/bin/nvidia-smi"
+cp "$STANDIN" "$R/usr/local/bin/standin"
+chmod 755 "$R/usr/local/bin/standin"
 if ((PAD > 0)); then
 	head -c "$PAD" /dev/urandom >"$R/pad.bin"
 fi
