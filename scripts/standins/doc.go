@@ -21,6 +21,10 @@
 //	FabricMain(tool, args, env, stdout, stderr) int  the demo's fabric model: mpirun and the nccl-tests binaries
 //	InstallFabric(dir, argv0) error                   their wrappers (demo only; see "The fabric model" below)
 //
+// `standin openai-server FLAGS` (Command) is another kind of stand-in: an OpenAI-compatible HTTP server that
+// answers as vLLM's, with set timings, for inference load tests (package openai, its doc for the flags). The
+// lab's test image carries cmd/standin at /usr/local/bin/standin for it.
+//
 // cmd/standin is the standalone binary; gpuaccept carries the same as a hidden `standin` subcommand, so
 // Install(dir, p, []string{"/path/gpuaccept", "standin"}) writes `exec '/path/gpuaccept' 'standin' '--profile'
 // 'p' 'nvidia-smi' "$@"`. The wrapper execs, so killing the process that runs it kills the stand-in itself.

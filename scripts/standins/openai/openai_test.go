@@ -23,7 +23,7 @@ func testTunables() Tunables {
 }
 
 // newTestServer serves a stand-in of t with fixed ids and created time, so its bytes are a golden's.
-func newTestServer(t *testing.T, tun Tunables) (*Server, *httptest.Server) {
+func newTestServer(t testing.TB, tun Tunables) (*Server, *httptest.Server) {
 	t.Helper()
 	cfg := Config{Model: "test-model", MaxModelLen: 4096, Seed: 1, Tunables: tun}
 	s := New(cfg, io.Discard)
