@@ -17,8 +17,9 @@ func tokenText(k int) string { return vocabulary[k%len(vocabulary)] }
 
 // generation is one request's life: queue, prefill, decode. Timings (all from the moment the request was
 // accepted): it waits for a decode slot (queue), then prefill takes inputTokens / prefill_tokens_per_s, which
-// ends with the first token; every further token comes token_delay after the one before (the delay read afresh
-// per token, so an override slows requests in flight). TTFT = queue + prefill; E2EL = TTFT + (n-1) × delay.
+// ends with the first token; every further token comes token_delay after the one before went out (the delay
+// read afresh per token, so an override slows requests in flight). TTFT = queue + prefill; E2EL = TTFT +
+// (n-1) × delay, plus what writing the chunks costs.
 type generation struct {
 	s         *Server
 	q         *request
@@ -77,7 +78,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	var text strings.Builder
 	for k := 0; k < q.maxTokens; k++ {
 		if k > 0 {
-			next = next.Add(s.eng.tunables().TokenDelay)
+			// from when the previous chunk went out: a host too slow to keep the pace (a throttled CPU)
+			// falls behind as a real server does, rather than catching up in bursts
+			next = time.Now().Add(s.eng.tunables().TokenDelay)
 		}
 		if !sleepUntil(ctx, next) {
 			s.eng.aborted(q.inputTokens, g.generated)
