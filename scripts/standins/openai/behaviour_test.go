@@ -379,3 +379,21 @@ func TestReadyAfterAndSIGTERM(t *testing.T) {
 		t.Errorf("log:\n%s", stderr.String())
 	}
 }
+
+func TestArgsRoundTrip(t *testing.T) {
+	c, err := ParseArgs([]string{"--host", "0.0.0.0", "--port", "9000", "--model", "org/model 7B", "--ready-after",
+		"1.5s", "--prefill-tokens-per-s", "1234.5", "--token-delay", "25ms", "--capacity", "8", "--error-rate",
+		"0.05", "--error-kind", "abort", "--never-ready", "--overrides", "/tmp/o.json", "--seed", "7",
+		"--max-model-len", "8192"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseArgs(c.Args())
+	if err != nil || back != c {
+		t.Errorf("ParseArgs(Args()) = %+v, %v; want %+v", back, err, c)
+	}
+	if d, _ := ParseArgs(nil); d.Port != 8000 || d.Capacity != 32 || d.TokenDelay != 10*time.Millisecond ||
+		d.PrefillTokensPerS != 20000 || d.ReadyAfter != 2*time.Second || d.Host != "127.0.0.1" {
+		t.Errorf("defaults %+v differ from the contract's", d)
+	}
+}

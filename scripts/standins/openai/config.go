@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -101,9 +102,11 @@ func ParseArgs(args []string) (Config, error) {
 	return c, nil
 }
 
-// overrideFile is --overrides' JSON: any of the tunables' flag names, with _ for -. A key left out keeps
-// the flag's value, so deleting the file restores the flags.
-type overrideFile struct {
+// Overrides is --overrides' JSON: any of the tunables' flag names, with _ for -, e.g.
+// {"token_delay": "25ms", "prefill_tokens_per_s": 5000, "error_rate": 0.05, "error_kind": "http", "capacity": 8}.
+// A key left out keeps the flag's value, so deleting the file restores the flags. A test writes it (atomically:
+// write beside, rename) to slow or break one host's server without restarting it; it applies within a second.
+type Overrides struct {
 	PrefillTokensPerS *float64 `json:"prefill_tokens_per_s"`
 	TokenDelay        *string  `json:"token_delay"`
 	Capacity          *int     `json:"capacity"`
@@ -115,6 +118,24 @@ type overrideFile struct {
 const maxOverrideBytes = 64 << 10
 
 // readOverrides applies path's overrides to base. A missing file is no override.
+// Args is the command line that gives c back (ParseArgs(c.Args()) == c): what a caller puts after
+// `standin openai-server`.
+func (c Config) Args() []string {
+	a := []string{"--host", c.Host, "--port", strconv.Itoa(c.Port), "--model", c.Model,
+		"--ready-after", c.ReadyAfter.String(), "--seed", strconv.FormatUint(c.Seed, 10),
+		"--max-model-len", strconv.Itoa(c.MaxModelLen),
+		"--prefill-tokens-per-s", strconv.FormatFloat(c.PrefillTokensPerS, 'g', -1, 64),
+		"--token-delay", c.TokenDelay.String(), "--capacity", strconv.Itoa(c.Capacity),
+		"--error-rate", strconv.FormatFloat(c.ErrorRate, 'g', -1, 64), "--error-kind", c.ErrorKind}
+	if c.NeverReady {
+		a = append(a, "--never-ready")
+	}
+	if c.Overrides != "" {
+		a = append(a, "--overrides", c.Overrides)
+	}
+	return a
+}
+
 func readOverrides(path string, base Tunables) (Tunables, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -130,7 +151,7 @@ func readOverrides(path string, base Tunables) (Tunables, error) {
 	if len(b) > maxOverrideBytes {
 		return base, fmt.Errorf("%s: over %d bytes", path, maxOverrideBytes)
 	}
-	var o overrideFile
+	var o Overrides
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&o); err != nil {
