@@ -11,10 +11,8 @@ import (
 // BenchmarkStreamChunk is the server's cost of one streamed token chunk over loopback (JSON, write, flush) with
 // no token delay: what bounds how many streams a core of a lab host serves at a given token rate.
 func BenchmarkStreamChunk(b *testing.B) {
-	tun := testTunables()
-	cfg := Config{Model: "bench-model", MaxModelLen: 1 << 30, Seed: 1, Tunables: tun}
-	s, ts := newTestServer(b, cfg.Tunables)
-	s.cfg.MaxModelLen = cfg.MaxModelLen
+	s, ts := newTestServer(b, testTunables())
+	s.cfg.MaxModelLen = 1 << 30 // one stream of b.N tokens
 	b.ResetTimer()
 	resp, err := http.Post(ts.URL+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"a","stream":true,"max_tokens":`+strconv.Itoa(max(b.N, 1))+`}`))
