@@ -66,14 +66,32 @@ func PodmanMain(args []string, env []string, stdout, stderr io.Writer) int {
 		return podmanLoad(store, args[1:], stdout, stderr)
 	case len(args) >= 2 && args[0] == "image" && args[1] == "inspect":
 		return podmanInspect(store, args[2:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "run" && runDetached(args[1:]):
+		return podmanRunDetached(store, args[1:], env, stdout, stderr)
 	case len(args) >= 1 && args[0] == "run":
 		return podmanRun(store, args[1:], env, stdout, stderr)
+	case len(args) == 2 && args[0] == podmanMonitorVerb:
+		return podmanMonitor(store, args[1], env)
+	case len(args) >= 1 && args[0] == "ps":
+		return podmanPs(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "logs":
+		return podmanLogs(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "stop":
+		return podmanStop(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "kill":
+		return podmanKill(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "rm":
+		return podmanRm(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "inspect":
+		return podmanInspectAny(store, args[1:], stdout, stderr)
+	case len(args) >= 2 && args[0] == "container" && args[1] == "inspect":
+		return podmanInspectAny(store, args[2:], stdout, stderr)
 	case len(args) == 3 && args[0] == "images" && args[1] == "-q" && args[2] == "--no-trunc":
 		return podmanImages(store, stdout)
 	case len(args) >= 1 && args[0] == "rmi":
 		return podmanRmi(store, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gpuaccept standin: podman %s is not simulated (load, image inspect, run, images -q --no-trunc, rmi are)\n", strings.Join(args, " "))
+	fmt.Fprintf(stderr, "gpuaccept standin: podman %s is not simulated (load, image inspect, run [-d], images -q --no-trunc, rmi, ps, logs, stop, kill, rm, inspect are)\n", strings.Join(args, " "))
 	return ExitNotSimulated
 }
 
