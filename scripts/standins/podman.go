@@ -286,6 +286,25 @@ func saveImage(store string, img *storedImage) error {
 // digits), or a name (with or without its "localhost/" or docker.io prefix and ":latest").
 func findImage(store, ref string) (*storedImage, error) {
 	id := strings.TrimPrefix(ref, "sha256:")
+	// NAME@sha256:HEX: the image of that name whose manifest digest is HEX, or (the demo pins its image so,
+	// with no registry to give it a manifest digest) whose ID is.
+	if name, hexDigest, ok := strings.Cut(ref, "@sha256:"); ok {
+		for _, img := range storedImages(store) {
+			if img.Digest != "sha256:"+hexDigest && img.ID != hexDigest {
+				continue
+			}
+			for _, n := range img.Names {
+				repo := n
+				if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
+					repo = n[:i]
+				}
+				if repo == name || repo == normalizeName(name) || repo == "localhost/"+name {
+					return img, nil
+				}
+			}
+		}
+		return nil, fmt.Errorf("%s: image not known", ref)
+	}
 	for _, img := range storedImages(store) {
 		if len(id) >= 3 && strings.HasPrefix(img.ID, id) {
 			return img, nil

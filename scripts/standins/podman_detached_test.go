@@ -44,15 +44,23 @@ func newDetachedNode(t *testing.T) *detachedNode {
 	n := &detachedNode{t: t, exe: standinBinary(t), env: []string{PodmanStoreEnv + "=" + filepath.Join(dir, "store"),
 		"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + home}}
 	archive := filepath.Join(dir, "demo.tar")
-	if _, err := WriteDemoImage(archive); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { PodmanKillAll(filepath.Join(dir, "store")) })
 	if _, errOut, code := n.podman("run", "-d", DemoImageRef, "sh"); code != 125 || !strings.Contains(errOut, "Error: "+DemoImageRef+": image not known") {
 		t.Fatalf("run -d of an image not loaded: exit %d %q", code, errOut)
 	}
+	id, err := WriteDemoImage(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, errOut, code := n.podman("load", "-q", "-i", archive); code != 0 {
 		t.Fatalf("load: exit %d %q", code, errOut)
+	}
+	// The demo pins its image as NAME@sha256:ID; another digest or name is not it.
+	for ref, want := range map[string]int{"localhost/gpuaccept-demo@sha256:" + id: 0, "gpuaccept-demo@sha256:" + id: 0,
+		"localhost/other@sha256:" + id: 125, "localhost/gpuaccept-demo@sha256:" + strings.Repeat("0", 64): 125} {
+		if _, errOut, code := n.podman("image", "inspect", ref); code != want {
+			t.Errorf("image inspect %s: exit %d, want %d: %q", ref, code, want, errOut)
+		}
 	}
 	return n
 }
