@@ -318,7 +318,7 @@ func podmanRunDetached(store string, args, env []string, stdout, stderr io.Write
 	// The simulated image holds standin (as the lab's test image does, at /usr/local/bin) and nothing else
 	// runnable; the GPU tools come with the GPUs, as with CDI devices.
 	var exe string
-	if o.gpus || command[0] == "standin" {
+	if o.gpus || command[0] == StandinCommand {
 		exe, err = lookPath(command[0], lookupEnv(env, "PATH"))
 	} else {
 		err = errors.New("not in the simulated image")
@@ -364,7 +364,7 @@ func podmanRunDetached(store string, args, env []string, stdout, stderr io.Write
 // withLoopbackHost gives `standin openai-server` the node's loopback address (LoopbackEnv) to listen on,
 // unless the command names a --host of its own.
 func withLoopbackHost(command []string, loopback string) []string {
-	if loopback == "" || len(command) < 2 || command[0] != "standin" || command[1] != "openai-server" {
+	if loopback == "" || len(command) < 2 || command[0] != StandinCommand || command[1] != "openai-server" {
 		return command
 	}
 	for _, a := range command[2:] {
