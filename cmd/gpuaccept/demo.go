@@ -390,9 +390,6 @@ func demoImage(work string, inv *inventory.Inventory) error {
 	inv.Image = inventory.Image{Reference: repo + "@sha256:" + id, Runtime: "podman", Mode: "push", Archive: archive,
 		// Under each node's own home: the demo's nodes share this machine's /var/tmp.
 		Dir: "images", Relay: "direct", GPUs: "all", Smoke: []string{"nvidia-smi", "-L"}}
-	if inv.Phases.Workload.Enabled {
-		inv.Phases.Workload.Image = inv.Image.Reference
-	}
 	return nil
 }
 

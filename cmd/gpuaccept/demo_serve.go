@@ -75,12 +75,6 @@ func demoServedInventory(inv *inventory.Inventory) ([]byte, error) {
 			"archive": im.Archive, "dir": im.Dir, "relay": im.Relay, "gpus": im.GPUs, "smoke": im.Smoke}},
 		{[]string{"phases", "checkpoint", "dir"}, inv.Phases.Checkpoint.Dir},
 	}
-	if inv.Phases.Workload.Enabled {
-		sets = append(sets, struct {
-			path  []string
-			value any
-		}{[]string{"phases", "workload", "image"}, inv.Phases.Workload.Image})
-	}
 	for _, s := range sets {
 		var v yaml.Node
 		if err := v.Encode(s.value); err != nil {

@@ -42,7 +42,10 @@ const (
 const demoSlowServer = `{"prefill_tokens_per_s": 400, "token_delay": "20ms"}`
 
 // demoWorkloadBlocks are the inventory keys --workload inference sets:
-// phases.workload and acceptance.workload.
+// phases.workload and acceptance.workload. No phases.workload.image: the
+// servers run in the window's image, the demo's, which the image phase
+// loaded (a workload image of its own would be pulled, and the demo's
+// nodes have no registry).
 func demoWorkloadBlocks() map[string]any {
 	return map[string]any{
 		"phases.workload": map[string]any{

@@ -90,7 +90,7 @@ func TestDemoWorkloadInventory(t *testing.T) {
 }
 
 // demo --serve --workload inference writes an inventory that loads with the
-// load test, its image the demo's.
+// load test, in the window's image (the demo's, loaded by the image phase).
 func TestDemoServedInventoryKeepsTheWorkload(t *testing.T) {
 	inv, hw, err := demoInventoryFor("", "inference")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestDemoServedInventoryKeepsTheWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !demoInference(got) || got.Phases.Workload.Image != inv.Image.Reference || got.Phases.Workload.Image == "" ||
+	if !demoInference(got) || got.Phases.Workload.Image != "" || got.Image.Reference != inv.Image.Reference ||
 		got.Acceptance.Workload.TTFT != inv.Acceptance.Workload.TTFT {
 		t.Errorf("served inventory's load test: %+v %+v", got.Phases.Workload, got.Acceptance.Workload)
 	}
@@ -177,7 +177,7 @@ func TestDemoNodesServeInference(t *testing.T) {
 	}
 	port := 18000 + os.Getpid()%1000
 	run := fmt.Sprintf("podman run -d --name srv --label gpuaccept.window=t --network host --device nvidia.com/gpu=all %s standin openai-server --port %d --model demo-model --ready-after 0s --overrides %s",
-		remote.Quote(inv.Phases.Workload.Image), port, demoOverridesFile)
+		remote.Quote(inv.Image.Reference), port, demoOverridesFile)
 	out, err := c.Output(t.Context(), run)
 	if err != nil || len(strings.TrimSpace(string(out))) != 64 {
 		t.Fatalf("%s: %v %q", run, err, out)
