@@ -211,7 +211,8 @@ func TestDemoNodesServeInference(t *testing.T) {
 }
 
 // The whole demo with the inference load test: gpu-03's slow server fails
-// WORK-002 (p95 TTFT) and every other node that ran it passes, in seconds.
+// WORK-002 (p95 TTFT) and every other node that ran it passes (gpu-04 is
+// quarantined by its diagnostic before the load test).
 func TestDemoInferenceNamesTheSlowServer(t *testing.T) {
 	if !slices.ContainsFunc(phases.All(), func(p orchestrator.Phase) bool { return p.Name == "inference" }) {
 		t.Skip(`phases.All() has no "inference" phase yet (issue 26's inference part): nothing would run the load test`)
@@ -230,7 +231,8 @@ func TestDemoInferenceNamesTheSlowServer(t *testing.T) {
 	}
 	passed := 0
 	for _, v := range rec.Verdicts {
-		if v.ID != "WORK-002" || v.Node == "" {
+		// gpu-04's diagnostic fails: quarantined, it runs no load test.
+		if v.ID != "WORK-002" || v.Node == "" || v.Node == "gpu-04" && v.Status == record.Skip {
 			continue
 		}
 		switch {
