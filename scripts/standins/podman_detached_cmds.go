@@ -260,6 +260,15 @@ func podmanLogs(store string, args []string, stdout, stderr io.Writer) int {
 		text   []byte
 	}
 	var lines []line
+	write := func(ls []line) {
+		for _, l := range ls {
+			if l.stream == "stderr" {
+				stderr.Write(l.text)
+			} else {
+				stdout.Write(l.text)
+			}
+		}
+	}
 	f, err := os.Open(filepath.Join(c.dir, "ctr.log"))
 	if err == nil {
 		defer f.Close()
@@ -284,18 +293,21 @@ func podmanLogs(store string, args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			lines = append(lines, line{string(parts[1]), text})
+			// Only the last line can still grow: the ones before it are written out, or, with --tail,
+			// dropped past the last N, so a long log is never held whole.
+			if keep := 1 + max(tail, 0); len(lines) > keep {
+				drop := lines[:len(lines)-keep]
+				if tail < 0 {
+					write(drop)
+				}
+				lines = append(lines[:0:0], lines[len(lines)-keep:]...)
+			}
 		}
 	}
 	if tail >= 0 && tail < len(lines) {
 		lines = lines[len(lines)-tail:]
 	}
-	for _, l := range lines {
-		if l.stream == "stderr" {
-			stderr.Write(l.text)
-		} else {
-			stdout.Write(l.text)
-		}
-	}
+	write(lines)
 	return 0
 }
 

@@ -2,6 +2,7 @@ package standins
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +28,13 @@ func newDetachedNode(t *testing.T) *detachedNode {
 	bin := filepath.Join(dir, "bin")
 	os.MkdirAll(bin, 0o755)
 	scripts := map[string]string{
-		// Answers SIGTERM with exit 3, from a child it waits for: the whole group gets the signal.
-		"serve": "echo started\necho warming >&2\ntrap 'echo got TERM; exit 3' TERM\nwhile :; do sleep 0.05; done\n",
+		// Answers SIGTERM with exit 3, from a child it waits for: the whole group gets the signal. Its
+		// streams reach the log through pipes of their own: the pause orders its two lines there.
+		"serve": "echo started\nsleep 0.2\necho warming >&2\ntrap 'echo got TERM; exit 3' TERM\nwhile :; do sleep 0.05; done\n",
 		// Ignores SIGTERM (and so do its children): only SIGKILL ends it.
 		"stubborn": "trap '' TERM\necho stubborn\nwhile :; do sleep 0.05; done\n",
 		"die":      "echo bye\nexit 7\n",
+		"chatty":   "i=0\nwhile [ $i -lt 500 ]; do echo \"line $i\"; i=$((i+1)); done\nprintf 'no newline'\n",
 		"args":     "for a in \"$@\"; do echo \"[$a]\"; done\necho \"env=$GREETING\"\necho \"cwd=$(pwd)\"\n",
 	}
 	for name, body := range scripts {
@@ -262,6 +265,22 @@ func TestPodmanDetachedProcessThatDies(t *testing.T) {
 	n.waitFor("victim to exit", func() bool { return n.inspect("{{.State.Running}}", "victim") == "false" })
 	if got := n.inspect("{{.State.ExitCode}}", "victim"); got != "137" {
 		t.Errorf("a process killed from outside: exit code %s", got)
+	}
+	// A long log, its last line without a newline: whole, or its tail.
+	n.start("--name", "chatty", "--", "chatty")
+	n.waitFor("chatty to exit", func() bool { return n.inspect("{{.State.Running}}", "chatty") == "false" })
+	var all strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&all, "line %d\n", i)
+	}
+	if out, _, code := n.podman("logs", "chatty"); code != 0 || out != all.String()+"no newline" {
+		t.Errorf("logs of 500 lines and a partial one: exit %d, %d bytes, ends %q", code, len(out), out[max(0, len(out)-30):])
+	}
+	if out, _, _ := n.podman("logs", "--tail", "3", "chatty"); out != "line 498\nline 499\nno newline" {
+		t.Errorf("logs --tail 3: %q", out)
+	}
+	if out, _, _ := n.podman("logs", "--tail=0", "chatty"); out != "" {
+		t.Errorf("logs --tail=0: %q", out)
 	}
 	// --rm: gone once it ended.
 	n.start("--rm", "--name", "once", "--", "die")
