@@ -54,13 +54,16 @@ type ctrConfig struct {
 
 // ctrState is how the container stands; the monitor writes it as its process starts and ends.
 type ctrState struct {
-	Status     string    `json:"status"`
-	Pid        int       `json:"pid,omitempty"`
-	StartTicks uint64    `json:"start_ticks,omitempty"` // the pid's start time in /proc, against pid reuse
-	ExitCode   int       `json:"exit_code"`
-	Error      string    `json:"error,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at"`
+	Status     string `json:"status"`
+	Pid        int    `json:"pid,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"` // the pid's start time in /proc, against pid reuse
+	// The monitor's own pid and start time: while it lives, an exit it has not written yet is coming.
+	MonitorPid   int       `json:"monitor_pid,omitempty"`
+	MonitorTicks uint64    `json:"monitor_ticks,omitempty"`
+	ExitCode     int       `json:"exit_code"`
+	Error        string    `json:"error,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
 }
 
 type container struct {
@@ -125,15 +128,19 @@ func (c *container) settle() {
 	if c.state.Status != ctrRunning || c.alive() {
 		return
 	}
-	// The monitor writes the exit as soon as it reaps the process: give it a moment.
-	for range 20 {
-		time.Sleep(50 * time.Millisecond)
+	// The monitor writes the exit once it has reaped the process and logged its last output: wait for it
+	// while it lives (a loaded machine may take a while), bounded.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		b, err := os.ReadFile(filepath.Join(c.dir, "state.json"))
 		var st ctrState
 		if err == nil && json.Unmarshal(b, &st) == nil && st.Status != ctrRunning {
 			c.state = st
 			return
 		}
+		if !running(c.state.MonitorPid, c.state.MonitorTicks) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	c.state.Status, c.state.ExitCode, c.state.FinishedAt = ctrExited, -1, time.Now()
 	c.state.Error = "the container's monitor is gone: its exit code was lost"
@@ -142,11 +149,16 @@ func (c *container) settle() {
 // alive says whether the container's process runs: the pid exists, started when the monitor recorded, and is
 // not a zombie.
 func (c *container) alive() bool {
-	if c.state.Status != ctrRunning || c.state.Pid <= 1 {
+	return c.state.Status == ctrRunning && running(c.state.Pid, c.state.StartTicks)
+}
+
+// running says whether pid is the process that started at ticks and is not a zombie.
+func running(pid int, ticks uint64) bool {
+	if pid <= 1 {
 		return false
 	}
-	ticks, state, ok := procStat(c.state.Pid)
-	return ok && ticks == c.state.StartTicks && state != "Z" && state != "X"
+	t, state, ok := procStat(pid)
+	return ok && t == ticks && state != "Z" && state != "X"
 }
 
 // procStat reads a process's start time (clock ticks since boot) and state from /proc/PID/stat.

@@ -328,7 +328,7 @@ type ctrInspectState struct {
 	Status                                 string
 	Running, Paused, Restarting, OOMKilled bool
 	Dead                                   bool
-	Pid, ExitCode                          int
+	Pid, ConmonPid, ExitCode               int
 	Error                                  string
 	StartedAt, FinishedAt                  time.Time
 }
@@ -336,7 +336,7 @@ type ctrInspectState struct {
 func (c *container) inspect() ctrInspect {
 	in := ctrInspect{Id: c.ID, Created: c.Created, Path: c.Command[0], Args: c.Command[1:], Image: c.ImageID,
 		ImageName: c.ImageName, Name: c.Name, State: ctrInspectState{Status: c.state.Status,
-			Running: c.state.Status == ctrRunning, Pid: c.state.Pid, ExitCode: c.state.ExitCode, Error: c.state.Error,
+			Running: c.state.Status == ctrRunning, Pid: c.state.Pid, ConmonPid: c.state.MonitorPid, ExitCode: c.state.ExitCode, Error: c.state.Error,
 			StartedAt: c.state.StartedAt, FinishedAt: c.state.FinishedAt}}
 	in.Config.Labels = c.Labels
 	return in

@@ -46,11 +46,13 @@ func podmanMonitor(store, id string, env []string) int {
 		return 0
 	}
 	ticks, _, _ := procStat(cmd.Process.Pid)
-	st := ctrState{Status: ctrRunning, Pid: cmd.Process.Pid, StartTicks: ticks, StartedAt: time.Now()}
+	self, _, _ := procStat(os.Getpid())
+	st := ctrState{Status: ctrRunning, Pid: cmd.Process.Pid, StartTicks: ticks, StartedAt: time.Now(),
+		MonitorPid: os.Getpid(), MonitorTicks: self}
 	writeJSON(state, st)
 	err = cmd.Wait()
 	log.close()
-	st.Status, st.FinishedAt, st.Pid, st.StartTicks = ctrExited, time.Now(), 0, 0
+	st.Status, st.FinishedAt, st.Pid, st.StartTicks, st.MonitorPid, st.MonitorTicks = ctrExited, time.Now(), 0, 0, 0, 0
 	if ps := cmd.ProcessState; ps != nil {
 		st.ExitCode = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

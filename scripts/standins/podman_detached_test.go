@@ -266,6 +266,19 @@ func TestPodmanDetachedProcessThatDies(t *testing.T) {
 	if got := n.inspect("{{.State.ExitCode}}", "victim"); got != "137" {
 		t.Errorf("a process killed from outside: exit code %s", got)
 	}
+	// The monitor killed, then the process: Exited, the exit code lost, and said so.
+	n.start("--name", "orphan", "--", "serve")
+	var mon, proc int
+	fmt.Sscan(n.inspect("{{.State.ConmonPid}} {{.State.Pid}}", "orphan"), &mon, &proc)
+	if mon <= 1 || proc <= 1 || mon == proc {
+		t.Fatalf("orphan: monitor %d, process %d", mon, proc)
+	}
+	syscall.Kill(mon, syscall.SIGKILL)
+	syscall.Kill(-proc, syscall.SIGKILL)
+	n.waitFor("orphan to exit", func() bool { return n.inspect("{{.State.Running}}", "orphan") == "false" })
+	if got := n.inspect("{{.State.ExitCode}} {{.State.Error}}", "orphan"); got != "-1 the container's monitor is gone: its exit code was lost" {
+		t.Errorf("a container whose monitor died: %q", got)
+	}
 	// A long log, its last line without a newline: whole, or its tail.
 	n.start("--name", "chatty", "--", "chatty")
 	n.waitFor("chatty to exit", func() bool { return n.inspect("{{.State.Running}}", "chatty") == "false" })
