@@ -58,7 +58,7 @@ const demoEmbedded = "demo.yaml (embedded)"
 func newDemoCmd() *cobra.Command {
 	var f windowFlags
 	var seed int64
-	var quoteFile, serve string
+	var quoteFile, serve, workload string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole window on simulated nodes (no root, no network)",
@@ -75,15 +75,22 @@ third one's links are slow), to see the output at a fleet's size; --nodes with a
 links are degraded and to what fraction (none, with some seeds), and every other node's link
 rates within ±3%. 0, the default, is the demo as described: gpu-03's links at half rate.
 --quote FILE replaces the embedded quote with FILE's quote: mapping (checked as an inventory's
-quote is); the simulated hardware stays the same, so the verdicts show what that quote promised.`,
+quote is); the simulated hardware stays the same, so the verdicts show what that quote promised.
+
+--workload inference adds the load test: every node serves a simulated model from the demo's
+image and gpuaccept's load generator drives it from the node itself; gpu-03's server is slow,
+so its p95 time to first token misses the target.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return err
 			}
+			if err := checkDemoWorkload(workload); err != nil {
+				return err
+			}
 			// Before anything starts: a bad quote file is bad input
 			// (exit 2), named with its line and key.
-			inv, hw, err := demoInventory(quoteFile)
+			inv, hw, err := demoInventoryFor(quoteFile, workload)
 			if err != nil {
 				return err
 			}
@@ -101,6 +108,7 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 				return exitWith(exitCouldNotRun, err)
 			}
 			defer os.RemoveAll(work)
+			defer demoKillContainers(work, inv.Nodes)
 			exe, err := os.Executable()
 			if err != nil {
 				return exitWith(exitCouldNotRun, err)
@@ -145,6 +153,9 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 			if quoteFile != "" {
 				o.Progress.Line("demo: the quote of %s", quoteFile)
 			}
+			if demoInference(inv) {
+				o.Progress.Line("demo: %s", demoWorkloadText(inv))
+			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
 			return finish(cmd, rec, dir, err, f)
 		},
@@ -152,6 +163,7 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 	f.register(cmd)
 	cmd.Flags().Int64Var(&seed, "seed", 0, "vary the simulated fabric: which node is degraded and how much (0: gpu-03 at half rate)")
 	cmd.Flags().StringVar(&quoteFile, "quote", "", "a YAML file whose quote: mapping replaces the demo's quote")
+	cmd.Flags().StringVar(&workload, "workload", "none", "the load test on every node: "+strings.Join(demoWorkloads, " or "))
 	// For the fleet benchmark: the nodes in this process, the window in another.
 	cmd.Flags().StringVar(&serve, "serve", "", "write an inventory of the simulated nodes to FILE and serve them until interrupted")
 	cmd.Flags().MarkHidden("serve")
@@ -163,7 +175,12 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 // quote, whose GPUs and link rates the demo's nodes have whatever another
 // quote promises.
 func demoInventory(quoteFile string) (*inventory.Inventory, inventory.Quote, error) {
-	inv, err := inventory.Parse(demoEmbedded, inventories.Demo)
+	return demoInventoryOf(inventories.Demo, quoteFile)
+}
+
+// demoInventoryOf is demoInventory of the demo inventory demo.
+func demoInventoryOf(demo []byte, quoteFile string) (*inventory.Inventory, inventory.Quote, error) {
+	inv, err := inventory.Parse(demoEmbedded, demo)
 	if err != nil {
 		return nil, inventory.Quote{}, err
 	}
@@ -171,7 +188,7 @@ func demoInventory(quoteFile string) (*inventory.Inventory, inventory.Quote, err
 	if quoteFile == "" {
 		return inv, hw, nil
 	}
-	merged, err := demoWithQuote(quoteFile, inventories.Demo)
+	merged, err := demoWithQuote(quoteFile, demo)
 	if err != nil {
 		return nil, hw, err
 	}
@@ -312,6 +329,16 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 		if err := standins.InstallPodman(bin, argv0); err != nil {
 			return servers, err
 		}
+		// The simulated image's own program (the lab's image carries it
+		// too): what a workload's container runs, a model server say.
+		if err := standins.InstallStandin(bin, argv0); err != nil {
+			return servers, err
+		}
+		if demoInference(inv) {
+			if err := demoServerOverrides(home, i); err != nil {
+				return servers, err
+			}
+		}
 		s, err := sshtest.Start(sshtest.Options{
 			AuthorizedKeyLines: []string{authorized},
 			Dir:                home,
@@ -319,7 +346,8 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 				standins.FabricEnv + "=" + fabric,
 				standins.FabricNodeEnv + "=" + n.Name,
 				standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs"),
-				standins.PodmanStoreEnv + "=" + filepath.Join(home, "containers")},
+				standins.PodmanStoreEnv + "=" + demoStore(work, n.Name),
+				standins.LoopbackEnv + "=" + demoLoopback(i)},
 			Name: n.Name,
 		})
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
-	"gpuaccept/inventories"
 	"gpuaccept/orchestrator/inventory"
 )
 
@@ -40,8 +39,16 @@ func serveDemo(ctx context.Context, out io.Writer, inv *inventory.Inventory, pat
 // image and checkpoint directory demoNodes set: the same window as the
 // demo's, read from a file.
 func demoServedInventory(inv *inventory.Inventory) ([]byte, error) {
+	kind := "none"
+	if inv.Phases.Workload.Enabled {
+		kind = inv.Phases.Workload.Kind
+	}
+	demo, err := demoYAML(kind)
+	if err != nil {
+		return nil, err
+	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(inventories.Demo, &doc); err != nil {
+	if err := yaml.Unmarshal(demo, &doc); err != nil {
 		return nil, err
 	}
 	root := doc.Content[0]

@@ -9,7 +9,10 @@
 // across. It is a simulation for the demo only, not a launcher; its output says so in the fields the real format
 // allows (nccl-library=0, device gpuaccept-model-standin). The demo's podman (PodmanMain, podman.go) is the other:
 // it loads real image archives into a per-node store and answers load, image inspect and run in podman 4.3's
-// formats (held against the real podman by a test), but `run` starts no container.
+// formats (held against the real podman by a test), but `run` starts no container: it runs the command on the
+// node itself, in the foreground, or with -d as a background process of its own group that ps, logs, stop,
+// kill, rm and inspect then find in the store (podman_detached*.go). The demo gives each node a loopback
+// address of its own (LoopbackEnv), which a detached `standin openai-server` listens on.
 //
 // # Use
 //

@@ -81,6 +81,22 @@ func InstallFabric(dir string, argv0 []string) error {
 	return nil
 }
 
+// StandinCommand is the name of the stand-ins' own program on a simulated node's PATH.
+const StandinCommand = "standin"
+
+// InstallStandin writes into dir (mkdir -p) a wrapper named standin that runs argv0 (this program's standin
+// command) with its arguments: what a simulated container runs, `standin openai-server ...`, as the lab's test
+// image carries /usr/local/bin/standin.
+func InstallStandin(dir string, argv0 []string) error {
+	if err := checkArgv0(argv0); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("standins: InstallStandin: %w", err)
+	}
+	return writeWrapper(filepath.Join(dir, StandinCommand), "standin (simulated node's own program)", argv0)
+}
+
 func checkArgv0(argv0 []string) error {
 	if len(argv0) == 0 || argv0[0] == "" {
 		return errors.New("standins: Install: empty argv0")

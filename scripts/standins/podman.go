@@ -66,14 +66,32 @@ func PodmanMain(args []string, env []string, stdout, stderr io.Writer) int {
 		return podmanLoad(store, args[1:], stdout, stderr)
 	case len(args) >= 2 && args[0] == "image" && args[1] == "inspect":
 		return podmanInspect(store, args[2:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "run" && runDetached(args[1:]):
+		return podmanRunDetached(store, args[1:], env, stdout, stderr)
 	case len(args) >= 1 && args[0] == "run":
 		return podmanRun(store, args[1:], env, stdout, stderr)
+	case len(args) == 2 && args[0] == podmanMonitorVerb:
+		return podmanMonitor(store, args[1], env)
+	case len(args) >= 1 && args[0] == "ps":
+		return podmanPs(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "logs":
+		return podmanLogs(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "stop":
+		return podmanStop(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "kill":
+		return podmanKill(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "rm":
+		return podmanRm(store, args[1:], stdout, stderr)
+	case len(args) >= 1 && args[0] == "inspect":
+		return podmanInspectAny(store, args[1:], stdout, stderr)
+	case len(args) >= 2 && args[0] == "container" && args[1] == "inspect":
+		return podmanInspectAny(store, args[2:], stdout, stderr)
 	case len(args) == 3 && args[0] == "images" && args[1] == "-q" && args[2] == "--no-trunc":
 		return podmanImages(store, stdout)
 	case len(args) >= 1 && args[0] == "rmi":
 		return podmanRmi(store, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gpuaccept standin: podman %s is not simulated (load, image inspect, run, images -q --no-trunc, rmi are)\n", strings.Join(args, " "))
+	fmt.Fprintf(stderr, "gpuaccept standin: podman %s is not simulated (load, image inspect, run [-d], images -q --no-trunc, rmi, ps, logs, stop, kill, rm, inspect are)\n", strings.Join(args, " "))
 	return ExitNotSimulated
 }
 
@@ -268,6 +286,25 @@ func saveImage(store string, img *storedImage) error {
 // digits), or a name (with or without its "localhost/" or docker.io prefix and ":latest").
 func findImage(store, ref string) (*storedImage, error) {
 	id := strings.TrimPrefix(ref, "sha256:")
+	// NAME@sha256:HEX: the image of that name whose manifest digest is HEX, or (the demo pins its image so,
+	// with no registry to give it a manifest digest) whose ID is.
+	if name, hexDigest, ok := strings.Cut(ref, "@sha256:"); ok {
+		for _, img := range storedImages(store) {
+			if img.Digest != "sha256:"+hexDigest && img.ID != hexDigest {
+				continue
+			}
+			for _, n := range img.Names {
+				repo := n
+				if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
+					repo = n[:i]
+				}
+				if repo == name || repo == normalizeName(name) || repo == "localhost/"+name {
+					return img, nil
+				}
+			}
+		}
+		return nil, fmt.Errorf("%s: image not known", ref)
+	}
 	for _, img := range storedImages(store) {
 		if len(id) >= 3 && strings.HasPrefix(img.ID, id) {
 			return img, nil
