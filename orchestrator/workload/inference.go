@@ -58,6 +58,9 @@ type Level struct {
 	// of hiding its lag in the server's latencies.
 	SendLag *float64 `json:"send_lag_p99_ms,omitempty"`
 	Unsent  int      `json:"unsent,omitempty"`
+	// Partial: the level was cut short (the generator was stopped): its
+	// figures cover Seconds, not the duration asked for.
+	Partial bool `json:"partial,omitempty"`
 	// Errors counts failures by kind ("http 503", "stream ended early",
 	// "timeout"): at most a few dozen kinds.
 	Errors map[string]int `json:"errors,omitempty"`
