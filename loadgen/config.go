@@ -8,6 +8,7 @@ package loadgen
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,9 @@ type Config struct {
 	Log *RequestLog
 	// Progress, when set, is told of each level as it starts and ends.
 	Progress func(format string, args ...any)
+
+	// wrap, in tests, stands between the generator and its transport.
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // Lengths is a synthetic length: Mean, and uniform within ±Spread of it.

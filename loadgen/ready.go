@@ -32,7 +32,7 @@ func Ready(ctx context.Context, url, model, healthPath string, timeout time.Dura
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	url = strings.TrimRight(url, "/")
-	c := newClient(url, model, min(timeout, time.Minute), 0)
+	c := newClient(url, model, min(timeout, time.Minute), 0, nil)
 	defer c.close()
 	var r ReadyResult
 	last := errors.New("no answer yet")

@@ -22,7 +22,7 @@ const maxInFlight = 10_000
 // it stops sending, cancels what is in flight and returns the levels
 // measured so far, the cut one marked Partial, with ctx's error.
 func Run(ctx context.Context, cfg Config) ([]workload.Level, error) {
-	c := newClient(cfg.URL, cfg.Model, cfg.RequestTimeout, cfg.Retries)
+	c := newClient(cfg.URL, cfg.Model, cfg.RequestTimeout, cfg.Retries, cfg.wrap)
 	defer c.close()
 	levels := make([]workload.Level, 0, len(cfg.Levels))
 	for i, l := range cfg.Levels {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,8 @@ type fakeServer struct {
 	// failEvery: every n-th request's stream breaks after its first token.
 	failEvery int64
 	metrics   string
+	// noTruth: keep nothing per request (the benchmark's server).
+	noTruth bool
 
 	n     atomic.Int64
 	mu    sync.Mutex
@@ -31,20 +34,40 @@ type fakeServer struct {
 }
 
 type truth struct {
-	ttft float64   // ms
+	sent time.Time
+	ttft float64   // ms, from when the client's transport took the request
 	itl  []float64 // ms
 }
 
+// sentHeader carries when the generator's transport took the request, so
+// that the truth's TTFT starts where the generator's does.
+const sentHeader = "X-Test-Sent"
+
+// stamp is a transport that writes the moment it took each request.
+type stamp struct{ rt http.RoundTripper }
+
+func (s stamp) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(sentHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+	return s.rt.RoundTrip(r)
+}
+
+func stamped(rt http.RoundTripper) http.RoundTripper { return stamp{rt} }
+
 func (f *fakeServer) start(t testing.TB) *httptest.Server {
+	s := httptest.NewServer(f.mux())
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (f *fakeServer) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", f.completions)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, f.metrics)
 	})
-	s := httptest.NewServer(mux)
-	t.Cleanup(s.Close)
-	return s
+	return mux
 }
 
 func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
@@ -66,11 +89,19 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
+	// As vLLM's server (starlette's StreamingResponse): the headers go out
+	// at once, the first token after the prefill.
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
+	fl.Flush()
 	id := fmt.Sprintf("cmpl-%d", n)
-	var tr truth
 	var last time.Time
+	sent := arrived
+	if ns, err := strconv.ParseInt(r.Header.Get(sentHeader), 10, 64); err == nil {
+		sent = time.Unix(0, ns)
+	}
+	tr := truth{sent: sent}
 	sleepTo := arrived.Add(f.ttft)
 	for i := range req.MaxTokens {
 		time.Sleep(time.Until(sleepTo))
@@ -80,7 +111,7 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 		now := time.Now()
 		if i == 0 {
-			tr.ttft = ms(now.Sub(arrived))
+			tr.ttft = ms(now.Sub(sent))
 		} else {
 			tr.itl = append(tr.itl, ms(now.Sub(last)))
 		}
@@ -97,7 +128,9 @@ func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
-	f.mu.Lock()
-	f.truth = append(f.truth, tr)
-	f.mu.Unlock()
+	if !f.noTruth {
+		f.mu.Lock()
+		f.truth = append(f.truth, tr)
+		f.mu.Unlock()
+	}
 }

@@ -84,7 +84,8 @@ type client struct {
 	retries int
 }
 
-func newClient(url, model string, timeout time.Duration, retries int) *client {
+func newClient(url, model string, timeout time.Duration, retries int,
+	wrap func(http.RoundTripper) http.RoundTripper) *client {
 	tr := &http.Transport{
 		// Loopback to the node's own server: a proxy from the environment
 		// would put another hop into every figure.
@@ -98,7 +99,11 @@ func newClient(url, model string, timeout time.Duration, retries int) *client {
 		DisableCompression:    true,
 		ResponseHeaderTimeout: 0,
 	}
-	return &client{http: &http.Client{Transport: tr}, url: strings.TrimRight(url, "/"), model: model,
+	var rt http.RoundTripper = tr
+	if wrap != nil {
+		rt = wrap(tr)
+	}
+	return &client{http: &http.Client{Transport: rt}, url: strings.TrimRight(url, "/"), model: model,
 		timeout: timeout, retries: retries}
 }
 
@@ -140,6 +145,8 @@ func (c *client) do(parent context.Context, prompt string, maxTokens, words int)
 }
 
 func (c *client) once(ctx context.Context, body []byte, maxTokens int) outcome {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	o := outcome{ttft: math.NaN(), e2el: math.NaN(), tpot: math.NaN()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/completions", bytes.NewReader(body))
 	if err != nil {
@@ -164,14 +171,27 @@ func (c *client) once(ctx context.Context, body []byte, maxTokens int) outcome {
 		o.kind, o.detail = fmt.Sprintf("http %d", resp.StatusCode), string(msg)
 		return o
 	}
-	c.read(resp.Body, maxTokens, &o)
+	if c.read(resp.Body, maxTokens, &o) {
+		drain(resp.Body, cancel)
+	}
 	return o
+}
+
+// drain reads what follows data: [DONE] (the chunked body's end), so that
+// the connection goes back to the pool: one closed with its body unread is
+// not reused, and a new connection per request would put a handshake into
+// every TTFT. A server that holds the stream open past [DONE] gets a
+// second, then the connection is cut.
+func drain(body io.Reader, cancel context.CancelFunc) {
+	t := time.AfterFunc(time.Second, cancel)
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 }
 
 // read takes the SSE stream apart as vLLM sends it: "data: {json}" events
 // separated by blank lines, ended by "data: [DONE]". Each event's time is
-// when its first byte arrived.
-func (c *client) read(body io.Reader, maxTokens int, o *outcome) {
+// when its first byte arrived. done: the stream reached [DONE].
+func (c *client) read(body io.Reader, maxTokens int, o *outcome) (done bool) {
 	tr := &timedReader{r: io.LimitReader(body, maxResponseBytes+1)}
 	br := bufio.NewReaderSize(tr, 32<<10)
 	var (
@@ -224,7 +244,7 @@ func (c *client) read(body io.Reader, maxTokens int, o *outcome) {
 				if string(data) == "[DONE]" {
 					o.e2el = ms(dataAt.Sub(o.start))
 					c.finish(o, textSeen, usage)
-					return
+					return true
 				}
 				var ch chunk
 				if jerr := json.Unmarshal(data, &ch); jerr != nil {
