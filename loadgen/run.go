@@ -144,11 +144,11 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 // how late each was sent is kept, and an arrival it could not send counts.
 func openLoop(ctx context.Context, cfg Config, idx int, rate float64, start, warmEnd, end time.Time,
 	wg *sync.WaitGroup, agg *aggregate, send func(time.Time)) {
-	rng := rand.New(rand.NewPCG(cfg.Seed, 1<<63|uint64(idx)))
+	next := arrivals(cfg.Seed, idx, rate)
 	var inFlight atomic.Int64
 	at := start
 	for {
-		at = at.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		at = at.Add(next())
 		if !at.Before(end) {
 			return
 		}
@@ -174,6 +174,16 @@ func openLoop(ctx context.Context, cfg Config, idx int, rate float64, start, war
 			defer inFlight.Add(-1)
 			send(sched)
 		})
+	}
+}
+
+// arrivals are the gaps between a Poisson process's arrivals at rate per
+// second (exponential, mean 1/rate), from a source of their own seeded by
+// the run's seed and the level, so that a run is asked the same again.
+func arrivals(seed uint64, level int, rate float64) func() time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 1<<63|uint64(level)))
+	return func() time.Duration {
+		return time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
 	}
 }
 
