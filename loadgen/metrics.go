@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -149,10 +150,7 @@ func (s *scraper) once(ctx context.Context) {
 func (s *scraper) metrics() *workload.ServerMetrics {
 	out := &workload.ServerMetrics{Scrapes: s.scrapes}
 	if s.err != nil {
-		out.Error = s.err.Error()
-		if len(out.Error) > 200 {
-			out.Error = out.Error[:200]
-		}
+		out.Error = clip(strings.ToValidUTF8(s.err.Error(), "?"), 200)
 	}
 	if s.first != nil && s.last != nil {
 		f, l := s.first, s.last

@@ -13,6 +13,9 @@ import (
 	"gpuaccept/orchestrator/workload"
 )
 
+// failurePause: how long a closed-loop stream waits after a failed request.
+const failurePause = 10 * time.Millisecond
+
 // maxInFlight bounds an open-loop level's requests in flight: past it an
 // arrival is not sent and counts as Unsent, so a server that stopped
 // answering cannot make the generator spawn without end.
@@ -90,7 +93,7 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 		close(scDone)
 	}
 
-	send := func(at time.Time) {
+	send := func(at time.Time) (failed bool) {
 		prompt, maxTokens, words := src.request()
 		o := c.do(lctx, prompt, maxTokens, words)
 		warm := at.Before(warmEnd)
@@ -98,6 +101,7 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 		if !warm {
 			agg.add(&o)
 		}
+		return o.kind != "" && !o.cancelled
 	}
 	var wg sync.WaitGroup
 	lv := workload.Level{Name: name, Concurrency: l.Concurrency, Rate: l.Rate}
@@ -109,7 +113,13 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 					if !at.Before(end) {
 						return
 					}
-					send(at)
+					// A server that refuses at once would make the stream spin
+					// (millions of failures a second, the log filled): a
+					// failure costs the stream a short pause, which leaves the
+					// share of requests that fail as it is.
+					if send(at) {
+						sleepUntil(lctx, time.Now().Add(failurePause))
+					}
 				}
 			})
 		}
@@ -143,7 +153,7 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 // whatever the server answers, so that queueing shows in the latencies;
 // how late each was sent is kept, and an arrival it could not send counts.
 func openLoop(ctx context.Context, cfg Config, idx int, rate float64, start, warmEnd, end time.Time,
-	wg *sync.WaitGroup, agg *aggregate, send func(time.Time)) {
+	wg *sync.WaitGroup, agg *aggregate, send func(time.Time) bool) {
 	next := arrivals(cfg.Seed, idx, rate)
 	var inFlight atomic.Int64
 	at := start
