@@ -112,9 +112,8 @@ func (c *client) close() { c.http.CloseIdleConnections() }
 // do sends one streamed completion, retrying a connection that failed
 // before the server answered, and measures it from the wire.
 func (c *client) do(parent context.Context, prompt string, maxTokens, words int) outcome {
-	rctx, cancel := context.WithTimeout(parent, c.timeout)
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
 	defer cancel()
-	ctx := rctx
 	body, _ := json.Marshal(request{Model: c.model, Prompt: prompt, MaxTokens: maxTokens, Stream: true,
 		StreamOptions: streamOptions{IncludeUsage: true}, IgnoreEOS: true})
 	var o outcome
@@ -132,7 +131,7 @@ func (c *client) do(parent context.Context, prompt string, maxTokens, words int)
 	if o.inputTokens == 0 {
 		o.inputTokens = words
 	}
-	if o.kind != "" && rctx.Err() != nil {
+	if o.kind != "" && ctx.Err() != nil {
 		// The generator stopping (SIGTERM) is not the server's failure;
 		// the request's own deadline is a timeout.
 		if parent.Err() != nil {
