@@ -16,6 +16,7 @@ const maxSamples = 1 << 21
 
 // reservoir keeps a uniform sample of at most maxSamples values.
 type reservoir struct {
+	max  int // maxSamples
 	s    []float64
 	seen int
 	rng  *rand.Rand
@@ -23,11 +24,11 @@ type reservoir struct {
 
 func (r *reservoir) add(x float64) {
 	r.seen++
-	if len(r.s) < maxSamples {
+	if len(r.s) < r.max {
 		r.s = append(r.s, x)
 		return
 	}
-	if j := r.rng.IntN(r.seen); j < maxSamples {
+	if j := r.rng.IntN(r.seen); j < r.max {
 		r.s[j] = x
 	}
 }
@@ -48,7 +49,7 @@ type aggregate struct {
 func newAggregate(g Goodput, seed uint64) *aggregate {
 	a := &aggregate{goodput: g, errors: map[string]int{}}
 	for i, r := range []*reservoir{&a.ttft, &a.tpot, &a.itl, &a.e2el, &a.out, &a.lags} {
-		r.rng = rand.New(rand.NewPCG(seed, uint64(i)))
+		r.rng, r.max = rand.New(rand.NewPCG(seed, uint64(i))), maxSamples
 	}
 	return a
 }

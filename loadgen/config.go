@@ -43,8 +43,10 @@ type Config struct {
 	// Progress, when set, is told of each level as it starts and ends.
 	Progress func(format string, args ...any)
 
-	// wrap, in tests, stands between the generator and its transport.
-	wrap func(http.RoundTripper) http.RoundTripper
+	// wrap, in tests, stands between the generator and its transport;
+	// maxInFlight, in tests, lowers the open loop's bound (0: maxInFlight).
+	wrap        func(http.RoundTripper) http.RoundTripper
+	maxInFlight int64
 }
 
 // Lengths is a synthetic length: Mean, and uniform within ±Spread of it.

@@ -20,6 +20,7 @@ const maxLogError = 300
 
 // RequestLog is the gzip JSONL request log: one line per request.
 type RequestLog struct {
+	max     int // lines kept: MaxLogLines
 	mu      sync.Mutex
 	gz      *gzip.Writer
 	enc     *json.Encoder
@@ -46,7 +47,7 @@ type logLine struct {
 // NewRequestLog writes the log to w; Close ends the gzip stream.
 func NewRequestLog(w io.Writer) *RequestLog {
 	gz := gzip.NewWriter(w)
-	return &RequestLog{gz: gz, enc: json.NewEncoder(gz)}
+	return &RequestLog{max: MaxLogLines, gz: gz, enc: json.NewEncoder(gz)}
 }
 
 func (l *RequestLog) write(level string, start float64, warmup bool, o *outcome) {
@@ -70,7 +71,7 @@ func (l *RequestLog) write(level string, start float64, warmup bool, o *outcome)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lines >= MaxLogLines {
+	if l.lines >= l.max {
 		l.dropped++
 		return
 	}
@@ -87,7 +88,7 @@ func (l *RequestLog) Close() error {
 	defer l.mu.Unlock()
 	if l.dropped > 0 && l.err == nil {
 		l.err = l.enc.Encode(map[string]any{"dropped": l.dropped,
-			"note": fmt.Sprintf("the log keeps the first %d requests", MaxLogLines)})
+			"note": fmt.Sprintf("the log keeps the first %d requests", l.max)})
 	}
 	if err := l.gz.Close(); err != nil && l.err == nil {
 		l.err = err

@@ -155,6 +155,10 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 func openLoop(ctx context.Context, cfg Config, idx int, rate float64, start, warmEnd, end time.Time,
 	wg *sync.WaitGroup, agg *aggregate, send func(time.Time) bool) {
 	next := arrivals(cfg.Seed, idx, rate)
+	limit := int64(maxInFlight)
+	if cfg.maxInFlight > 0 {
+		limit = cfg.maxInFlight
+	}
 	var inFlight atomic.Int64
 	at := start
 	for {
@@ -169,7 +173,7 @@ func openLoop(ctx context.Context, cfg Config, idx int, rate float64, start, war
 			return
 		}
 		now := time.Now()
-		if !now.Before(end) || inFlight.Load() >= maxInFlight {
+		if !now.Before(end) || inFlight.Load() >= limit {
 			if measured {
 				agg.unsent()
 			}
