@@ -55,10 +55,11 @@ lab-down:
 # whole window at 256 and 1,000 simulated nodes (coordinator CPU, memory,
 # bundle, report load time, per phase); mpirun's launch over 16..128 lab
 # hosts; the bisection on 64 lab hosts in leaves with a slow host, link and
-# leaf uplink.
+# leaf uplink; the load generator's streams and requests per core.
 bench: deps
 	@rc=0; $(GO) run ./remote/bench || rc=$$?; $(LAB) down --name bench; \
 	  $(GO) run ./orchestrator/bench || rc=$$?; $(LAB) down --name ibench; \
 	  $(GO) run ./orchestrator/launchbench || rc=$$?; $(LAB) down --name lbench; \
 	  $(GO) run ./orchestrator/bisectbench -hosts 64,128 || rc=$$?; $(LAB) down --name bbench; \
-	  $(GO) run ./orchestrator/fleetbench -nodes 256,1000 || rc=$$?; exit $$rc
+	  $(GO) run ./orchestrator/fleetbench -nodes 256,1000 || rc=$$?; \
+	  GOMAXPROCS=1 $(GO) test -run '^$$' -bench Streams -benchtime 1x ./loadgen || rc=$$?; exit $$rc

@@ -51,6 +51,16 @@ type Level struct {
 	Failed    int `json:"failed"`
 	TimedOut  int `json:"timed_out"`
 	Retried   int `json:"retried"`
+	// Open loop only: SendLag is how late the generator sent its requests
+	// against their Poisson schedule (p99, ms), and Unsent the arrivals
+	// of the measured time it never sent (it fell behind, or too many were
+	// in flight): a generator that cannot keep the rate shows here instead
+	// of hiding its lag in the server's latencies.
+	SendLag *float64 `json:"send_lag_p99_ms,omitempty"`
+	Unsent  int      `json:"unsent,omitempty"`
+	// Partial: the level was cut short (the generator was stopped): its
+	// figures cover Seconds, not the duration asked for.
+	Partial bool `json:"partial,omitempty"`
 	// Errors counts failures by kind ("http 503", "stream ended early",
 	// "timeout"): at most a few dozen kinds.
 	Errors map[string]int `json:"errors,omitempty"`
