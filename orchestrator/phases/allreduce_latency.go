@@ -93,7 +93,7 @@ func latencyFailed(r LatencyRun, quoted, tol float64) string {
 	case n == 0:
 		return "no small-message sweep completed"
 	case quoted > 0 && quoted/sp.Median < tol:
-		return fmt.Sprintf("%.4g µs, more than %.4g µs", sp.Median, quoted/tol)
+		return fmt.Sprintf("%s µs, more than %s µs", usText(sp.Median), usText(quoted/tol))
 	}
 	return ""
 }
@@ -153,7 +153,7 @@ func latencyVerdict(id, node string, runs []LatencyRun, quoted, tol float64) rec
 		v.Status, v.Detail = record.Fail, firstNonEmpty(strings.Join(problems, "; "), "no small-message sweep completed")
 		return v
 	}
-	v.Measured = fmt.Sprintf("%.4g µs median of %d sweep(s) (%.4g..%.4g), %s to %s", sp.Median, n, sp.Min, sp.Max,
+	v.Measured = fmt.Sprintf("%s µs median of %d sweep(s) (%s..%s), %s to %s", usText(sp.Median), n, usText(sp.Min), usText(sp.Max),
 		inventory.Bytes(latencyMinBytes), inventory.Bytes(latencyMaxBytes))
 	v.Measure(sp.Median, record.UnitMicroseconds)
 	if quoted <= 0 {
@@ -161,10 +161,19 @@ func latencyVerdict(id, node string, runs []LatencyRun, quoted, tol float64) rec
 		return v
 	}
 	ratio := quoted / sp.Median
-	v.Quoted, v.Ratio, v.Tolerance = fmt.Sprintf("%.4g µs", quoted), &ratio, &tol
+	v.Quoted, v.Ratio, v.Tolerance = usText(quoted)+" µs", &ratio, &tol
 	v.Status = record.Pass
 	if ratio < tol || v.Retest.Failed() {
 		v.Status = record.Fail
 	}
 	return v
+}
+
+// usText is a latency in µs with four significant figures, never in
+// exponent form: a lab link or a loaded host reads tens of milliseconds.
+func usText(x float64) string {
+	if x >= 1000 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.4g", x)
 }
