@@ -47,3 +47,41 @@ func TestFabricSmallMessagesShowTheLatencyFloor(t *testing.T) {
 		}
 	}
 }
+
+// A host's own latency floors (FabricEnv's INTER_US/INTRA_US): a
+// collective across hosts waits for the slowest one's, a host alone
+// for its own; the other hosts keep the defaults.
+func TestFabricLatencyFloorPerHost(t *testing.T) {
+	fab := "gpu-01=370/450/8/12/3,gpu-02=370/450/8/12/3,gpu-03=185/450/8/80/9,gpu-04=370/450"
+	env := func(node string) []string {
+		return []string{FabricEnv + "=" + fab, FabricNodeEnv + "=" + node}
+	}
+	small := []string{"-b", "8", "-e", "8", "-f", "2", "-n", "100", "-w", "10", "-c", "1", "-g", "1"}
+	for _, c := range []struct {
+		name, node string
+		np         int
+		hosts      string
+		floor      float64
+	}{
+		{"gpu-01 and gpu-02: their own 12 µs", "gpu-01", 16, "gpu-01:8,gpu-02:8", 12},
+		{"with gpu-03: its 80 µs", "gpu-01", 24, "gpu-01:8,gpu-02:8,gpu-03:8", 80},
+		{"with gpu-04: the default 30 µs", "gpu-01", 16, "gpu-01:8,gpu-04:8", 30},
+		{"inside gpu-03: its 9 µs", "gpu-03", 0, "", 9},
+	} {
+		var r fabricRun
+		if c.np > 0 {
+			r = fabric(env(c.node), MPIRun, mpirunLine(c.np, c.hosts, "all_reduce_perf", small...)...)
+		} else {
+			args := append([]string(nil), small...)
+			args[len(args)-1] = "8"
+			r = fabric(env(c.node), "all_reduce_perf", args...)
+		}
+		n, err := parse.NCCLTests(r.stdout)
+		if r.code != 0 || err != nil || len(n.Rows) != 1 {
+			t.Fatalf("%s: exit %d, parse %v\n%s%s", c.name, r.code, err, r.stdout, r.stderr)
+		}
+		if us := n.Rows[0].OOP.TimeUS; us < 0.99*c.floor-0.01 || us > 1.01*c.floor+0.01 {
+			t.Errorf("%s: 8 B took %.2f µs, want %.0f µs ±1 %%", c.name, us, c.floor)
+		}
+	}
+}
