@@ -61,7 +61,7 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 	}
 	a := inv.Phases.AllReduce
 	if on["intranode"] && lacks("all_reduce_perf") {
-		out = append(out, fmt.Sprintf("no %s (phases.allreduce.binary): NCCL-001 and NCCL-003 (intra-node) will not be measured", a.Binary))
+		out = append(out, fmt.Sprintf("no %s (phases.allreduce.binary): NCCL-001, NCCL-003 and NCCL-007 (intra-node) will not be measured", a.Binary))
 	}
 	if on["allreduce"] {
 		var no []string
@@ -71,9 +71,9 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 		if lacks("all_reduce_perf") {
 			no = append(no, "no "+a.Binary)
 		}
-		ids := "NCCL-001 and NCCL-002"
+		ids := "NCCL-001, NCCL-002 and NCCL-006"
 		if on["bisect"] {
-			ids = "NCCL-001, NCCL-002 and NCCL-004"
+			ids = "NCCL-001, NCCL-002, NCCL-004 and NCCL-006"
 		}
 		if len(no) > 0 {
 			out = append(out, fmt.Sprintf("%s: %s will not be measured (the collectives need it on every node)", strings.Join(no, ", "), ids))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +18,17 @@ import (
 // Sweeps is what the cluster-wide run found: the all-reduce's repeats,
 // then one run of each extra collective.
 type Sweeps struct {
-	Launcher    string           `json:"launcher"` // where the launcher ran
-	Command     string           `json:"command"`
-	Nodes       []string         `json:"nodes"`
-	Repeats     []Sweep          `json:"repeats"`
+	Launcher string   `json:"launcher"` // where the launcher ran
+	Command  string   `json:"command"`
+	Nodes    []string `json:"nodes"`
+	Repeats  []Sweep  `json:"repeats"`
+	// Earlier: the runs of the bandwidth figure before Repeats, when a
+	// run failed and was retested (acceptance.retest): NCCL-002 rests on
+	// Repeats, the last.
+	Earlier [][]Sweep `json:"earlier_runs,omitempty"`
+	// Latency: the small-message runs (allreduce_latency.go), one more per
+	// retest; NCCL-006 rests on the last.
+	Latency     []LatencyRun     `json:"latency,omitempty"`
 	Collectives map[string]Sweep `json:"collectives,omitempty"`
 	// Lost: nodes that stopped answering (quarantined after the phase).
 	Lost map[string]string `json:"lost,omitempty"`
@@ -40,7 +49,9 @@ var AllReduce = orchestrator.Phase{
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		a := inv.Phases.AllReduce
-		return time.Duration(max(a.Repeats, 1)+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute
+		runs := max(a.Repeats, 1) * (1 + inv.Acceptance.RetestOr())
+		return time.Duration(runs+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) +
+			time.Duration(runs)*(latencyTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute
 	},
 	Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
 		if few, short := needNodes(w, "a cluster-wide all-reduce", 2); short {
@@ -59,22 +70,33 @@ var AllReduce = orchestrator.Phase{
 		for _, n := range nodes {
 			res.Nodes = append(res.Nodes, n.Name)
 		}
+		tol := w.Inv.Acceptance.ToleranceFor
+		runs, err := retested(ctx, w, "", "inter-node all-reduce bandwidth", func(ctx context.Context, run int) ([]Sweep, error) {
+			return measureSweeps(ctx, w, j, a.Repeats, nodes[0].Name)
+		}, func(sweeps []Sweep) string {
+			return bandwidthFailed(sweeps, w.Inv.Quote.InterBusBWGBs, tol("NCCL-002"))
+		})
+		res.Repeats, res.Earlier = lastRun(runs)
 		failed := 0
-		for rep := 1; rep <= a.Repeats; rep++ {
-			w.Progress.Node(nodes[0].Name, "all-reduce sweep %d of %d over %d nodes", rep, a.Repeats, len(nodes))
-			s := j.run(ctx, w, sweepTimeout(w.Inv))
+		for _, s := range res.Repeats {
 			if s.Error != "" {
 				failed++
-				w.Progress.Node(nodes[0].Name, "all-reduce sweep %d: %s", rep, s.Error)
 			}
-			res.Repeats = append(res.Repeats, s)
 			if len(s.Silent) > 0 {
 				// The set is broken: more sweeps over it would only hang.
 				res.Lost = lostNodes(s)
-				break
 			}
-			if ctx.Err() != nil {
-				break
+		}
+		if err == nil && ctx.Err() == nil {
+			lj := j
+			lj.bench, lj.log = latencyBench(a), "allreduce-latency"
+			res.Latency, err = retested(ctx, w, "", "inter-node all-reduce latency", func(ctx context.Context, run int) (LatencyRun, error) {
+				return measureLatency(ctx, w, lj, a.Repeats, nodes[0].Name)
+			}, func(r LatencyRun) string { return latencyFailed(r, w.Inv.Quote.InterLatencyUs, tol("NCCL-006")) })
+			if n := len(res.Latency); err != nil && n > 0 {
+				if reps := res.Latency[n-1].Repeats; len(reps) > 0 && len(reps[len(reps)-1].Silent) > 0 {
+					res.Lost = lostNodes(reps[len(reps)-1])
+				}
 			}
 		}
 		for _, c := range a.Collectives {
@@ -99,7 +121,7 @@ var AllReduce = orchestrator.Phase{
 				res.Lost = res.Pairs.Lost
 			}
 		}
-		if failed == len(res.Repeats) {
+		if len(res.Repeats) > 0 && failed == len(res.Repeats) {
 			return res, errors.New(res.Repeats[0].Error)
 		}
 		return res, nil
@@ -127,7 +149,7 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	if !w.Inv.Phases.AllReduce.Enabled || !ok {
 		return nil
 	}
-	ids := []string{"NCCL-001", "NCCL-002"}
+	ids := []string{"NCCL-001", "NCCL-002", "NCCL-006"}
 	if len(w.Inv.Phases.AllReduce.Collectives) > 0 {
 		ids = append(ids, "NCCL-005")
 	}
@@ -140,6 +162,10 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	correct, bw := record.NewVerdict("NCCL-001", ""), record.NewVerdict("NCCL-002", "")
 	correct.Status, correct.Measured = record.Pass, "0 wrong"
 	medians, problems, last := summarize(s.Repeats, &correct, "")
+	wrongEarlier(s.Earlier, &correct, "")
+	tol := w.Inv.Acceptance.ToleranceFor("NCCL-002")
+	bw.Retest = bandwidthRetest(append(slices.Clone(s.Earlier), s.Repeats), w.Inv.Quote.InterBusBWGBs, tol)
+	lat := interLatencyVerdict(w, s, r)
 	var silent []string
 	for _, sw := range s.Repeats {
 		silent = append(silent, sw.Silent...)
@@ -166,7 +192,7 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	if len(medians) == 0 || last == nil {
 		bw.Status, bw.Detail = record.Fail, join(firstNonEmpty(r.Error, strings.Join(problems, "; "), "no sweep completed"), found)
 		bw.Node = correct.Node
-		out = append(out, bw)
+		out = append(out, bw, lat)
 		if v := collectivesVerdict(s); v.ID != "" {
 			out = append(out, v)
 		}
@@ -176,15 +202,41 @@ func judgeAllReduce(w *orchestrator.Window) []record.Verdict {
 	bw.Measured = fmt.Sprintf("%.4g GB/s median of %d sweep(s) (%.4g..%.4g); wire rate %.4g GB/s per GPU", sp.Median, len(medians), sp.Min, sp.Max,
 		fabric.WireRate(sp.Median, last.Hosts, last.Ranks))
 	bw.Measure(sp.Median, record.UnitGBs)
-	againstQuote(&bw, sp.Median, w.Inv.Quote.InterBusBWGBs, w.Inv.Acceptance.ToleranceFor("NCCL-002"))
+	againstQuote(&bw, sp.Median, w.Inv.Quote.InterBusBWGBs, tol)
+	if bw.Retest.Failed() {
+		bw.Status = record.Fail
+	}
 	if alg := algorithmsOf(s.Repeats); alg != "" {
 		bw.Detail = join(bw.Detail, alg)
 	}
-	out = append(out, bw)
+	out = append(out, bw, lat)
 	if v := collectivesVerdict(s); v.ID != "" {
 		out = append(out, v)
 	}
 	return out
+}
+
+// interLatencyVerdict is NCCL-006: the last latency run against the
+// quote. A phase that ended before the latency ran (the set broke in the
+// bandwidth sweeps) failed it; a record without latency runs of a build
+// that measured none did not measure it.
+func interLatencyVerdict(w *orchestrator.Window, s Sweeps, r record.PhaseResult) record.Verdict {
+	q := w.Inv.Quote.InterLatencyUs
+	if len(s.Latency) > 0 {
+		return latencyVerdict("NCCL-006", "", s.Latency, q, w.Inv.Acceptance.ToleranceFor("NCCL-006"))
+	}
+	v := record.NewVerdict("NCCL-006", "")
+	switch {
+	case len(s.Lost) > 0 || r.Error != "":
+		v.Status, v.Detail = record.Fail, "not run: "+firstNonEmpty(r.Error, "nodes stopped answering in the bandwidth sweeps")
+		v.Node = strings.Join(slices.Sorted(maps.Keys(s.Lost)), ",")
+	case q > 0:
+		v.Status, v.Measured = record.Skip, "not measured"
+		v.Incomplete = "NOT MEASURED: no small-message sweep ran (quote.inter_latency_us is stated)"
+	default:
+		v.Status, v.Measured, v.Detail = record.Skip, "not measured", "no small-message sweep ran"
+	}
+	return v
 }
 
 // summarize reads a run's repeats: correct fails on any wrong result or

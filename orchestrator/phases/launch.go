@@ -185,6 +185,9 @@ type SweepFault struct {
 type SweepPoint struct {
 	Bytes int64   `json:"bytes"`
 	BusBW float64 `json:"busbw_gbs"`
+	// TimeUS is the out-of-place time of one collective at that size: the
+	// latency of a small message (allreduce_latency.go).
+	TimeUS float64 `json:"time_us,omitempty"`
 }
 
 // run launches the job and checks that it ran as planned: a binary built
@@ -296,7 +299,7 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		s.Algorithms = capLines(r.Algorithms, 20)
 	}
 	for _, row := range r.Rows {
-		s.Points = append(s.Points, SweepPoint{Bytes: row.Size, BusBW: row.OOP.BusBW})
+		s.Points = append(s.Points, SweepPoint{Bytes: row.Size, BusBW: row.OOP.BusBW, TimeUS: row.OOP.TimeUS})
 	}
 	ranks := hosts * j.ranksPerNode * j.bench.gpus
 	switch {

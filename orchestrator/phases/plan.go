@@ -13,9 +13,9 @@ import (
 // the phases whose verdicts hold the node to a quoted figure.
 func measures(inv *inventory.Inventory, id string) bool {
 	switch id {
-	case "NCCL-002":
+	case "NCCL-002", "NCCL-006":
 		return inv.Phases.AllReduce.Enabled
-	case "NCCL-003":
+	case "NCCL-003", "NCCL-007":
 		return intraEnabled(inv)
 	case "STAGE-002":
 		return inv.Phases.Staging.Enabled

@@ -42,6 +42,10 @@ type Staged struct {
 	// which the staging throughput reads; DiskNote says why there is none.
 	Disk     *DiskBaseline `json:"disk_baseline,omitempty"`
 	DiskNote string        `json:"disk_note,omitempty"`
+	// Earlier: the runs before this one, when its throughput failed the
+	// quote and was retested (acceptance.retest); STAGE-002 rests on this
+	// run, the last.
+	Earlier []Staged `json:"earlier_runs,omitempty"`
 }
 
 // StagedSource is one source on one node.
@@ -103,15 +107,17 @@ var Staging = orchestrator.Phase{
 	},
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		st := inv.Phases.Staging
+		// Each retest (acceptance.retest) stages everything again.
+		runs := time.Duration(1 + inv.Acceptance.RetestOr())
 		switch {
 		case st.Timeout > 0:
 			return st.Timeout
 		case st.Window > 0:
 			// Room to measure by how much a slow node misses the window,
 			// and for the disk baseline.
-			return 2*st.Window + 2*time.Minute
+			return runs * (2*st.Window + 2*time.Minute)
 		}
-		return time.Hour
+		return runs * time.Hour
 	},
 	PerNode: stageNode,
 	Judge:   judgeStaging,
@@ -123,7 +129,9 @@ func StagingDir(w *orchestrator.Window) string {
 	return strings.TrimRight(w.Inv.Phases.Staging.Dir, "/") + "/gpuaccept-" + w.RunID()
 }
 
-func stageNode(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+// stageOnce is one run of the staging: the directory made afresh, every
+// source staged, the disk's baseline.
+func stageOnce(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (*Staged, error) {
 	st := w.Inv.Phases.Staging
 	res := &Staged{Dir: StagingDir(w)}
 	out, err := runOn(ctx, w, n, stageCommand(w, n, "prepare", res.Dir))

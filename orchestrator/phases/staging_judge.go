@@ -67,7 +67,16 @@ func judgeStaging(w *orchestrator.Window) []record.Verdict {
 	for _, r := range runs {
 		out = append(out, checksumVerdict(r, agree, names), throughputVerdict(w, r))
 	}
-	out = append(out, aggregateVerdict(w, runs), windowVerdict(st.Window, runs))
+	// The aggregate and the setup window are of every node staging at
+	// once: the first runs. A node's retest runs alone, and its own
+	// throughput is all it speaks for.
+	first := slices.Clone(runs)
+	for i, r := range first {
+		if r.res != nil && len(r.res.Earlier) > 0 {
+			first[i].res = &r.res.Earlier[0]
+		}
+	}
+	out = append(out, aggregateVerdict(w, first), windowVerdict(st.Window, first))
 	return out
 }
 
@@ -215,8 +224,11 @@ func throughputVerdict(w *orchestrator.Window, r stageRun) record.Verdict {
 	}
 	ratio := res.GBs / q
 	v.Quoted, v.Ratio, v.Tolerance = fmt.Sprintf("%g GB/s", q), &ratio, &tol
+	v.Retest = retestOf(append(slices.Clone(res.Earlier), *res), record.UnitGBs, func(s Staged) (*float64, string) {
+		return &s.GBs, stagingFailed(&s, q, tol)
+	})
 	v.Status = record.Pass
-	if ratio < tol {
+	if ratio < tol || v.Retest.Failed() {
 		v.Status = record.Fail
 	}
 	v.Detail = strings.Join(detail, "; ")

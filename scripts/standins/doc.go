@@ -115,16 +115,17 @@
 //
 // Environment (the demo sets the first three on every node):
 //
-//	GPUACCEPT_STANDIN_FABRIC        FabricEnv: NAME=INTER/INTRA[/GPUS],...  e.g.
+//	GPUACCEPT_STANDIN_FABRIC        FabricEnv: NAME=INTER/INTRA[/GPUS[/INTER_US/INTRA_US]],...  e.g.
 //	                                gpu-01=370/450,gpu-02=370/450,gpu-03=185/450,gpu-04=370/450
 //	                                INTER: bus bandwidth (GB/s) a healthy all_reduce reaches across nodes with this
-//	                                host; INTRA: bus bandwidth inside the host (NVLink); GPUS: default 8
+//	                                host; INTRA: bus bandwidth inside the host (NVLink); GPUS: default 8;
+//	                                INTER_US, INTRA_US: latency floors (µs), default 30 and 5
 //	GPUACCEPT_STANDIN_NODE          FabricNodeEnv: the node's own name, the host of a *_perf run without mpirun
 //	GPUACCEPT_STANDIN_FABRIC_RUNS   FabricRunsEnv: a file counting runs (one line each: collective and rank layout)
 //	GPUACCEPT_STANDIN_SEED          FabricSeedEnv: the jitter's seed, a decimal integer, default 1
 //
-// The model. A run's ranks all on one host use that host's INTRA rate and a 5 µs latency; ranks on several hosts
-// use the lowest INTER rate among them and a 30 µs latency. One collective takes latency + bytes on the wire /
+// The model. A run's ranks all on one host use that host's INTRA rate and its INTRA_US latency (5 µs); ranks on
+// several hosts use the lowest INTER rate and the highest INTER_US latency among them (30 µs). One collective takes latency + bytes on the wire /
 // rate, the bytes on the wire being nccl-tests' algbw numerator times its busbw factor (2(n-1)/n for all_reduce,
 // (n-1)/n for all_gather, reduce_scatter and alltoall, 1 for sendrecv), so busbw = rate x efficiency, the
 // efficiency rising from latency-bound at small sizes to ~1 at large ones; algbw and busbw then follow nccl-tests'

@@ -27,11 +27,12 @@ import (
 const (
 	// FabricEnv describes the simulated fabric, one entry per host, comma-separated:
 	//
-	//	NAME=INTER/INTRA[/GPUS]      e.g. gpu-01=370/450,gpu-02=370/450,gpu-03=185/450,gpu-04=370/450
+	//	NAME=INTER/INTRA[/GPUS[/INTER_US/INTRA_US]]      e.g. gpu-01=370/450,gpu-02=370/450,gpu-03=185/450
 	//
 	// INTER is the bus bandwidth (GB/s) a healthy all_reduce reaches across nodes when this host takes part,
 	// INTRA the bus bandwidth (GB/s) of a collective inside this host (NVLink), GPUS the host's GPU count
-	// (default 8). Hosts are the names mpirun's -H uses.
+	// (default 8), INTER_US and INTRA_US the latency floor (µs) of one collective across nodes with this host
+	// and inside it (default 30 and 5): the small-message rows' time. Hosts are the names mpirun's -H uses.
 	FabricEnv = "GPUACCEPT_STANDIN_FABRIC"
 	// FabricNodeEnv names the host a *_perf stand-in run directly (without mpirun) runs on: the simulated
 	// node's own name, which `hostname` cannot give (the demo's nodes all share the real machine).
@@ -88,6 +89,10 @@ type FabricHost struct {
 	InterGBs float64 // bus bandwidth across nodes, GB/s
 	IntraGBs float64 // bus bandwidth inside the host, GB/s
 	GPUs     int
+	// InterUs and IntraUs are the latency floors, µs: of a collective
+	// across nodes this host takes part in, and of one inside it; 0 is the
+	// model's default (interLatency, intraLatency).
+	InterUs, IntraUs float64
 }
 
 // ParseFabric reads FabricEnv's format.
@@ -101,8 +106,8 @@ func ParseFabric(s string) ([]FabricHost, error) {
 		name, rates, ok := strings.Cut(entry, "=")
 		name = strings.TrimSpace(name)
 		f := strings.Split(rates, "/")
-		if !ok || name == "" || strings.ContainsAny(name, " \t:") || len(f) < 2 || len(f) > 3 {
-			return nil, fmt.Errorf("%q: want NAME=INTER/INTRA[/GPUS]", entry)
+		if !ok || name == "" || strings.ContainsAny(name, " \t:") || len(f) < 2 || len(f) == 4 || len(f) > 5 {
+			return nil, fmt.Errorf("%q: want NAME=INTER/INTRA[/GPUS[/INTER_US/INTRA_US]]", entry)
 		}
 		h := FabricHost{Name: name, GPUs: defaultFabricGPUs}
 		var err1, err2 error
@@ -111,12 +116,20 @@ func ParseFabric(s string) ([]FabricHost, error) {
 		if err1 != nil || err2 != nil || !(h.InterGBs > 0) || !(h.IntraGBs > 0) || math.IsInf(h.InterGBs, 0) || math.IsInf(h.IntraGBs, 0) {
 			return nil, fmt.Errorf("%q: bandwidths must be positive numbers of GB/s", entry)
 		}
-		if len(f) == 3 {
+		if len(f) >= 3 {
 			g, err := strconv.Atoi(strings.TrimSpace(f[2]))
 			if err != nil || g < 1 {
 				return nil, fmt.Errorf("%q: GPUS must be a positive integer", entry)
 			}
 			h.GPUs = g
+		}
+		if len(f) == 5 {
+			var err1, err2 error
+			h.InterUs, err1 = strconv.ParseFloat(strings.TrimSpace(f[3]), 64)
+			h.IntraUs, err2 = strconv.ParseFloat(strings.TrimSpace(f[4]), 64)
+			if err1 != nil || err2 != nil || !(h.InterUs > 0) || !(h.IntraUs > 0) || math.IsInf(h.InterUs, 0) || math.IsInf(h.IntraUs, 0) {
+				return nil, fmt.Errorf("%q: latencies must be positive numbers of µs", entry)
+			}
 		}
 		if slices.ContainsFunc(hosts, func(o FabricHost) bool { return o.Name == name }) {
 			return nil, fmt.Errorf("host %q given twice", name)
@@ -129,13 +142,28 @@ func ParseFabric(s string) ([]FabricHost, error) {
 	return hosts, nil
 }
 
-// FormatFabric writes hosts in FabricEnv's format (GPUS only when it is not the default 8).
+func orFloat(x, def float64) float64 {
+	if x > 0 {
+		return x
+	}
+	return def
+}
+
+// FormatFabric writes hosts in FabricEnv's format (GPUS only when it is not the default 8 or latencies follow,
+// the latencies only when one is not the default).
 func FormatFabric(hosts []FabricHost) string {
 	parts := make([]string, len(hosts))
 	for i, h := range hosts {
 		parts[i] = fmt.Sprintf("%s=%s/%s", h.Name, strconv.FormatFloat(h.InterGBs, 'g', -1, 64), strconv.FormatFloat(h.IntraGBs, 'g', -1, 64))
-		if h.GPUs != 0 && h.GPUs != defaultFabricGPUs {
-			parts[i] += fmt.Sprintf("/%d", h.GPUs)
+		gpus := h.GPUs
+		if gpus == 0 {
+			gpus = defaultFabricGPUs
+		}
+		if h.InterUs > 0 || h.IntraUs > 0 {
+			parts[i] += fmt.Sprintf("/%d/%s/%s", gpus, strconv.FormatFloat(orFloat(h.InterUs, interLatency*1e6), 'g', -1, 64),
+				strconv.FormatFloat(orFloat(h.IntraUs, intraLatency*1e6), 'g', -1, 64))
+		} else if gpus != defaultFabricGPUs {
+			parts[i] += fmt.Sprintf("/%d", gpus)
 		}
 	}
 	return strings.Join(parts, ",")
@@ -308,12 +336,15 @@ func linkOf(fabric []FabricHost, hosts []string) link {
 	distinct := slices.Compact(slices.Sorted(slices.Values(hosts)))
 	if len(distinct) == 1 {
 		h, _ := fabricHost(fabric, distinct[0])
-		return link{gbs: h.IntraGBs, latency: intraLatency}
+		return link{gbs: h.IntraGBs, latency: orFloat(h.IntraUs*1e-6, intraLatency)}
 	}
-	l := link{gbs: math.Inf(1), latency: interLatency}
+	// A collective waits for its slowest hop: the lowest bandwidth and the
+	// highest latency of the hosts taking part.
+	l := link{gbs: math.Inf(1)}
 	for _, name := range distinct {
 		h, _ := fabricHost(fabric, name)
 		l.gbs = min(l.gbs, h.InterGBs)
+		l.latency = max(l.latency, orFloat(h.InterUs*1e-6, interLatency))
 	}
 	return l
 }

@@ -65,19 +65,20 @@ func wantBusBW(t *testing.T, program string, gbs, latency float64, ranks int, si
 }
 
 func TestParseFabric(t *testing.T) {
-	hosts, err := ParseFabric(" gpu-01=370/450, gpu-02=185.5/900/4 ,")
-	want := []FabricHost{{"gpu-01", 370, 450, 8}, {"gpu-02", 185.5, 900, 4}}
+	hosts, err := ParseFabric(" gpu-01=370/450, gpu-02=185.5/900/4 , gpu-03=370/450/8/80/5.5")
+	want := []FabricHost{{Name: "gpu-01", InterGBs: 370, IntraGBs: 450, GPUs: 8}, {Name: "gpu-02", InterGBs: 185.5, IntraGBs: 900, GPUs: 4},
+		{Name: "gpu-03", InterGBs: 370, IntraGBs: 450, GPUs: 8, InterUs: 80, IntraUs: 5.5}}
 	if err != nil || !slices.Equal(hosts, want) {
 		t.Fatalf("ParseFabric: %v %v", hosts, err)
 	}
-	if s := FormatFabric(want); s != "gpu-01=370/450,gpu-02=185.5/900/4" {
+	if s := FormatFabric(want); s != "gpu-01=370/450,gpu-02=185.5/900/4,gpu-03=370/450/8/80/5.5" {
 		t.Errorf("FormatFabric: %q", s)
 	}
 	if back, err := ParseFabric(FormatFabric(want)); err != nil || !slices.Equal(back, want) {
 		t.Errorf("round trip: %v %v", back, err)
 	}
 	for _, bad := range []string{"", ",", "gpu-01", "gpu-01=370", "gpu-01=370/0", "gpu-01=-1/450", "gpu-01=x/450",
-		"gpu-01=370/450/0", "gpu-01=370/450/8/1", "=370/450", "gpu-01:8=370/450", "a=1/1,a=2/2", "a=NaN/1", "a=Inf/1"} {
+		"gpu-01=370/450/0", "gpu-01=370/450/8/1", "gpu-01=370/450/8/0/5", "gpu-01=370/450/8/30/x", "gpu-01=370/450/8/30/5/1", "=370/450", "gpu-01:8=370/450", "a=1/1,a=2/2", "a=NaN/1", "a=Inf/1"} {
 		if _, err := ParseFabric(bad); err == nil {
 			t.Errorf("ParseFabric(%q): no error", bad)
 		}

@@ -486,4 +486,29 @@ func TestStandin(t *testing.T) {
 	t.Run("devices per process", func(t *testing.T) { devicesPerProcess(t, dir) })
 	t.Run("devices: all types and ops validate", func(t *testing.T) { devicesAllTypesAndOps(t, dir) })
 	t.Run("NCCL debug lines", func(t *testing.T) { ncclDebugLines(t, dir) })
+	t.Run("small messages", func(t *testing.T) { smallMessages(t, dir) })
+}
+
+// smallMessages: the all-reduce phase's latency sweep (-b 8 -e 64K -f 2,
+// 100 iterations) prints every size from 8 B to 64 KiB in the genuine
+// format, each with a positive out-of-place time: a real MPI_Allreduce's,
+// so its latency is what the links (tc-shaped in the lab) give.
+func smallMessages(t *testing.T, dir string) {
+	out, err := mpirun(t, 2, filepath.Join(dir, "all_reduce_perf"), "-b", "8", "-e", "64K", "-f", "2", "-n", "100", "-w", "10", "-c", "1", "-g", "1")
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, out)
+	}
+	var sizes []int64
+	for b := int64(8); b <= 64<<10; b *= 2 {
+		sizes = append(sizes, b)
+	}
+	r, err := parse.NCCLTests(out)
+	if err != nil || !r.OK || len(r.Ranks) != 2 || len(r.Rows) != len(sizes) || r.Params["minBytes"] != "8" {
+		t.Fatalf("parse: ok=%v ranks=%d rows=%d params %v, %v\n%s", r.OK, len(r.Ranks), len(r.Rows), r.Params, err, out)
+	}
+	for i, row := range r.Rows {
+		if row.Size != sizes[i] || row.Count != sizes[i]/4 || row.OOP.TimeUS <= 0 || row.OOP.Wrong == nil || *row.OOP.Wrong != 0 {
+			t.Errorf("row %d: %+v, want %d B with a positive out-of-place time and 0 wrong", i, row, sizes[i])
+		}
+	}
 }
