@@ -265,7 +265,7 @@ func workFigure(inv *inventory.Inventory, id string, f infFigures) fig {
 			return g
 		}
 		g.value = num(*f.goodput * 100)
-		g.measured = "goodput " + record.Figure(*f.goodput*100, "%")
+		g.measured = "goodput " + record.Figure(*f.goodput*100, "") + "%"
 		if t.Goodput > 0 && *f.goodput < t.Goodput {
 			g.failed = fmt.Sprintf("goodput %s%% < %s%%", record.Figure(*f.goodput*100, ""), record.Figure(t.Goodput*100, ""))
 		}
@@ -520,7 +520,7 @@ func readyVerdict(inv *inventory.Inventory, v *record.Verdict, servers []workloa
 func headroomVerdict(inv *inventory.Inventory, v *record.Verdict, servers []workload.Server) {
 	target := inv.Acceptance.Workload.MemoryHeadroom
 	if target > 0 {
-		v.Quoted = fmt.Sprintf("≥ %s free at the peak", record.Figure(target*100, "%"))
+		v.Quoted = fmt.Sprintf("≥ %s%% free at the peak", record.Figure(target*100, ""))
 	}
 	var least *float64
 	for _, sv := range servers {
@@ -530,7 +530,7 @@ func headroomVerdict(inv *inventory.Inventory, v *record.Verdict, servers []work
 		free := 1 - *sv.GPUMemPeakMiB / *sv.GPUMemTotalMiB
 		if least == nil || free < *least {
 			least = &free
-			v.Measured = fmt.Sprintf("%s free: peak %s of %s MiB", record.Figure(free*100, "%"),
+			v.Measured = fmt.Sprintf("%s%% free: peak %s of %s MiB", record.Figure(free*100, ""),
 				record.Figure(*sv.GPUMemPeakMiB, ""), record.Figure(*sv.GPUMemTotalMiB, ""))
 			if len(servers) > 1 {
 				v.Measured += fmt.Sprintf(" (server %d)", sv.Index)
