@@ -161,7 +161,11 @@ func latencyFig(f infFigures, p int, names []string, targets []time.Duration) fi
 		l := f.lat[name]
 		t := targets[i]
 		if t > 0 {
-			quoted = append(quoted, fmt.Sprintf("%s ≤ %s ms", name, record.Figure(ms(t), "")))
+			q := "≤ " + record.Figure(ms(t), record.UnitMilliseconds)
+			if len(names) > 1 {
+				q = name + " " + q
+			}
+			quoted = append(quoted, q)
 		}
 		if !l.ok {
 			continue
@@ -561,11 +565,9 @@ func headroomVerdict(inv *inventory.Inventory, v *record.Verdict, servers []work
 // clusterLine is requirement id for the whole cluster: the worst node's
 // figure, that node named, and how many met the target.
 func clusterLine(id string, vs []record.Verdict) (record.Verdict, bool) {
-	var worst *record.Verdict
 	met, judged, failed := 0, 0, 0
 	for i := range vs {
-		v := &vs[i]
-		switch v.Status {
+		switch vs[i].Status {
 		case record.Pass:
 			met++
 			judged++
@@ -573,10 +575,21 @@ func clusterLine(id string, vs []record.Verdict) (record.Verdict, bool) {
 			failed++
 			judged++
 		}
-		if v.Value == nil {
-			continue
-		}
-		if worst == nil || worse(*v.Value, *worst.Value, v.Unit) {
+	}
+	// The worst is among the failures when there are any: first one that
+	// has no figure at all (a server that never got ready), else the
+	// worst figure.
+	var worst *record.Verdict
+	for i := range vs {
+		v := &vs[i]
+		switch {
+		case failed > 0 && v.Status != record.Fail:
+		case v.Value == nil && v.Status == record.Fail:
+			if worst == nil || worst.Value != nil {
+				worst = v
+			}
+		case v.Value == nil:
+		case worst == nil || worst.Value != nil && worse(*v.Value, *worst.Value, v.Unit):
 			worst = v
 		}
 	}
@@ -585,7 +598,9 @@ func clusterLine(id string, vs []record.Verdict) (record.Verdict, bool) {
 	}
 	c := record.NewVerdict(id, "")
 	c.Quoted, c.Measured = worst.Quoted, worst.Measured
-	c.Measure(*worst.Value, worst.Unit)
+	if worst.Value != nil {
+		c.Measure(*worst.Value, worst.Unit)
+	}
 	c.Detail = "worst node: " + worst.Node
 	switch {
 	case failed > 0:
