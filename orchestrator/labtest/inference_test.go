@@ -106,9 +106,9 @@ func serversLeft(t *testing.T, l *lab.Lab, run string) string {
 func TestInferenceWindowNamesTheOddServers(t *testing.T) {
 	l := needLab(t)
 	prepare(t, l, nil)
-	infServers(t, l, map[string]string{"h2": `{"prefill_tokens_per_s": 400}`, "h3": `{"error_rate": 0.05}`},
+	infServers(t, l, map[string]string{"h2": `{"prefill_tokens_per_s": 200}`, "h3": `{"error_rate": 0.05}`},
 		map[string]string{"h4": "--never-ready"})
-	inv := inferenceInventory(t, l, "    percentile: 99\n    ttft: 150ms\n    error_rate: 0.01\n    ready_within: 30s\n",
+	inv := inferenceInventory(t, l, "    percentile: 99\n    ttft: 300ms\n    error_rate: 0.01\n    ready_within: 30s\n",
 		"      levels: [concurrency:4]\n      duration: 4s\n      ready_timeout: 15s\n")
 	runs := t.TempDir()
 	res := gpuaccept(t, "run", inv, "--runs-dir", runs, "--only", "image,inference")
@@ -141,6 +141,9 @@ func TestInferenceWindowNamesTheOddServers(t *testing.T) {
 	}
 	if v := verdict(r, "WORK-001", "h4"); v.Status != record.Fail || !strings.Contains(v.Detail, "[standin]") {
 		t.Errorf("WORK-001 h4 (never ready, with its log): %+v", v)
+	}
+	if c := verdict(r, "WORK-001", ""); c.Status != record.Fail || !strings.HasPrefix(c.Detail, "worst node: h4;") {
+		t.Errorf("WORK-001 cluster: %+v", c)
 	}
 	if v := verdict(r, "WORK-001", "h1"); v.Status != record.Pass || v.Value == nil || *v.Value < 1 {
 		t.Errorf("WORK-001 h1 (ready after the stand-in's 1 s): %+v", v)

@@ -97,7 +97,7 @@ func nodeFigures(inv *inventory.Inventory, servers []workload.Server) infFigures
 	for _, sv := range servers {
 		x := levelOf(sv, l)
 		if x == nil {
-			why = append(why, fmt.Sprintf("server %d: %s", sv.Index, firstNonEmpty(firstLine(sv.Error), "no "+f.level+" measured")))
+			why = append(why, firstNonEmpty(firstLine(sv.Error), fmt.Sprintf("server %d: no %s measured", sv.Index, f.level)))
 			continue
 		}
 		f.servers++
