@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
@@ -428,5 +429,31 @@ func TestMemSamplerSumsItsGroup(t *testing.T) {
 	}
 	if u, _ := m.peak(""); u == nil || *u != 600 {
 		t.Errorf("all: %v (a sample with an unreadable row does not count)", u)
+	}
+}
+
+// TestInferenceDeadline: the built-in bound covers the start, the ready
+// timeout and every run a retest may add; phases.workload.timeout wins
+// over phases.deadline, which replaces the built-in bound.
+func TestInferenceDeadline(t *testing.T) {
+	inv := infInventory(t, 1, "", "")
+	// 2m + ready 10m + 2 runs × (2 levels × (0s + 1s + 60s + 10s) + 1m)
+	if got := orchestrator.PhaseDeadline(&Inference, inv); got != 18*time.Minute+44*time.Second {
+		t.Errorf("built-in bound %s", got)
+	}
+	inv.Phases.Deadline = 7 * time.Minute
+	if got := orchestrator.PhaseDeadline(&Inference, inv); got != 7*time.Minute {
+		t.Errorf("with phases.deadline 7m: %s", got)
+	}
+	inv.Phases.Workload.Timeout = 30 * time.Minute
+	if got := orchestrator.PhaseDeadline(&Inference, inv); got != 30*time.Minute {
+		t.Errorf("with phases.workload.timeout 30m: %s", got)
+	}
+	if b := orchestrator.Bound(inv, []orchestrator.Phase{Inference}); b.Total != 30*time.Minute || b.Phases != 1 {
+		t.Errorf("window bound %+v", b)
+	}
+	inv.Phases.Workload.Kind = "training"
+	if b := orchestrator.Bound(inv, []orchestrator.Phase{Inference}); b.Phases != 0 {
+		t.Errorf("a training workload runs no inference phase: %+v", b)
 	}
 }
