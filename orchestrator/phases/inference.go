@@ -10,6 +10,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/redact"
 	"gpuaccept/orchestrator/workload"
 	"gpuaccept/remote"
 )
@@ -240,7 +241,7 @@ func (s *infNode) start(ctx context.Context) int {
 		out, err := runOn(ctx, s.w, s.n, s.runCommand(i))
 		secs := time.Since(s.started[i]).Seconds()
 		if err != nil {
-			sv.Error = fmt.Sprintf("%s run: %s (%v)", s.rt, lastLine(string(out)), err)
+			sv.Error = clipText(redact.Shown(fmt.Sprintf("%s run: %s (%v)", s.rt, lastLine(string(out)), err)), 600)
 			sv.LogTail = s.logTail(ctx, i)
 			continue
 		}

@@ -457,3 +457,22 @@ func TestInferenceDeadline(t *testing.T) {
 		t.Errorf("a training workload runs no inference phase: %+v", b)
 	}
 }
+
+// TestInferenceContainerThatDoesNotStart: the runtime refuses the
+// container (a hostile message with control characters): WORK-001 fails
+// with the runtime's words escaped, and no generator runs.
+func TestInferenceContainerThatDoesNotStart(t *testing.T) {
+	inv := infInventory(t, 1, "", "")
+	f := fakeFleet(inv)
+	h := answerInference(t, f.Host("h1"), infServer{ttft: []float64{300}, gpus: 2})
+	f.Host("h1").Reply(`^podman rm -f \S+ >/dev/null 2>&1; podman run -d `,
+		fake.Reply{Stdout: "Error: crun: cannot find device nvidia.com/gpu=all\x1b]0;owned\x07\n", Exit: 125})
+	r, _ := runInference(t, inv, f)
+	v := verdictOf(t, r, "WORK-001", "h1")
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "podman run: Error: crun: cannot find device") || strings.ContainsAny(v.Detail, "\x1b\x07") {
+		t.Errorf("WORK-001 h1: %+v", v)
+	}
+	if len(h.ready)+len(h.load) != 0 {
+		t.Errorf("the generator ran against a server that never started: %v %v", h.ready, h.load)
+	}
+}
