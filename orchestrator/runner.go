@@ -44,6 +44,10 @@ type Options struct {
 	Build *record.Build
 	// Selection narrows the window to some nodes and phases.
 	Selection *Selection
+	// Executable is the gpuaccept binary the window uploads to the nodes
+	// (the load test's generator, `gpuaccept loadgen`); the running
+	// binary (os.Executable) when empty.
+	Executable string
 }
 
 // Start runs a new window over inv's nodes. The returned record is
@@ -203,7 +207,12 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 	if dial == nil {
 		dial = remote.DialNode
 	}
-	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk, dial: dial}
+	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk, dial: dial, Executable: o.Executable}
+	if w.Executable == "" {
+		// Not fatal here: only a phase that uploads it needs it, and
+		// that phase says why it cannot.
+		w.Executable, _ = os.Executable()
+	}
 	for i, n := range inv.Nodes {
 		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: NodeConfig(inv, n, hk)})
 	}

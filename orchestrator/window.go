@@ -24,6 +24,10 @@ type Window struct {
 	Nodes    []*Node
 	Progress *Progress
 	HostKeys *remote.HostKeys
+	// Executable is the gpuaccept binary phases upload to the nodes (the
+	// load generator): Options.Executable, else the running binary; ""
+	// when neither is known.
+	Executable string
 
 	mu     sync.Mutex
 	rec    *record.Run

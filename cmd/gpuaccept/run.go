@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -127,6 +128,9 @@ func (f *windowFlags) options(cmd *cobra.Command) orchestrator.Options {
 		Progress: orchestrator.NewProgress(stderr, isTerminal(stderr)),
 		Tool:     toolName(),
 		Build:    buildInfo(),
+		// The load test uploads this binary (`gpuaccept loadgen`) to the
+		// nodes; phases.workload.inference.loadgen overrides it.
+		Executable: executable(),
 		Lint: func(inv *inventory.Inventory) []inventory.Warning {
 			return append(inventory.LintQuote(inv), phases.Unmeasured(inv)...)
 		},
@@ -207,4 +211,18 @@ func contextOf(cmd *cobra.Command) context.Context {
 		return ctx
 	}
 	return context.Background()
+}
+
+// executable is the running gpuaccept, links resolved: what the nodes get
+// as the load generator. "" when the system cannot say (the phase that
+// needs it then says so).
+func executable() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }

@@ -40,7 +40,7 @@ var Teardown = orchestrator.Phase{
 		defer log.Close()
 		var out strings.Builder
 		cmd := "bash -c " + remote.Quote(scripts.Teardown) + " teardown " + remote.Quote(w.RunID()) + " \"" + dir + "\" " + remote.Quote(stateDir(n))
-		if f := w.Inv.Phases.Failure; f.Enabled && inventory.On(f.InImage) || w.Inv.Phases.Diag.Image != "" {
+		if f := w.Inv.Phases.Failure; f.Enabled && inventory.On(f.InImage) || w.Inv.Phases.Diag.Image != "" || w.Inv.Phases.Workload.Enabled {
 			cmd = "GPUACCEPT_TEARDOWN_CONTAINERS=1 " + cmd
 		}
 		for _, d := range WindowDirs(w) {

@@ -38,5 +38,6 @@ done
 for rt in docker podman; do
   command -v "$rt" >/dev/null 2>&1 || continue
   for c in $("$rt" ps -aq --filter "label=gpuaccept.run=$run" 2>/dev/null); do echo "container $c ($rt)"; done
+  for c in $("$rt" ps -aq --filter "label=gpuaccept.window=$run" 2>/dev/null); do echo "container $c ($rt)"; done
 done
 echo "checked"

@@ -40,6 +40,19 @@ for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
     "$rt" kill "$c" >/dev/null 2>&1 && echo "ended container $c ($rt)" && found=$((found + 1))
   done
 done
+# The load test's containers (its servers, its jobs), stopped or not: a
+# stopped one still holds its name and its writable layer. The label names
+# this window only.
+for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
+  command -v "$rt" >/dev/null 2>&1 || continue
+  for c in $("$rt" ps -aq --filter "label=gpuaccept.window=$run" 2>/dev/null); do
+    if "$rt" rm -f "$c" >/dev/null 2>&1; then
+      echo "removed container $c ($rt)"
+    else
+      echo "could not remove container $c ($rt)"
+    fi
+  done
+done
 # Images the window loaded or pulled: the image phase lists them, before it
 # loads, in the window's private directory on this node's own disk; an
 # image the node had before the window is not listed. rmi -f also removes

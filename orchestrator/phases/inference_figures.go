@@ -1,0 +1,325 @@
+package phases
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/workload"
+)
+
+// The load test's figures on one node, read from what its servers
+// measured at the judged level, each held to its target: the rule both
+// the verdicts and the phase's retests apply.
+
+// judgedLevel is the level the targets hold at: acceptance.workload.at,
+// else the sweep's highest (the largest of one kind; with both kinds in
+// the sweep, the last one listed).
+func judgedLevel(inv *inventory.Inventory) inventory.Level {
+	if at, err := inventory.ParseLevel(inv.Acceptance.Workload.At); err == nil {
+		return at
+	}
+	var levels []inventory.Level
+	conc, rate := false, false
+	for _, s := range inv.Phases.Workload.Inference.Levels {
+		if l, err := inventory.ParseLevel(s); err == nil {
+			levels = append(levels, l)
+			conc, rate = conc || l.Concurrency > 0, rate || l.Rate > 0
+		}
+	}
+	if len(levels) == 0 {
+		return inventory.Level{}
+	}
+	best := levels[len(levels)-1]
+	if conc != rate {
+		for _, l := range levels {
+			if l.Concurrency > best.Concurrency || l.Rate > best.Rate {
+				best = l
+			}
+		}
+	}
+	return best
+}
+
+// levelOf is server sv's measurement at level l; nil when it has none.
+func levelOf(sv workload.Server, l inventory.Level) *workload.Level {
+	for i := range sv.Levels {
+		x := &sv.Levels[i]
+		if p, err := inventory.ParseLevel(x.Name); err == nil && p == l {
+			return x
+		}
+		if x.Concurrency > 0 && x.Concurrency == l.Concurrency || x.Rate > 0 && x.Rate == l.Rate {
+			return x
+		}
+	}
+	return nil
+}
+
+// infFigures is one node's load at the judged level: latencies at the
+// target's percentile (the worst of its servers', each with the server
+// it is from), throughput summed over its servers, requests and
+// failures counted over them.
+type infFigures struct {
+	level   string
+	servers int // servers that measured the level
+	// why the node has no figures ("" when it has).
+	missing string
+	lat     map[string]latency // "TTFT", "TPOT", "ITL", "E2EL"
+	outTok  float64
+	reqs    float64
+	sent    int
+	failed  int
+	errors  map[string]int
+	goodput *float64
+}
+
+type latency struct {
+	ms     float64
+	ok     bool
+	server int
+}
+
+// nodeFigures reads servers at the judged level of inv.
+func nodeFigures(inv *inventory.Inventory, servers []workload.Server) infFigures {
+	l := judgedLevel(inv)
+	p := inv.Acceptance.Workload.Percentile
+	if p == 0 {
+		p = inventory.DefaultPercentile
+	}
+	f := infFigures{level: l.String(), lat: map[string]latency{}, errors: map[string]int{}}
+	var good, weight float64
+	var why []string
+	for _, sv := range servers {
+		x := levelOf(sv, l)
+		if x == nil {
+			why = append(why, firstNonEmpty(firstLine(sv.Error), fmt.Sprintf("server %d: no %s measured", sv.Index, f.level)))
+			continue
+		}
+		f.servers++
+		for name, d := range map[string]workload.Dist{"TTFT": x.TTFT, "TPOT": x.TPOT, "ITL": x.ITL, "E2EL": x.E2EL} {
+			if v, ok := d.Percentile(p); ok && (!f.lat[name].ok || v > f.lat[name].ms) {
+				f.lat[name] = latency{ms: v, ok: true, server: sv.Index}
+			}
+		}
+		f.outTok += x.OutputTokensPerSec
+		f.reqs += x.RequestsPerSec
+		f.sent += x.Requests
+		f.failed += x.Failed + x.TimedOut
+		for k, c := range x.Errors {
+			f.errors[k] += c
+		}
+		if x.Goodput != nil && x.Requests > 0 {
+			good += *x.Goodput * float64(x.Requests)
+			weight += float64(x.Requests)
+		}
+	}
+	if weight > 0 {
+		g := good / weight
+		f.goodput = &g
+	}
+	if f.servers == 0 {
+		f.missing = firstNonEmpty(strings.Join(why, "; "), "no server measured")
+	}
+	return f
+}
+
+// fig is one requirement's figure on a node and its target.
+type fig struct {
+	value    *float64
+	unit     string
+	measured string
+	detail   string
+	quoted   string // "" when no target is set
+	failed   string // why it misses the target; "" when it meets it
+	missing  string // why there is no figure
+	// incomplete: the figure's target is set and nothing could measure it
+	// (a missing tool, a target that needs another): INCOMPLETE.
+	incomplete bool
+}
+
+func num(x float64) *float64 { return &x }
+
+// ms is a duration target in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// latencyFig holds latency figures to their targets (one or two, as
+// WORK-003 holds TPOT and ITL): the value is the one furthest over its
+// target, else the first set, else the first measured.
+func latencyFig(f infFigures, p int, names []string, targets []time.Duration) fig {
+	g := fig{unit: record.UnitMilliseconds}
+	if f.missing != "" {
+		g.missing = f.missing
+	}
+	var quoted, measured []string
+	worst := -1.0
+	for i, name := range names {
+		l := f.lat[name]
+		t := targets[i]
+		if t > 0 {
+			q := "≤ " + record.Figure(ms(t), record.UnitMilliseconds)
+			if len(names) > 1 {
+				q = name + " " + q
+			}
+			quoted = append(quoted, q)
+		}
+		if !l.ok {
+			continue
+		}
+		m := fmt.Sprintf("p%d %s %s", p, name, record.Figure(l.ms, record.UnitMilliseconds))
+		if f.servers > 1 {
+			m += fmt.Sprintf(" (server %d)", l.server)
+		}
+		measured = append(measured, m)
+		over := 0.0
+		if t > 0 {
+			over = l.ms / ms(t)
+			if l.ms > ms(t) {
+				g.failed = join(g.failed, fmt.Sprintf("p%d %s %s > %s ms", p, name, record.Figure(l.ms, "ms"), record.Figure(ms(t), "")))
+			}
+		}
+		if g.value == nil || over > worst {
+			g.value, worst = num(l.ms), over
+		}
+	}
+	if len(quoted) > 0 {
+		g.quoted = strings.Join(quoted, ", ") + fmt.Sprintf(" at p%d, %s", p, f.level)
+	}
+	g.measured = strings.Join(measured, ", ")
+	if g.value == nil && g.missing == "" {
+		g.missing = "no request completed at " + f.level
+	}
+	return g
+}
+
+// workFigure is requirement id's figure of f against inv's targets.
+func workFigure(inv *inventory.Inventory, id string, f infFigures) fig {
+	t := inv.Acceptance.Workload
+	p := t.Percentile
+	if p == 0 {
+		p = inventory.DefaultPercentile
+	}
+	switch id {
+	case "WORK-002":
+		return latencyFig(f, p, []string{"TTFT"}, []time.Duration{t.TTFT})
+	case "WORK-003":
+		return latencyFig(f, p, []string{"TPOT", "ITL"}, []time.Duration{t.TPOT, t.ITL})
+	case "WORK-004":
+		return latencyFig(f, p, []string{"E2EL"}, []time.Duration{t.E2EL})
+	}
+	g := fig{missing: f.missing}
+	switch id {
+	case "WORK-005":
+		g.unit = record.UnitTokensPerSec
+		var quoted []string
+		if t.OutputTokensPerSec > 0 {
+			quoted = append(quoted, "≥ "+record.Figure(t.OutputTokensPerSec, "tokens/s"))
+		}
+		if t.RequestsPerSec > 0 {
+			quoted = append(quoted, "≥ "+record.Figure(t.RequestsPerSec, "requests/s"))
+		}
+		if len(quoted) > 0 {
+			g.quoted = strings.Join(quoted, " and ") + " per node at " + f.level
+		}
+		if f.missing != "" {
+			return g
+		}
+		g.value = num(f.outTok)
+		g.measured = fmt.Sprintf("%s, %s", record.Figure(f.outTok, "output tokens/s"), record.Figure(f.reqs, "requests/s"))
+		if t.OutputTokensPerSec > 0 && f.outTok < t.OutputTokensPerSec {
+			g.failed = join(g.failed, fmt.Sprintf("%s < %s", record.Figure(f.outTok, "tokens/s"), record.Figure(t.OutputTokensPerSec, "")))
+		}
+		if t.RequestsPerSec > 0 && f.reqs < t.RequestsPerSec {
+			g.failed = join(g.failed, fmt.Sprintf("%s < %s", record.Figure(f.reqs, "requests/s"), record.Figure(t.RequestsPerSec, "")))
+		}
+	case "WORK-006":
+		g.unit = record.UnitPercentFailed
+		if t.ErrorRate != nil {
+			g.quoted = fmt.Sprintf("≤ %s%% of requests at %s", record.Figure(*t.ErrorRate*100, ""), f.level)
+		}
+		if f.missing != "" {
+			return g
+		}
+		if f.sent == 0 {
+			g.missing = "no request was sent at " + f.level
+			return g
+		}
+		rate := float64(f.failed) / float64(f.sent)
+		g.value = num(rate * 100)
+		g.measured = fmt.Sprintf("%s%% failed (%d of %d)", record.Figure(rate*100, ""), f.failed, f.sent)
+		g.detail = errorKinds(f.errors)
+		if t.ErrorRate != nil && rate > *t.ErrorRate {
+			g.failed = fmt.Sprintf("%s%% failed > %s%%", record.Figure(rate*100, ""), record.Figure(*t.ErrorRate*100, ""))
+		}
+	case "WORK-007":
+		g.unit = record.UnitPercentGood
+		if t.Goodput > 0 {
+			g.quoted = fmt.Sprintf("≥ %s%% of requests within every latency target at %s", record.Figure(t.Goodput*100, ""), f.level)
+		}
+		if f.missing != "" {
+			return g
+		}
+		if f.goodput == nil {
+			g.missing = "goodput counts requests against the latency targets, and acceptance.workload sets none (ttft, tpot, itl, e2el)"
+			g.incomplete = true
+			return g
+		}
+		g.value = num(*f.goodput * 100)
+		g.measured = "goodput " + record.Figure(*f.goodput*100, "") + "%"
+		if t.Goodput > 0 && *f.goodput < t.Goodput {
+			g.failed = fmt.Sprintf("goodput %s%% < %s%%", record.Figure(*f.goodput*100, ""), record.Figure(t.Goodput*100, ""))
+		}
+	}
+	return g
+}
+
+// errorKinds lists the failures by kind, the most frequent first.
+func errorKinds(errs map[string]int) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	kinds := make([]string, 0, len(errs))
+	for k := range errs {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(a, b int) bool {
+		if errs[kinds[a]] != errs[kinds[b]] {
+			return errs[kinds[a]] > errs[kinds[b]]
+		}
+		return kinds[a] < kinds[b]
+	})
+	var parts []string
+	for i, k := range kinds {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("%d more kinds", len(kinds)-5))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, errs[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// retestedIDs are the figures a failure of which earns a retest (the
+// start and the memory are not measured again).
+var retestedIDs = []string{"WORK-002", "WORK-003", "WORK-004", "WORK-005", "WORK-006", "WORK-007"}
+
+// infFails says why one run on a node misses a target ("" when it meets
+// every one): the rule the verdicts apply, so a retest runs exactly when
+// a verdict would fail.
+func infFails(inv *inventory.Inventory, servers []workload.Server) string {
+	f := nodeFigures(inv, servers)
+	var why []string
+	for _, id := range retestedIDs {
+		g := workFigure(inv, id, f)
+		switch {
+		case g.quoted == "":
+		case g.failed != "":
+			why = append(why, g.failed)
+		case g.missing != "" && !g.incomplete:
+			return g.missing
+		}
+	}
+	return strings.Join(why, "; ")
+}
