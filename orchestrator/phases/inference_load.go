@@ -72,7 +72,16 @@ func (s *infNode) lg(args ...string) string {
 		remote.Quote(s.loadgen), s.sum, s.sum, strings.Join(args, " "))
 }
 
-func (s *infNode) url(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", s.servers[i].Port) }
+// url is server i's address as a shell word: the node's loopback, or
+// $GPUACCEPT_LOOPBACK where the node sets it (simulated nodes that share
+// one machine each listen on an address of their own in 127/8).
+func (s *infNode) url(i int) string {
+	return fmt.Sprintf(`http://"${%s:-127.0.0.1}":%d`, loopbackEnv, s.servers[i].Port)
+}
+
+// loopbackEnv is standins.LoopbackEnv, which the demo sets on each node
+// (a test holds the two equal; the phases do not import the stand-ins).
+const loopbackEnv = "GPUACCEPT_LOOPBACK"
 
 // ready waits for server i: its health endpoint, then one completion.
 // The times count from the container's start (the generator's own count

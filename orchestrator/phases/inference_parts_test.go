@@ -7,6 +7,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/scripts/standins"
 )
 
 func TestJudgedLevel(t *testing.T) {
@@ -67,5 +68,11 @@ func TestInferenceDeadline(t *testing.T) {
 	inv.Phases.Workload.Kind = "training"
 	if b := orchestrator.Bound(inv, []orchestrator.Phase{Inference}); b.Phases != 0 {
 		t.Errorf("a training workload runs no inference phase: %+v", b)
+	}
+}
+
+func TestLoopbackEnvIsTheDemos(t *testing.T) {
+	if loopbackEnv != standins.LoopbackEnv {
+		t.Fatalf("the phase reads $%s, the demo sets $%s", loopbackEnv, standins.LoopbackEnv)
 	}
 }

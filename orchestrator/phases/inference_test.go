@@ -237,7 +237,7 @@ func TestInferenceNamesTheSlowNode(t *testing.T) {
 	}
 	load := h1.load[0]
 	for _, want := range []string{"--levels concurrency:1,concurrency:4", "--duration 1s", "--warmup 0s", "--input-tokens 512", "--output-tokens 128",
-		"--goodput ttft=800ms", "--url http://127.0.0.1:8000", "--metrics-path /metrics"} {
+		"--goodput ttft=800ms", `--url http://"${GPUACCEPT_LOOPBACK:-127.0.0.1}":8000`, "--metrics-path /metrics"} {
 		if !strings.Contains(load, want) {
 			t.Errorf("the generator ran with\n%s\nwant %s", load, want)
 		}
