@@ -170,6 +170,10 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		return err
 	}
 
+	if err := mdWorkload(&b, run); err != nil {
+		return err
+	}
+
 	b.WriteString("\n## Nodes\n\n")
 	if err := mdTable(&b, nodeHeader(), escapeAll(nodeRows(run)), "No nodes."); err != nil {
 		return err
@@ -350,6 +354,7 @@ func groupedVerdicts(run *record.Run) []verdictGroup {
 	}
 	last := ""
 	for _, v := range verdicts(run) {
+		v.Detail = verdictDetail(v)
 		if v.ID != last {
 			flush()
 			last = v.ID

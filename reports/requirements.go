@@ -234,12 +234,14 @@ func briefly(v record.Verdict) string {
 // reason is why a verdict failed or warned, for the lines under the
 // table: its figure and the rule it missed.
 func reason(v record.Verdict) string {
+	// The retest history comes last: first the figure and what it missed.
+	note := v.Retest.Note()
 	if v.Value != nil && v.Ratio != nil && v.Tolerance != nil {
 		s := record.Figure(*v.Value, v.Unit)
 		if rule := v.Rule(); rule != "" {
 			s += ", needs " + rule
 		}
-		return joinNonEmpty(": ", s, v.Detail)
+		return joinNonEmpty("; ", joinNonEmpty(": ", s, v.Detail), note)
 	}
 	s := joinNonEmpty(": ", v.Measured, v.Detail, v.Incomplete)
 	if rule := v.Rule(); rule != "" && v.Status == record.Fail {
@@ -249,7 +251,7 @@ func reason(v record.Verdict) string {
 			s = joinNonEmpty(", ", s, "needs "+rule)
 		}
 	}
-	return firstOf(s, strings.ToLower(string(v.Status)))
+	return firstOf(joinNonEmpty("; ", s, note), strings.ToLower(string(v.Status)))
 }
 
 // reasonGroup is one line under the summary's table: the nodes that
