@@ -107,7 +107,7 @@ func cardRank(s string) int {
 // cardFigure says what decided a row: the worst requirement's reason when
 // it did not pass; when every one passed, the first figure held to the
 // quote with its margin, else how many passed.
-func cardFigure(worst requirement, reqs []requirement) string {
+func cardFigure(worst requirement, reqs []requirement) (figure string) {
 	who := func(r requirement) string {
 		if r.Cluster {
 			return ""
@@ -117,6 +117,12 @@ func cardFigure(worst requirement, reqs []requirement) string {
 	if worst.Status != string(record.Pass) {
 		if worst.Status == string(record.Skip) {
 			return worst.ID + " " + briefly(worst.Worst)
+		}
+		if h := worst.Worst.Retest; h != nil {
+			// The card says the runs in a word; the reasons below it say
+			// each run's figure.
+			worst.Worst.Retest = nil
+			defer func() { figure += fmt.Sprintf("; measured %d times", len(h.Runs)) }()
 		}
 		if worst.Cluster {
 			return fmt.Sprintf("%s %s", worst.ID, reason(worst.Worst))

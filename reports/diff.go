@@ -760,7 +760,7 @@ func anyNode(nodes string, set map[string]bool) bool {
 // direction; worse by more than threshold is a regression. From a
 // baseline of 0 any worsening is one (there is no relative change).
 func compareMetric(v record.Verdict, base, cand, threshold float64) Metric {
-	m := Metric{ID: v.ID, Title: record.TitleOf(v.ID, v.Title), Node: v.Node, Unit: v.Unit, LowerIsBetter: record.LowerIsBetter(v.Unit),
+	m := Metric{ID: v.ID, Title: record.TitleOf(v.ID, v.Title), Node: v.Node, Unit: v.Unit, LowerIsBetter: lowerIsBetter(v.ID, v.Unit),
 		Baseline: base, Candidate: cand, Threshold: threshold}
 	if base != 0 {
 		pct := (cand - base) / math.Abs(base) * 100

@@ -65,7 +65,8 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		}
 		page.Nodes = append(page.Nodes, row)
 	}
-	for _, mk := range []func(*record.Run) (*chart, error){busbwChart, intraChart, ioChart, failureChart} {
+	for _, mk := range []func(*record.Run) (*chart, error){busbwChart, intraChart, ioChart, failureChart,
+		ttftCDFChart, tokensChart, stepChart} {
 		c, err := mk(run)
 		if err != nil {
 			return fmt.Errorf("html: %w", err)
@@ -75,6 +76,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		}
 	}
 	page.Cost = newHTMLCost(run.Ledger)
+	page.Workload = newHTMLWorkload(run)
 	var fd struct {
 		Timeline string `json:"timeline"`
 	}
@@ -104,6 +106,7 @@ type htmlPage struct {
 	Evidence                []EvidenceFile
 	Raw                     rawSummary
 	Cost                    *htmlCost
+	Workload                *htmlWorkload
 }
 
 // htmlCost is the ledger's tables, as report.md has them.
@@ -186,13 +189,13 @@ type htmlChart struct {
 	SVG template.HTML
 }
 
-var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+var htmlTemplate = template.Must(template.Must(template.New("report").Funcs(template.FuncMap{
 	"stamp":  stamp,
 	"class":  statusClass,
 	"anchor": reqAnchor,
 	"first":  firstReasons,
 	"more":   moreReasons,
-}).Parse(`<!DOCTYPE html>
+}).Parse(htmlWorkloadTemplate)).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -307,6 +310,7 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 {{end}}</table>
 <ul class="footnotes">{{range .Rows}}{{$n := .Node}}{{range .Cells}}{{range .Reasons}}<li>{{$n}}: {{.}}</li>{{end}}{{end}}{{end}}</ul>
 {{end}}{{end}}{{end}}
+{{template "workload" .}}
 </section>
 
 {{if .Charts}}<section id="charts"><h2>Charts</h2>

@@ -56,12 +56,19 @@ func worseVerdict(a, b record.Verdict) bool {
 		return *a.Ratio < *b.Ratio
 	}
 	if a.Value != nil && b.Value != nil {
-		if record.LowerIsBetter(a.Unit) {
+		if lowerIsBetter(a.ID, a.Unit) {
 			return *a.Value > *b.Value
 		}
 		return *a.Value < *b.Value
 	}
 	return false
+}
+
+// lowerIsBetter is record.LowerIsBetter for a requirement's figure. The
+// straggler's score (WORK-009: a node's median step over the nodes') is a
+// unitless ratio like NCCL-004's, but a step time: the higher, the slower.
+func lowerIsBetter(id, unit string) bool {
+	return record.LowerIsBetter(unit) || id == "WORK-009" && unit == record.UnitScore
 }
 
 // requirements are the run's verdicts by requirement, in catalog order
@@ -339,7 +346,7 @@ func reasons(run *record.Run, s record.Status) []reasonGroup {
 		if f := ranges[k]; f != nil && len(g.Nodes) > 1 {
 			lo, hi := record.Figure(*f.lo.Value, f.lo.Unit), record.Figure(*f.hi.Value, f.hi.Unit)
 			g.Text = fmt.Sprintf("%s..%s (worst %s), needs %s", lo, hi, f.lo.Node, f.rule)
-			if record.LowerIsBetter(f.lo.Unit) {
+			if lowerIsBetter(f.lo.ID, f.lo.Unit) {
 				g.Text = fmt.Sprintf("%s..%s (worst %s), needs %s", hi, lo, f.lo.Node, f.rule)
 			}
 		}

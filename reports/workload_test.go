@@ -1,0 +1,115 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"gpuaccept/orchestrator/record"
+)
+
+var workloadCases = []struct {
+	name string
+	run  func() *record.Run
+}{
+	{"inference", inferenceRun},
+	{"training", trainingRun},
+}
+
+// The load test's windows at 4 nodes: run.json as the phases record it
+// (kept in testdata for other tools to read), the summary and report.md
+// held to goldens, the summary within 100 columns.
+func TestWorkloadGolden(t *testing.T) {
+	for _, c := range workloadCases {
+		t.Run(c.name, func(t *testing.T) {
+			run := c.run()
+			js, err := json.MarshalIndent(run, "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".run.json", append(js, '\n'))
+			s := summaryOf(t, run, SummaryOptions{})
+			golden(t, c.name+".summary.txt", []byte(s))
+			fits(t, c.name, s, DefaultWidth)
+			var md bytes.Buffer
+			if err := Markdown(&md, run); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".report.md", md.Bytes())
+		})
+	}
+}
+
+// The card's load-test row says the figure that decided it: the node
+// whose tail failed its target, or the straggler; never PASS over the
+// figures measured without a target.
+func TestCardLoadRow(t *testing.T) {
+	row := cardRowOf(t, inferenceRun(), record.CardLoad)
+	if row.Status != string(record.Fail) || !strings.Contains(row.Figure, "WORK-002 gpu-03: p95 TTFT") ||
+		!strings.Contains(row.Figure, "needs ≤ 800 ms at p95, concurrency:32") {
+		t.Errorf("inference: %s %q", row.Status, row.Figure)
+	}
+	row = cardRowOf(t, trainingRun(), record.CardLoad)
+	if row.Status != string(record.Fail) || !strings.Contains(row.Figure, "WORK-009 gpu-04") {
+		t.Errorf("training: %s %q", row.Status, row.Figure)
+	}
+	// Every target met, but no throughput target: not a PASS.
+	run := trainingRun()
+	for i, v := range run.Verdicts {
+		if v.ID == "WORK-009" && v.Status == record.Fail {
+			run.Verdicts[i].Status = record.Pass
+		}
+	}
+	row = cardRowOf(t, run, record.CardLoad)
+	if row.Status != cardPartly || !strings.Contains(row.Figure, "not judged: WORK-008") {
+		t.Errorf("training without a throughput target: %s %q", row.Status, row.Figure)
+	}
+	// And with every target met and set: the worst tail against its target.
+	run = inferenceRun()
+	run.Verdicts = slicesFilter(run.Verdicts, func(v record.Verdict) bool { return v.Status != record.Skip })
+	for i := range run.Verdicts {
+		run.Verdicts[i].Status = record.Pass
+	}
+	row = cardRowOf(t, run, record.CardLoad)
+	if row.Status != string(record.Pass) || !strings.HasPrefix(row.Figure, "WORK-002 worst gpu-03: p95 TTFT") {
+		t.Errorf("all passed: %s %q", row.Status, row.Figure)
+	}
+}
+
+func slicesFilter[T any](xs []T, keep func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// report.html of each kind: its tables, the request logs linked, the
+// charts of the load test, escaped node text.
+func TestWorkloadHTML(t *testing.T) {
+	for _, c := range []struct {
+		run  *record.Run
+		want []string
+	}{
+		{inferenceRun(), []string{`<table id="inference">`, `<table id="sweep">`, `<table id="latency">`, `id="chart-ttft-cdf"`,
+			`id="chart-tokens"`, `<a href="raw/gpu-03/workload-requests-0.jsonl.gz">`, "target ≤ 800 ms at p95, concurrency:32",
+			"run 1 failed (901 ms), run 2 failed (858 ms): failed on every retest"}},
+		{trainingRun(), []string{`<table id="training">`, `id="chart-steps"`, "gpu-04 (straggler)", "1.35: straggler (&gt; 1.1)"}},
+	} {
+		var b bytes.Buffer
+		if err := HTML(&b, c.run, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: the page has no %q", c.run.ID, w)
+			}
+		}
+		if strings.Contains(b.String(), "<script") {
+			t.Errorf("%s: a script in the page", c.run.ID)
+		}
+	}
+}
