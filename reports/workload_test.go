@@ -97,7 +97,7 @@ func TestWorkloadHTML(t *testing.T) {
 		{inferenceRun(), []string{`<table id="inference">`, `<table id="sweep">`, `<table id="latency">`, `id="chart-ttft-cdf"`,
 			`id="chart-tokens"`, `<a href="raw/gpu-03/workload-requests-0.jsonl.gz">`, "target ≤ 800 ms at p95, concurrency:32",
 			"run 1 failed (901 ms), run 2 failed (858 ms): failed on every retest"}},
-		{trainingRun(), []string{`<table id="training">`, `id="chart-steps"`, "gpu-04 (straggler)", "1.35: straggler (&gt; 1.1)"}},
+		{trainingRun(), []string{`<table id="training">`, `id="chart-steps"`, "gpu-04 (straggler)", "1.36: straggler (&gt; 1.1)"}},
 	} {
 		var b bytes.Buffer
 		if err := HTML(&b, c.run, nil); err != nil {
@@ -111,5 +111,50 @@ func TestWorkloadHTML(t *testing.T) {
 		if strings.Contains(b.String(), "<script") {
 			t.Errorf("%s: a script in the page", c.run.ID)
 		}
+	}
+}
+
+// At 1,000 nodes the load test reads in a screen: the summary within 100
+// columns and 50 lines, report.md's tables the worst nodes and a line on
+// the spread, report.html bounded with every chart.
+func TestWorkloadAtAThousandNodes(t *testing.T) {
+	for _, kind := range []string{"inference", "training"} {
+		t.Run(kind, func(t *testing.T) {
+			run := fleet{n: 1000, interQuoted: 370, workload: kind, workSlow: []int{16, 711}}.run()
+			s := summaryOf(t, run, SummaryOptions{})
+			golden(t, "summary-1000-"+kind+".txt", []byte(s))
+			fits(t, kind, s, DefaultWidth)
+			if n := strings.Count(s, "\n"); n >= 50 {
+				t.Errorf("%d lines:\n%s", n, s)
+			}
+			var md, page bytes.Buffer
+			if err := Markdown(&md, run); err != nil {
+				t.Fatal(err)
+			}
+			if err := HTML(&page, run, nil); err != nil {
+				t.Fatal(err)
+			}
+			section := md.String()[strings.Index(md.String(), "## Load test"):]
+			section = section[:strings.Index(section, "\n## Nodes")]
+			if rows := strings.Count(section, "\n| gpu-"); rows > workloadWorst {
+				t.Errorf("%d node rows in the load test's tables:\n%s", rows, section)
+			}
+			want := map[string][]string{
+				"inference": {"The 10 servers with the worst judged TTFT of 1000", "p95 TTFT at the judged level, servers over 1000: median",
+					"(gpu-0017)", `id="chart-ttft-cdf"`, "The 12 servers with the worst judged TTFT of 1000", `id="chart-tokens"`,
+					"Over 1000 servers: the median and the lowest"},
+				"training": {"The 10 nodes with the slowest median step of 1000", "Median step, nodes over 1000: median", "Straggler: gpu-0712",
+					`id="chart-steps"`, "the 32 slowest of 1000 nodes"},
+			}[kind]
+			for _, w := range want {
+				if !strings.Contains(section, w) && !strings.Contains(page.String(), w) {
+					t.Errorf("neither report.md nor report.html says %q", w)
+				}
+			}
+			if page.Len() > 4<<20 {
+				t.Errorf("report.html is %d bytes", page.Len())
+			}
+			t.Logf("report.md %d bytes, report.html %d bytes", md.Len(), page.Len())
+		})
 	}
 }
