@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/workload"
 )
 
 var workloadCases = []struct {
@@ -156,5 +157,95 @@ func TestWorkloadAtAThousandNodes(t *testing.T) {
 			}
 			t.Logf("report.md %d bytes, report.html %d bytes", md.Len(), page.Len())
 		})
+	}
+}
+
+// setInference rewrites node's inference evidence with f.
+func setInference(t *testing.T, run *record.Run, node string, f func(*workload.Inference)) {
+	t.Helper()
+	for i, p := range run.Phases {
+		if p.Phase == inferencePhase && p.Node == node {
+			var in workload.Inference
+			if err := json.Unmarshal(p.Data, &in); err != nil {
+				t.Fatal(err)
+			}
+			f(&in)
+			run.Phases[i].Data = []byte(mustJSON(in))
+			return
+		}
+	}
+	t.Fatalf("no inference result of %s", node)
+}
+
+// A driver upgrade that moved gpu-01's p99 TTFT by 20 % is a regression,
+// a 1 ms move of a small latency is not, and the all-reduce latency is
+// compared in µs.
+func TestDiffWorkload(t *testing.T) {
+	base, cand := inferenceRun(), inferenceRun()
+	setInference(t, cand, "gpu-01", func(in *workload.Inference) {
+		top := &in.Servers[0].Levels[len(in.Servers[0].Levels)-1]
+		top.TTFT.P99 *= 1.2
+	})
+	setInference(t, base, "gpu-02", func(in *workload.Inference) {
+		top := &in.Servers[0].Levels[len(in.Servers[0].Levels)-1]
+		top.ITL.P99 = 5
+	})
+	setInference(t, cand, "gpu-02", func(in *workload.Inference) {
+		top := &in.Servers[0].Levels[len(in.Servers[0].Levels)-1]
+		top.ITL.P99 = 6
+	})
+	for i, v := range cand.Verdicts {
+		if v.ID == "NCCL-006" {
+			cand.Verdicts[i].Value = f64(22.4 * 1.3)
+		}
+	}
+	d := Compare(base, cand)
+	regs := strings.Join(d.Regressions, "\n")
+	for _, want := range []string{"WORK-002 p99 TTFT at concurrency:32 gpu-01: 593.5 → 712.2 ms (+20.0%", "NCCL-006 cluster: 22.4 → 29.12 µs"} {
+		if !strings.Contains(regs, want) {
+			t.Errorf("no regression %q in\n%s", want, regs)
+		}
+	}
+	if strings.Contains(regs, "gpu-02") {
+		t.Errorf("a 1 ms move of ITL is a regression:\n%s", regs)
+	}
+	found := false
+	for _, m := range d.Metrics {
+		if m.ID == "WORK-003" && m.Node == "gpu-02" && m.Figure == "p99 ITL at concurrency:32" {
+			found = m.Change == ChangeWorse && strings.Contains(m.Note, "under the 2 ms")
+		}
+	}
+	if !found {
+		t.Error("gpu-02's p99 ITL is not compared as worse within the floor")
+	}
+	var b bytes.Buffer
+	if err := DiffText(&b, d, false); err != nil {
+		t.Fatal(err)
+	}
+	fits(t, "diff", b.String(), 160)
+}
+
+// compare sets two providers' load tests side by side: each row the
+// worst node's figure in its unit, the all-reduce latency in µs, within
+// 100 columns.
+func TestCompareWorkload(t *testing.T) {
+	a, b := inferenceRun(), inferenceRun()
+	b.Provider, b.ID = "vendor-b", "20261205T090000Z-vendor-b-inference"
+	for i, v := range b.Verdicts {
+		if v.ID == "WORK-002" && v.Node == "gpu-03" {
+			b.Verdicts[i].Status, b.Verdicts[i].Value, b.Verdicts[i].Measured = record.Pass, f64(612), "p95 TTFT 612 ms"
+		}
+	}
+	c := CompareRuns([]*record.Run{a, b})
+	var out bytes.Buffer
+	if err := CompareText(&out, c, false, DefaultWidth); err != nil {
+		t.Fatal(err)
+	}
+	fits(t, "compare", out.String(), DefaultWidth)
+	plain := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"WORK-002", "858 ms", "612 ms", "NCCL-006", "22.4 µs"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("compare does not say %q:\n%s", want, out.String())
+		}
 	}
 }
