@@ -2,7 +2,11 @@ package reports
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -247,5 +251,61 @@ func TestCompareWorkload(t *testing.T) {
 		if !strings.Contains(plain, want) {
 			t.Errorf("compare does not say %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The request logs the inference phase leaves under raw/<node>/ are
+// evidence like the phases' logs: the manifest lists each with its sum,
+// verify checks them, compression leaves them as they are, and
+// report.html links them.
+func TestRequestLogsInTheBundle(t *testing.T) {
+	dir := t.TempDir()
+	run := inferenceRun()
+	for _, n := range run.Nodes {
+		p := filepath.Join(dir, "raw", n.Name, "workload-requests-0.jsonl.gz")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		fmt.Fprintf(zw, `{"level":"concurrency:32","start_s":0.1,"input_tokens":512,"output_tokens":128,"ttft_ms":201,"e2el_ms":2480,"tpot_ms":18}`+"\n")
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteBundle(dir, run); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, HTMLName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range run.Nodes {
+		rel := "raw/" + n.Name + "/workload-requests-0.jsonl.gz"
+		if !strings.Contains(string(manifest), "  "+rel+"\n") {
+			t.Errorf("the manifest does not list %s:\n%s", rel, manifest)
+		}
+		if !strings.Contains(string(page), `<a href="`+rel+`">`) {
+			t.Errorf("report.html does not link %s", rel)
+		}
+	}
+	if problems, err := Verify(dir); err != nil || len(problems) > 0 {
+		t.Fatalf("verify: %v %v", problems, err)
+	}
+	// A request log changed after the bundle was written is named.
+	p := filepath.Join(dir, "raw", "gpu-03", "workload-requests-0.jsonl.gz")
+	if err := os.WriteFile(p, []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := Verify(dir)
+	if err != nil || !strings.Contains(fmt.Sprint(problems), "gpu-03/workload-requests-0.jsonl.gz") {
+		t.Errorf("an edited request log: %v %v", problems, err)
 	}
 }
