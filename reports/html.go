@@ -39,6 +39,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		page.Warned = append(page.Warned, g.line())
 	}
 	page.Missing = run.Result().Incomplete
+	page.Retested = retestedLines(run)
 	for _, r := range requirements(run) {
 		page.Reqs = append(page.Reqs, htmlReq{requirement: r, Anchor: reqAnchor(r.ID), Held: r.Worst.Rule(),
 			Worst: r.worstText(), Passed: r.passedText(), Class: statusClass(r.Status)})
@@ -92,6 +93,7 @@ type htmlPage struct {
 	Selection               string
 	Card                    []cardRow
 	Failed, Missing, Warned []string
+	Retested                []string
 	Quote                   [][]string
 	Lint                    []record.Finding
 	LintKnown               bool
@@ -282,6 +284,8 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 <ul>{{range .Missing}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if more .Warned}}<h2 id="all-warnings">Warnings: all {{len .Warned}}</h2>
 <ul>{{range .Warned}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Retested}}<h2 id="retested">Passed on a retest</h2>
+<ul>{{range .Retested}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>The quote against what was measured</h2>
 {{if .Quote}}<table id="quote">
 <tr><th>Quote</th><th>Quoted</th><th>Requirement</th><th>Measured (worst)</th><th>Result</th></tr>

@@ -104,6 +104,7 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	reasonList("**Not accepted because:**", lines(reasons(run, record.Fail)))
 	reasonList("**Incomplete because:**", res.Incomplete)
 	reasonList("**Warnings:**", lines(reasons(run, record.Warn)))
+	reasonList("**Passed on a retest:**", retestedLines(run))
 
 	b.WriteString("\n## The quote against what was measured\n\n")
 	if q := quoteRows(run); len(q) > 0 {

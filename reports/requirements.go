@@ -422,3 +422,18 @@ func nodeCounts(run *record.Run) string {
 func hasNodeVerdict(vs []record.Verdict) bool {
 	return slices.ContainsFunc(vs, func(v record.Verdict) bool { return v.Node != "" })
 }
+
+// retestedLines name the figures that passed, warned or were skipped only
+// after a retest, or ran unstable, with their history: a pass that rests
+// on a second run is one the buyer should know of (a failure says its
+// history in its reason already). Bounded by the caller.
+func retestedLines(run *record.Run) []string {
+	var out []string
+	for _, v := range verdicts(run) {
+		if v.Retest == nil || v.Status == record.Fail {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: %s %s", nodeLabel(v.Node), v.ID, v.Retest.Note()))
+	}
+	return out
+}

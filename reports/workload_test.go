@@ -101,7 +101,7 @@ func TestWorkloadHTML(t *testing.T) {
 	}{
 		{inferenceRun(), []string{`<table id="inference">`, `<table id="sweep">`, `<table id="latency">`, `id="chart-ttft-cdf"`,
 			`id="chart-tokens"`, `<a href="raw/gpu-03/workload-requests-0.jsonl.gz">`, "target ≤ 800 ms at p95, concurrency:32",
-			"run 1 failed (901 ms), run 2 failed (858 ms): failed on every retest"}},
+			"run 1 failed (901 ms), run 2 failed (858 ms): failed on every retest", `<h2 id="retested">Passed on a retest</h2>`}},
 		{trainingRun(), []string{`<table id="training">`, `id="chart-steps"`, "gpu-04 (straggler)", "1.36: straggler (&gt; 1.1)"}},
 	} {
 		var b bytes.Buffer
@@ -307,5 +307,34 @@ func TestRequestLogsInTheBundle(t *testing.T) {
 	problems, err := Verify(dir)
 	if err != nil || !strings.Contains(fmt.Sprint(problems), "gpu-03/workload-requests-0.jsonl.gz") {
 		t.Errorf("an edited request log: %v %v", problems, err)
+	}
+}
+
+// A server that never got ready shows why in its row, and what a node
+// said reaches neither report unescaped.
+func TestWorkloadServerNotReady(t *testing.T) {
+	run := inferenceRun()
+	setInference(t, run, "gpu-04", func(in *workload.Inference) {
+		in.Servers[0].Levels = nil
+		in.Servers[0].ReadySecs = nil
+		in.Servers[0].Error = "not ready after 10m0s | <script>alert(1)</script> [x](http://evil.example)"
+	})
+	var md, page bytes.Buffer
+	if err := Markdown(&md, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(&page, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), `not ready after 10m0s \| \<script\>alert(1)\</script\> \[x\](http://evil.example)`) {
+		t.Errorf("report.md does not say why gpu-04's server has no figures, escaped:\n%s", md.String())
+	}
+	if strings.Contains(page.String(), "<script>") || !strings.Contains(page.String(), "not ready after 10m0s | &lt;script&gt;") {
+		t.Error("report.html does not say why gpu-04's server has no figures, escaped")
+	}
+	// The worst first past fleetRows: a server without figures is the
+	// worst news.
+	if w := worstInference(inferenceOf(run)); w[0].Node != "gpu-04" {
+		t.Errorf("worst first: %s", w[0].Node)
 	}
 }
