@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -197,9 +198,7 @@ func stepChart(run *record.Run) (*chart, error) {
 	}
 	caption := "Each node's median steady step (warm-up excluded)"
 	if len(nodes) > 2*matrixNodes {
-		slices.SortStableFunc(nodes, func(a, b workload.TrainingNode) int {
-			return int(math.Copysign(1, b.StepSecs.P50-a.StepSecs.P50))
-		})
+		slices.SortStableFunc(nodes, func(a, b workload.TrainingNode) int { return cmp.Compare(b.StepSecs.P50, a.StepSecs.P50) })
 		caption += fmt.Sprintf(", the %d slowest of %d nodes", matrixNodes, len(nodes))
 		nodes = nodes[:matrixNodes]
 	}

@@ -92,7 +92,10 @@ func requirements(run *record.Run) []requirement {
 		if v.Node != "" {
 			r.Cluster = false
 		}
-		if len(r.All) == 1 || rank(v) < rank(r.Worst) || rank(v) == rank(r.Worst) && worseVerdict(v, r.Worst) {
+		// Of a node's and the cluster's verdict alike (a cluster line that
+		// names the worst node), the node's: it says where.
+		named := v.Node != "" && r.Worst.Node == "" && v.Value != nil && r.Worst.Value != nil && !worseVerdict(r.Worst, v)
+		if len(r.All) == 1 || rank(v) < rank(r.Worst) || rank(v) == rank(r.Worst) && (worseVerdict(v, r.Worst) || named) {
 			r.Worst = v
 		}
 	}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,14 +180,7 @@ func (w *workloadView) training(run *record.Run) {
 	shown := t.Nodes
 	if len(t.Nodes) > fleetRows {
 		shown = slices.Clone(t.Nodes)
-		slices.SortStableFunc(shown, func(a, b workload.TrainingNode) int {
-			if stepMedian(a) > stepMedian(b) {
-				return -1
-			} else if stepMedian(a) < stepMedian(b) {
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(shown, func(a, b workload.TrainingNode) int { return cmp.Compare(stepMedian(b), stepMedian(a)) })
 		shown = shown[:workloadWorst]
 		w.TrainingNote = append(w.TrainingNote, fmt.Sprintf("The %d nodes with the slowest median step of %d; every one is in run.json.",
 			workloadWorst, len(t.Nodes)))
