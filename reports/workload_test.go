@@ -338,3 +338,23 @@ func TestWorkloadServerNotReady(t *testing.T) {
 		t.Errorf("worst first: %s", w[0].Node)
 	}
 }
+
+// The inference judge's cluster line (the worst node named in its
+// detail) does not take the row from the node it names.
+func TestClusterLineNamesTheNode(t *testing.T) {
+	run := inferenceRun()
+	v := record.NewVerdict("WORK-002", "")
+	v.Status, v.Measured, v.Quoted, v.Detail = record.Fail, "p95 TTFT 858 ms", "≤ 800 ms at p95, concurrency:32", "worst node: gpu-03"
+	for _, x := range run.Verdicts {
+		if x.ID == "WORK-002" && x.Node == "gpu-03" {
+			v.Value, v.Unit = x.Value, x.Unit
+		}
+	}
+	run.Verdicts = append(run.Verdicts, v)
+	if row := cardRowOf(t, run, record.CardLoad); !strings.HasPrefix(row.Figure, "WORK-002 gpu-03: p95 TTFT 858 ms") {
+		t.Errorf("card: %q", row.Figure)
+	}
+	if s := summaryOf(t, run, SummaryOptions{}); !strings.Contains(s, "gpu-03: p95 TTFT 858 ms\n") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
