@@ -37,7 +37,7 @@ const htmlWorkloadTemplate = `{{define "workload"}}{{with .Workload}}
 <p>Each server at the level its targets were judged at, measured from the node itself (TTFT: time to first token, TPOT: time per output token, ITL: inter-token latency, E2EL: end-to-end; as vLLM's bench serve names them).</p>
 <table id="inference">
 <tr>{{range .InferenceHeader}}<th>{{.}}</th>{{end}}<th>Request log</th></tr>
-{{range .InferenceRows}}<tr>{{range $i, $c := .Cells}}<td{{if $i}} class="num"{{else}} class="node"{{end}}>{{$c}}</td>{{end}}<td>{{if .Log}}<a href="{{.Log}}">{{.Log}}</a>{{else}}-{{end}}</td></tr>
+{{range .InferenceRows}}<tr>{{range $i, $c := .Cells}}<td{{if eq $i 0}} class="node"{{else if gt $i 1}} class="num"{{end}}>{{$c}}</td>{{end}}<td>{{if .Log}}<a href="{{.Log}}">{{.Log}}</a>{{else}}-{{end}}</td></tr>
 {{end}}</table>
 {{range .InferenceNote}}<p class="note">{{.}}</p>{{end}}
 {{end}}{{if .Sweep}}<h3>Level sweep</h3>
