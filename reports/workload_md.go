@@ -41,7 +41,7 @@ func mdWorkload(b *bytes.Buffer, run *record.Run) error {
 	}
 	if len(w.Training) > 0 || len(w.TrainingNote) > 0 {
 		b.WriteString("\n## Load test: training\n\n")
-		if err := mdTable(b, w.TrainingHeader, escapeAll(w.Training), ""); err != nil {
+		if err := mdTable(b, w.TrainingHeader, escapeAll(w.Training), "No node logged a step."); err != nil {
 			return err
 		}
 		for _, n := range w.TrainingNote {

@@ -358,3 +358,21 @@ func TestClusterLineNamesTheNode(t *testing.T) {
 		t.Errorf("summary:\n%s", s)
 	}
 }
+
+// A training job that logged no step says why, and draws no chart.
+func TestTrainingWithoutSteps(t *testing.T) {
+	run := trainingRun()
+	run.Phases[0].Data = []byte(mustJSON(workload.Training{Command: "torchrun ...", Error: "rendezvous timed out after 5m0s"}))
+	var md bytes.Buffer
+	if err := Markdown(&md, run); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"No node logged a step.", "The job: rendezvous timed out after 5m0s"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md does not say %q", want)
+		}
+	}
+	if c, err := stepChart(run); c != nil || err != nil {
+		t.Errorf("a step chart of no steps: %v", err)
+	}
+}
