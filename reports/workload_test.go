@@ -42,6 +42,18 @@ func TestWorkloadGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, c.name+".report.md", md.Bytes())
+			// The fixture reads back as gpuaccept diff and compare read it.
+			back, _, err := LoadRun(filepath.Join("testdata", c.name+".run.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var again bytes.Buffer
+			if err := Markdown(&again, back); err != nil {
+				t.Fatal(err)
+			}
+			if again.String() != md.String() {
+				t.Error("the run.json fixture renders otherwise than the run it was written from")
+			}
 		})
 	}
 }
