@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gpuaccept/hostlist"
@@ -75,7 +76,7 @@ func cardJudge(name string, reqs []requirement) (status, figure string) {
 	switch worst.Status {
 	case string(record.Pass):
 		if unjudged == "" {
-			return worst.Status, cardFigure(worst, reqs)
+			return worst.Status, cardFigure(worst, figureOrder(name, reqs))
 		}
 		var passed []string
 		for _, r := range reqs {
@@ -112,7 +113,7 @@ func unjudgedOf(name string, reqs []requirement) string {
 			}
 		}
 	}
-	for _, id := range cardNamed[name] {
+	for _, id := range namedOf(name, reqs) {
 		if !have[id] {
 			ids = append(ids, id)
 			if why == "" {
@@ -124,4 +125,52 @@ func unjudgedOf(name string, reqs []requirement) string {
 		return ""
 	}
 	return fmt.Sprintf("%s, %s", hostlist.Compress(ids), firstOf(why, "not judged"))
+}
+
+// Load-test requirements its pass condition names, by the workload's
+// kind: the workload got ready, then an inference server's tail latency
+// and errors, or a training job's throughput and straggler.
+var (
+	loadInference = []string{"WORK-001", "WORK-002", "WORK-006"}
+	loadTraining  = []string{"WORK-001", "WORK-008", "WORK-009"}
+)
+
+// namedOf is what a row's pass condition names; for the load test, what
+// the kind of workload the run has measured names.
+func namedOf(name string, reqs []requirement) []string {
+	if name != record.CardLoad {
+		return cardNamed[name]
+	}
+	for _, r := range reqs {
+		switch r.ID {
+		case "WORK-002", "WORK-003", "WORK-004", "WORK-005", "WORK-006", "WORK-007":
+			return loadInference
+		case "WORK-008", "WORK-009", "WORK-011":
+			return loadTraining
+		}
+	}
+	return []string{"WORK-001"}
+}
+
+// loadFirst is the order in which the load test row looks for the figure
+// that decided it, when every requirement passed: the worst node's tail
+// latency against its target, else the training throughput, the
+// straggler, the output throughput.
+var loadFirst = []string{"WORK-002", "WORK-008", "WORK-009", "WORK-005", "WORK-004", "WORK-003", "WORK-006", "WORK-007", "WORK-010", "WORK-001"}
+
+// figureOrder is reqs in the order a row's passing figure is looked for
+// in.
+func figureOrder(name string, reqs []requirement) []requirement {
+	if name != record.CardLoad {
+		return reqs
+	}
+	at := func(id string) int {
+		if i := slices.Index(loadFirst, id); i >= 0 {
+			return i
+		}
+		return len(loadFirst)
+	}
+	out := slices.Clone(reqs)
+	slices.SortStableFunc(out, func(a, b requirement) int { return at(a.ID) - at(b.ID) })
+	return out
 }

@@ -43,7 +43,8 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+			// Rounded: a tick of 0.1 steps is 0.30000000000000004.
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 10, 64)
 		}
 	}
 	return ts

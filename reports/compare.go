@@ -366,9 +366,10 @@ func severity(s record.Status) int {
 	return 4 // a status this gpuaccept does not know: never hide it
 }
 
-// worse reports whether value a is worse than b in unit's direction.
-func worse(a, b float64, unit string) bool {
-	if record.LowerIsBetter(unit) {
+// worse reports whether value a of requirement id is worse than b in
+// unit's direction.
+func worse(id string, a, b float64, unit string) bool {
+	if lowerIsBetter(id, unit) {
 		return a > b
 	}
 	return a < b
@@ -432,7 +433,7 @@ func cell(vs []record.Verdict) *CriterionCell {
 			if v.Status != c.Status || v.Value == nil {
 				continue
 			}
-			if shown < 0 || (v.Unit == vs[shown].Unit && worse(*v.Value, *vs[shown].Value, v.Unit)) {
+			if shown < 0 || (v.Unit == vs[shown].Unit && worse(v.ID, *v.Value, *vs[shown].Value, v.Unit)) {
 				shown = i
 			}
 		}

@@ -117,8 +117,11 @@ type NotRecorded struct {
 
 // Metric is one figure both runs measured.
 type Metric struct {
-	ID            string  `json:"id"`
-	Title         string  `json:"title,omitempty"`
+	ID    string `json:"id"`
+	Title string `json:"title,omitempty"`
+	// Figure names a figure of the phase's evidence no verdict holds
+	// ("p99 TTFT at concurrency:32"); empty for the verdict's own Value.
+	Figure        string  `json:"figure,omitempty"`
 	Node          string  `json:"node,omitempty"` // empty: the cluster
 	Unit          string  `json:"unit,omitempty"`
 	LowerIsBetter bool    `json:"lower_is_better"`
@@ -692,6 +695,7 @@ func (d *Diff) compareVerdicts(b, c *record.Run, reg *record.Regression) {
 			m := compareMetric(x, *y.Value, *x.Value, reg.For(k.id))
 			m.withSpread(max(spread(b, y), spread(c, x)), [2]float64{timedOver(b, y), timedOver(c, x)})
 			m.withinInterval(min(checkpointEvery(b, y), checkpointEvery(c, x)))
+			m.withFloor()
 			d.Metrics = append(d.Metrics, m)
 			if m.Regression {
 				metricRegs = append(metricRegs, metricLine(m))
@@ -742,6 +746,7 @@ func (d *Diff) compareVerdicts(b, c *record.Run, reg *record.Regression) {
 			statusRegs = append(statusRegs, fmt.Sprintf("%s %s: %s → %s", sc.ID, nodeLabel(sc.Node), sc.Baseline, sc.Candidate))
 		}
 	}
+	metricRegs = append(metricRegs, d.compareWorkload(b, c, reg)...)
 	d.Regressions = append(append(d.Regressions, metricRegs...), statusRegs...)
 }
 
@@ -760,7 +765,7 @@ func anyNode(nodes string, set map[string]bool) bool {
 // direction; worse by more than threshold is a regression. From a
 // baseline of 0 any worsening is one (there is no relative change).
 func compareMetric(v record.Verdict, base, cand, threshold float64) Metric {
-	m := Metric{ID: v.ID, Title: record.TitleOf(v.ID, v.Title), Node: v.Node, Unit: v.Unit, LowerIsBetter: record.LowerIsBetter(v.Unit),
+	m := Metric{ID: v.ID, Title: record.TitleOf(v.ID, v.Title), Node: v.Node, Unit: v.Unit, LowerIsBetter: lowerIsBetter(v.ID, v.Unit),
 		Baseline: base, Candidate: cand, Threshold: threshold}
 	if base != 0 {
 		pct := (cand - base) / math.Abs(base) * 100
@@ -797,9 +802,13 @@ func metricLine(m Metric) string {
 	if m.Spread > m.Threshold {
 		limit += fmt.Sprintf(" and the runs' own spread of %s", percent(m.Spread))
 	}
-	return fmt.Sprintf("%s %s: %s → %s (%s; more than %s worse)", m.ID, nodeLabel(m.Node),
+	return fmt.Sprintf("%s %s: %s → %s (%s; more than %s worse)", metricName(m), nodeLabel(m.Node),
 		figure(m.Baseline, ""), figure(m.Candidate, m.Unit), deltaText(m.DeltaPct), limit)
 }
+
+// metricName is the metric's ID, with the figure of the evidence it is
+// when it is not the verdict's.
+func metricName(m Metric) string { return joinNonEmpty(" ", m.ID, m.Figure) }
 
 // figure writes a measured value: four significant digits, whole
 // numbers from 1000 up.

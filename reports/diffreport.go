@@ -115,7 +115,7 @@ func metricRows(d *Diff) [][]string {
 		if m.Spread > m.Threshold {
 			limit = "spread " + percent(m.Spread)
 		}
-		rows = append(rows, []string{m.ID, nodeLabel(m.Node), figure(m.Baseline, m.Unit), figure(m.Candidate, m.Unit),
+		rows = append(rows, []string{metricName(m), nodeLabel(m.Node), figure(m.Baseline, m.Unit), figure(m.Candidate, m.Unit),
 			deltaText(m.DeltaPct), limit, result})
 	}
 	return rows

@@ -39,6 +39,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		page.Warned = append(page.Warned, g.line())
 	}
 	page.Missing = run.Result().Incomplete
+	page.Retested = retestedLines(run)
 	for _, r := range requirements(run) {
 		page.Reqs = append(page.Reqs, htmlReq{requirement: r, Anchor: reqAnchor(r.ID), Held: r.Worst.Rule(),
 			Worst: r.worstText(), Passed: r.passedText(), Class: statusClass(r.Status)})
@@ -65,7 +66,8 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		}
 		page.Nodes = append(page.Nodes, row)
 	}
-	for _, mk := range []func(*record.Run) (*chart, error){busbwChart, intraChart, ioChart, failureChart} {
+	for _, mk := range []func(*record.Run) (*chart, error){busbwChart, intraChart, ioChart, failureChart,
+		ttftCDFChart, tokensChart, stepChart} {
 		c, err := mk(run)
 		if err != nil {
 			return fmt.Errorf("html: %w", err)
@@ -75,6 +77,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		}
 	}
 	page.Cost = newHTMLCost(run.Ledger)
+	page.Workload = newHTMLWorkload(run)
 	var fd struct {
 		Timeline string `json:"timeline"`
 	}
@@ -90,6 +93,7 @@ type htmlPage struct {
 	Selection               string
 	Card                    []cardRow
 	Failed, Missing, Warned []string
+	Retested                []string
 	Quote                   [][]string
 	Lint                    []record.Finding
 	LintKnown               bool
@@ -104,6 +108,7 @@ type htmlPage struct {
 	Evidence                []EvidenceFile
 	Raw                     rawSummary
 	Cost                    *htmlCost
+	Workload                *htmlWorkload
 }
 
 // htmlCost is the ledger's tables, as report.md has them.
@@ -186,13 +191,13 @@ type htmlChart struct {
 	SVG template.HTML
 }
 
-var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+var htmlTemplate = template.Must(template.Must(template.New("report").Funcs(template.FuncMap{
 	"stamp":  stamp,
 	"class":  statusClass,
 	"anchor": reqAnchor,
 	"first":  firstReasons,
 	"more":   moreReasons,
-}).Parse(`<!DOCTYPE html>
+}).Parse(htmlWorkloadTemplate)).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -279,6 +284,8 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 <ul>{{range .Missing}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if more .Warned}}<h2 id="all-warnings">Warnings: all {{len .Warned}}</h2>
 <ul>{{range .Warned}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Retested}}<h2 id="retested">Passed on a retest</h2>
+<ul>{{range .Retested}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>The quote against what was measured</h2>
 {{if .Quote}}<table id="quote">
 <tr><th>Quote</th><th>Quoted</th><th>Requirement</th><th>Measured (worst)</th><th>Result</th></tr>
@@ -307,6 +314,7 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 {{end}}</table>
 <ul class="footnotes">{{range .Rows}}{{$n := .Node}}{{range .Cells}}{{range .Reasons}}<li>{{$n}}: {{.}}</li>{{end}}{{end}}{{end}}</ul>
 {{end}}{{end}}{{end}}
+{{template "workload" .}}
 </section>
 
 {{if .Charts}}<section id="charts"><h2>Charts</h2>

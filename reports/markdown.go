@@ -104,6 +104,7 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	reasonList("**Not accepted because:**", lines(reasons(run, record.Fail)))
 	reasonList("**Incomplete because:**", res.Incomplete)
 	reasonList("**Warnings:**", lines(reasons(run, record.Warn)))
+	reasonList("**Passed on a retest:**", retestedLines(run))
 
 	b.WriteString("\n## The quote against what was measured\n\n")
 	if q := quoteRows(run); len(q) > 0 {
@@ -167,6 +168,10 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 			md(r.passedText()), md(held), md(r.worstText())})
 	}
 	if err := mdTable(&b, []string{"ID", "Requirement", "Status", "Passed", "Held to", "Worst"}, rows, "No verdicts."); err != nil {
+		return err
+	}
+
+	if err := mdWorkload(&b, run); err != nil {
 		return err
 	}
 
@@ -350,6 +355,7 @@ func groupedVerdicts(run *record.Run) []verdictGroup {
 	}
 	last := ""
 	for _, v := range verdicts(run) {
+		v.Detail = verdictDetail(v)
 		if v.ID != last {
 			flush()
 			last = v.ID

@@ -131,10 +131,17 @@ func banner(run *record.Run) string {
 func outcome(v record.Verdict) string {
 	s := fmt.Sprintf("measured %s vs quoted %s (ratio %s, tolerance %s)",
 		orNone(v.Measured), orNone(v.Quoted), decimal(v.Ratio), decimal(v.Tolerance))
-	if d := oneLine(v.Detail); d != "" {
+	if d := oneLine(verdictDetail(v)); d != "" {
 		s += ": " + d
 	}
 	return s
+}
+
+// verdictDetail is a verdict's detail as every report shows it: what the
+// judge said, then the history of a figure measured again because a run
+// failed (record.Retest.Note), which the judges leave to the reports.
+func verdictDetail(v record.Verdict) string {
+	return joinNonEmpty("; ", v.Detail, v.Retest.Note())
 }
 
 func nodeHeader() []string { return []string{"Node", "Address", "Quarantined", "Reason"} }
@@ -162,7 +169,7 @@ func verdictRows(run *record.Run) [][]string {
 	rows := make([][]string, 0, len(vs))
 	for _, v := range vs {
 		rows = append(rows, []string{v.ID, nodeLabel(v.Node), string(v.Status), v.Measured, v.Quoted,
-			decimal(v.Ratio), decimal(v.Tolerance), v.Detail})
+			decimal(v.Ratio), decimal(v.Tolerance), verdictDetail(v)})
 	}
 	return rows
 }

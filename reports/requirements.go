@@ -56,12 +56,19 @@ func worseVerdict(a, b record.Verdict) bool {
 		return *a.Ratio < *b.Ratio
 	}
 	if a.Value != nil && b.Value != nil {
-		if record.LowerIsBetter(a.Unit) {
+		if lowerIsBetter(a.ID, a.Unit) {
 			return *a.Value > *b.Value
 		}
 		return *a.Value < *b.Value
 	}
 	return false
+}
+
+// lowerIsBetter is record.LowerIsBetter for a requirement's figure. The
+// straggler's score (WORK-009: a node's median step over the nodes') is a
+// unitless ratio like NCCL-004's, but a step time: the higher, the slower.
+func lowerIsBetter(id, unit string) bool {
+	return record.LowerIsBetter(unit) || id == "WORK-009" && unit == record.UnitScore
 }
 
 // requirements are the run's verdicts by requirement, in catalog order
@@ -85,7 +92,10 @@ func requirements(run *record.Run) []requirement {
 		if v.Node != "" {
 			r.Cluster = false
 		}
-		if len(r.All) == 1 || rank(v) < rank(r.Worst) || rank(v) == rank(r.Worst) && worseVerdict(v, r.Worst) {
+		// Of a node's and the cluster's verdict alike (a cluster line that
+		// names the worst node), the node's: it says where.
+		named := v.Node != "" && r.Worst.Node == "" && v.Value != nil && r.Worst.Value != nil && !worseVerdict(r.Worst, v)
+		if len(r.All) == 1 || rank(v) < rank(r.Worst) || rank(v) == rank(r.Worst) && (worseVerdict(v, r.Worst) || named) {
 			r.Worst = v
 		}
 	}
@@ -234,12 +244,14 @@ func briefly(v record.Verdict) string {
 // reason is why a verdict failed or warned, for the lines under the
 // table: its figure and the rule it missed.
 func reason(v record.Verdict) string {
+	// The retest history comes last: first the figure and what it missed.
+	note := v.Retest.Note()
 	if v.Value != nil && v.Ratio != nil && v.Tolerance != nil {
 		s := record.Figure(*v.Value, v.Unit)
 		if rule := v.Rule(); rule != "" {
 			s += ", needs " + rule
 		}
-		return joinNonEmpty(": ", s, v.Detail)
+		return joinNonEmpty("; ", joinNonEmpty(": ", s, v.Detail), note)
 	}
 	s := joinNonEmpty(": ", v.Measured, v.Detail, v.Incomplete)
 	if rule := v.Rule(); rule != "" && v.Status == record.Fail {
@@ -249,7 +261,7 @@ func reason(v record.Verdict) string {
 			s = joinNonEmpty(", ", s, "needs "+rule)
 		}
 	}
-	return firstOf(s, strings.ToLower(string(v.Status)))
+	return firstOf(joinNonEmpty("; ", s, note), strings.ToLower(string(v.Status)))
 }
 
 // reasonGroup is one line under the summary's table: the nodes that
@@ -337,7 +349,7 @@ func reasons(run *record.Run, s record.Status) []reasonGroup {
 		if f := ranges[k]; f != nil && len(g.Nodes) > 1 {
 			lo, hi := record.Figure(*f.lo.Value, f.lo.Unit), record.Figure(*f.hi.Value, f.hi.Unit)
 			g.Text = fmt.Sprintf("%s..%s (worst %s), needs %s", lo, hi, f.lo.Node, f.rule)
-			if record.LowerIsBetter(f.lo.Unit) {
+			if lowerIsBetter(f.lo.ID, f.lo.Unit) {
 				g.Text = fmt.Sprintf("%s..%s (worst %s), needs %s", hi, lo, f.lo.Node, f.rule)
 			}
 		}
@@ -412,4 +424,19 @@ func nodeCounts(run *record.Run) string {
 // hasNodeVerdict says whether any of vs judges a node.
 func hasNodeVerdict(vs []record.Verdict) bool {
 	return slices.ContainsFunc(vs, func(v record.Verdict) bool { return v.Node != "" })
+}
+
+// retestedLines name the figures that passed, warned or were skipped only
+// after a retest, or ran unstable, with their history: a pass that rests
+// on a second run is one the buyer should know of (a failure says its
+// history in its reason already). Bounded by the caller.
+func retestedLines(run *record.Run) []string {
+	var out []string
+	for _, v := range verdicts(run) {
+		if v.Retest == nil || v.Status == record.Fail {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: %s %s", nodeLabel(v.Node), v.ID, v.Retest.Note()))
+	}
+	return out
 }

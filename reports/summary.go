@@ -141,6 +141,20 @@ func Summary(w io.Writer, run *record.Run, o SummaryOptions) error {
 		}
 	}
 	section("Warnings:", reasons(run, record.Warn))
+	var again []reasonGroup
+	for _, l := range retestedLines(run) {
+		again = append(again, reasonGroup{Text: l})
+	}
+	if len(again) > 0 {
+		b.WriteString("\nPassed on a retest:\n")
+		for i, g := range again {
+			if i == maxReasonLines && len(again) > maxReasonLines+1 {
+				text(fmt.Sprintf("... and %d more (report.md lists every one)", len(again)-i), "    ")
+				break
+			}
+			text("  "+g.Text, "      ")
+		}
+	}
 
 	if o.Detail {
 		b.WriteString("\n")
