@@ -115,13 +115,14 @@ func TestInferenceWindowNamesTheOddServers(t *testing.T) {
 	dir := runDir(t, runs)
 	r := readRun(t, dir)
 	for _, id := range []string{"WORK-001", "WORK-002", "WORK-006"} {
-		for _, h := range append([]string{""}, inferenceHosts...) {
+		for _, h := range inferenceHosts {
 			v := verdict(r, id, h)
 			t.Logf("%s %-2s %s %s | %s | %s", id, h, v.Status, v.Measured, v.Quoted, firstLine(v.Detail))
 		}
 	}
-	if c := verdict(r, "WORK-002", ""); c.Status != record.Fail || !strings.HasPrefix(c.Detail, "worst node: h2;") {
-		t.Errorf("WORK-002 cluster: %+v\n%s", c, res.stderr)
+	// The summary's line for WORK-002 names the worst node, h2.
+	if line := summaryLine(res.stdout, "WORK-002"); !strings.Contains(line, "h2:") {
+		t.Errorf("summary's WORK-002 line does not name h2 the worst: %q\n%s", line, res.stdout)
 	}
 	if v := verdict(r, "WORK-002", "h2"); v.Status != record.Fail || v.Retest == nil || len(v.Retest.Runs) != 2 {
 		t.Errorf("WORK-002 h2: %+v (retest %+v)", v, v.Retest)
@@ -141,9 +142,6 @@ func TestInferenceWindowNamesTheOddServers(t *testing.T) {
 	}
 	if v := verdict(r, "WORK-001", "h4"); v.Status != record.Fail || !strings.Contains(v.Detail, "[standin]") {
 		t.Errorf("WORK-001 h4 (never ready, with its log): %+v", v)
-	}
-	if c := verdict(r, "WORK-001", ""); c.Status != record.Fail || !strings.HasPrefix(c.Detail, "worst node: h4;") {
-		t.Errorf("WORK-001 cluster: %+v", c)
 	}
 	if v := verdict(r, "WORK-001", "h1"); v.Status != record.Pass || v.Value == nil || *v.Value < 1 {
 		t.Errorf("WORK-001 h1 (ready after the stand-in's 1 s): %+v", v)
@@ -205,4 +203,14 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// summaryLine is the summary table's line for requirement id.
+func summaryLine(out, id string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, id+" ") {
+			return l
+		}
+	}
+	return ""
 }

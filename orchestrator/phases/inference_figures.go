@@ -177,7 +177,13 @@ func latencyFig(f infFigures, p int, names []string, targets []time.Duration) fi
 		if t > 0 {
 			over = l.ms / ms(t)
 			if l.ms > ms(t) {
-				g.failed = join(g.failed, fmt.Sprintf("p%d %s %s > %s ms", p, name, record.Figure(l.ms, "ms"), record.Figure(ms(t), "")))
+				// Measured and Quoted already give both figures: say by
+				// how much, and which figure when two are held.
+				by := fmt.Sprintf("%.1f× the target", over)
+				if len(names) > 1 {
+					by = fmt.Sprintf("%s %.1f× its target", name, over)
+				}
+				g.failed = join(g.failed, by)
 			}
 		}
 		if g.value == nil || over > worst {

@@ -24,9 +24,9 @@ type infNodeResult struct {
 }
 
 // judgeInference: per node, the start (WORK-001), the load's figures at
-// the judged level (WORK-002..007) and the GPU memory left (WORK-010);
-// then a line for the cluster per requirement with the worst node's
-// figure, the node named.
+// the judged level (WORK-002..007) and the GPU memory left (WORK-010).
+// No cluster line: it would repeat the worst node's failure in the
+// reasons; the summary's WORST column and the card row name that node.
 func judgeInference(w *orchestrator.Window) []record.Verdict {
 	if !inferenceEnabled(w.Inv) {
 		return nil
@@ -63,9 +63,6 @@ func judgeInference(w *orchestrator.Window) []record.Verdict {
 			vs = append(vs, inferenceVerdict(w.Inv, id, r))
 		}
 		out = append(out, vs...)
-		if c, ok := clusterLine(id, vs); ok {
-			out = append(out, c)
-		}
 	}
 	return out
 }
@@ -248,60 +245,6 @@ func headroomVerdict(inv *inventory.Inventory, v *record.Verdict, servers []work
 		v.Status = record.Pass
 	}
 	v.Measure(*least*100, record.UnitPercentGood)
-}
-
-// clusterLine is requirement id for the whole cluster: the worst node's
-// figure, that node named, and how many met the target.
-func clusterLine(id string, vs []record.Verdict) (record.Verdict, bool) {
-	met, judged, failed := 0, 0, 0
-	for i := range vs {
-		switch vs[i].Status {
-		case record.Pass:
-			met++
-			judged++
-		case record.Fail:
-			failed++
-			judged++
-		}
-	}
-	// The worst is among the failures when there are any: first one that
-	// has no figure at all (a server that never got ready), else the
-	// worst figure.
-	var worst *record.Verdict
-	for i := range vs {
-		v := &vs[i]
-		switch {
-		case failed > 0 && v.Status != record.Fail:
-		case v.Value == nil && v.Status == record.Fail:
-			if worst == nil || worst.Value != nil {
-				worst = v
-			}
-		case v.Value == nil:
-		case worst == nil || worst.Value != nil && worse(*v.Value, *worst.Value, v.Unit):
-			worst = v
-		}
-	}
-	if worst == nil {
-		return record.Verdict{}, false
-	}
-	c := record.NewVerdict(id, "")
-	c.Quoted, c.Measured = worst.Quoted, worst.Measured
-	if worst.Value != nil {
-		c.Measure(*worst.Value, worst.Unit)
-	}
-	c.Detail = "worst node: " + worst.Node
-	switch {
-	case failed > 0:
-		c.Status = record.Fail
-		c.Detail += fmt.Sprintf("; %d of %d node(s) judged met the target", met, judged)
-	case met > 0:
-		c.Status = record.Pass
-		c.Detail += fmt.Sprintf("; %d of %d node(s) judged met the target", met, judged)
-	default:
-		c.Status = record.Skip
-		c.Detail += "; no target set"
-	}
-	return c, true
 }
 
 // worse: a is a worse figure than b in unit.

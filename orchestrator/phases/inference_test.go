@@ -199,8 +199,10 @@ func TestInferenceNamesTheSlowNode(t *testing.T) {
 	if v.Retest == nil || len(v.Retest.Runs) != 2 || v.Retest.Runs[0].Failed == "" || !v.Retest.Failed() || strings.Contains(v.Detail, "run 1") {
 		t.Errorf("WORK-002 h2's retest: %+v (detail %q)", v.Retest, v.Detail)
 	}
-	if c := verdictOf(t, r, "WORK-002", ""); c.Status != record.Fail || !strings.HasPrefix(c.Detail, "worst node: h2;") || *c.Value != 950 {
-		t.Errorf("WORK-002 cluster: %+v", c)
+	for _, v := range r.Verdicts {
+		if strings.HasPrefix(v.ID, "WORK-") && v.Node == "" {
+			t.Errorf("%s has a cluster line, which would repeat the worst node's failure: %+v", v.ID, v)
+		}
 	}
 	if h1.runs != 1 || h2.runs != 2 {
 		t.Errorf("load runs: h1 %d, h2 %d; want 1 and 2 (one retest)", h1.runs, h2.runs)
@@ -309,9 +311,6 @@ func TestInferenceServerNeverReady(t *testing.T) {
 	}
 	if v := verdictOf(t, r, "WORK-002", "h2"); v.Status != record.Skip {
 		t.Errorf("WORK-002 h2: %+v", v)
-	}
-	if v := verdictOf(t, r, "WORK-001", ""); v.Status != record.Fail || !strings.HasPrefix(v.Detail, "worst node: h2;") || v.Value != nil {
-		t.Errorf("WORK-001 cluster, the server never ready is the worst: %+v", v)
 	}
 	if len(h2.load) != 0 {
 		t.Errorf("a server that never got ready took load: %v", h2.load)
