@@ -292,7 +292,7 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 		l.fn(string(l.buf[:i]))
 		l.buf = l.buf[i+1:]
 	}
-	if len(l.buf) > maxLine {
+	for len(l.buf) > maxLine {
 		l.fn(string(l.buf[:maxLine]))
 		l.buf = append(l.buf[:0], l.buf[maxLine:]...)
 	}
