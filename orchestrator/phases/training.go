@@ -174,7 +174,7 @@ func (t *trainingJob) job(ctx context.Context, within time.Duration) (nodes []wo
 		if cmd == "" {
 			cmd = c
 		}
-		col.launched(n.Name)
+		col.launched(n.Name, l.imageID(n) != "")
 		l.start(ctx, n, c)
 	}
 	if gen == 1 {

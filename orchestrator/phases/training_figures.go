@@ -49,6 +49,10 @@ func (n *nodeLog) figures(name string, warmup int, unit string, sampled memFigur
 		d := max(at-n.launched, 0)
 		return &d
 	}
+	if n.inImage {
+		// The launcher's first line comes from inside the container.
+		tn.ContainerSecs = since(n.firstLine)
+	}
 	tn.RendezvousSecs = since(n.rendezvous)
 	if tn.RendezvousSecs == nil {
 		// No launcher log at INFO: the workers' start comes after their

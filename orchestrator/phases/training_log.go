@@ -78,6 +78,7 @@ type trainingLog struct {
 // the job was launched.
 type nodeLog struct {
 	launched, firstLine, rendezvous, started float64 // NaN until seen
+	inImage                                  bool
 	streams                                  map[string][]stepRec
 	contractErrors, tracebacks, restarts     int
 	errorLines                               []string
@@ -98,11 +99,13 @@ func (l *trainingLog) node(name string) *nodeLog {
 	return n
 }
 
-// launched notes when node's launcher was started.
-func (l *trainingLog) launched(node string) {
+// launched notes when node's launcher was started, and whether in a
+// container.
+func (l *trainingLog) launched(node string, inImage bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.node(node).launched = time.Since(l.start).Seconds()
+	n := l.node(node)
+	n.launched, n.inImage = time.Since(l.start).Seconds(), inImage
 }
 
 func (l *trainingLog) out(node, line string, at time.Time) { l.add(node, line, at) }

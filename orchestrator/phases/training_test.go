@@ -19,7 +19,7 @@ import (
 func TestTrainingLogReadsTheContract(t *testing.T) {
 	start := time.Now()
 	l := newTrainingLog(start, nil, 2)
-	l.launched("h1")
+	l.launched("h1", true)
 	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
 	l.err("h1", "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:", at(1))
 	for r := range 2 {
@@ -43,7 +43,7 @@ func TestTrainingLogReadsTheContract(t *testing.T) {
 	if n.PerSec == nil || math.Abs(*n.PerSec-128) > 1e-9 {
 		t.Errorf("throughput %v", n.PerSec)
 	}
-	if n.RendezvousSecs == nil || *n.RendezvousSecs > 1.1 || n.FirstStepSecs == nil || *n.FirstStepSecs < 2.9 || *n.FirstStepSecs > 3.1 {
+	if n.ContainerSecs == nil || *n.ContainerSecs > 1.1 || n.RendezvousSecs == nil || *n.RendezvousSecs > 1.1 || n.FirstStepSecs == nil || *n.FirstStepSecs < 2.9 || *n.FirstStepSecs > 3.1 {
 		t.Errorf("rendezvous %v first step %v", n.RendezvousSecs, n.FirstStepSecs)
 	}
 	if n.GPUMemPeakMiB == nil || *n.GPUMemPeakMiB != 6000 || n.GPUMemTotalMiB == nil || *n.GPUMemTotalMiB != 81559 || n.GPUMemFrom != "log" {
@@ -65,7 +65,7 @@ func TestTrainingLogReadsTheBuyersPattern(t *testing.T) {
 	}
 	start := time.Now()
 	l := newTrainingLog(start, p, 1)
-	l.launched("g1")
+	l.launched("g1", false)
 	for i, s := range []int{10, 20, 30, 40} {
 		l.out("g1", fmt.Sprintf("[default0]:iter %d loss 2.1 tokens=4096", s), start.Add(time.Duration(i+1)*2*time.Second))
 	}
@@ -92,7 +92,7 @@ func TestTrainingLogReadsTheBuyersPattern(t *testing.T) {
 // line, cannot make the coordinator hold it all.
 func TestTrainingLogIsBounded(t *testing.T) {
 	l := newTrainingLog(time.Now(), nil, 0)
-	l.launched("h1")
+	l.launched("h1", false)
 	lw := &lineWriter{fn: func(s string) { l.out("h1", s, time.Now()) }}
 	lw.Write([]byte(strings.Repeat("x", 3*maxLine)))
 	if len(lw.buf) > maxLine {
