@@ -115,8 +115,12 @@ func runTraining(ctx context.Context, w *orchestrator.Window) (any, error) {
 		res.Nodes = res.Runs[len(res.Runs)-1]
 	}
 	if len(trials) > 0 {
-		med, strag, _ := straggler(trialNodes(trials[len(trials)-1]), tr.StragglerRatio)
+		figs := trialNodes(trials[len(trials)-1])
+		med, strag, _ := straggler(figs, tr.StragglerRatio)
 		res.MedianStepSecs, res.Straggler = med, strag
+		if len(figs) > 0 {
+			res.StragglerBasis = figs[0].Basis
+		}
 	}
 	if len(res.Runs) == 1 {
 		res.Runs = nil
@@ -333,7 +337,7 @@ func trainingLine(res workload.Training) string {
 	}
 	var parts []string
 	if res.MedianStepSecs > 0 {
-		parts = append(parts, fmt.Sprintf("median step %.3g s over %d node(s)", res.MedianStepSecs, len(res.Nodes)))
+		parts = append(parts, fmt.Sprintf("median %s %.3g s over %d node(s)", res.StragglerBasis, res.MedianStepSecs, len(res.Nodes)))
 	}
 	if res.Straggler != "" {
 		parts = append(parts, "straggler "+res.Straggler)

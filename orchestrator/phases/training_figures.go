@@ -215,18 +215,20 @@ func trialNodes(trial trainingTrial) []nodeFigure {
 		return nil
 	}
 	last := trial[len(trial)-1]
+	// One basis for every node, so that their ratios compare: compute
+	// time when every node's log gives it.
+	compute := true
+	for _, run := range trial {
+		for _, tn := range run {
+			if tn.ComputeSecs == nil && tn.StepSecs.N > 0 {
+				compute = false
+			}
+		}
+	}
 	out := make([]nodeFigure, 0, len(last))
 	for _, ln := range last {
 		f := nodeFigure{Node: ln.Node, Peak: math.NaN(), Total: math.NaN()}
 		var step, all, per, first []float64
-		compute := true
-		for _, run := range trial {
-			for _, tn := range run {
-				if tn.Node == ln.Node && tn.ComputeSecs == nil && tn.StepSecs.N > 0 {
-					compute = false
-				}
-			}
-		}
 		for _, run := range trial {
 			for _, tn := range run {
 				if tn.Node != ln.Node {

@@ -10,6 +10,10 @@ type Training struct {
 	// Straggler the node slower than it by more than the straggler ratio
 	// (the slowest such node), "" when none is.
 	MedianStepSecs float64 `json:"median_step_seconds"`
+	// StragglerBasis: what the straggler is judged on, "compute" (the
+	// log's compute time, a slow node's own) or "step" (the whole step,
+	// when the log does not split it).
+	StragglerBasis string  `json:"straggler_basis,omitempty"`
 	StragglerRatio float64 `json:"straggler_ratio"`
 	Straggler      string  `json:"straggler,omitempty"`
 	// Unit of the throughput: "samples/s" or "tokens/s" (what the log
