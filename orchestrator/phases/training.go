@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -191,7 +192,7 @@ func (t *trainingJob) job(ctx context.Context, within time.Duration) (nodes []wo
 	for i, n := range t.nodes {
 		if done, lerr := l.ended(n); done && lerr != nil && !left[n.Name] {
 			nodes[i].Errors++
-			nodes[i].ErrorLines = appendBounded(nodes[i].ErrorLines, "launcher: "+clip(lerr.Error(), 200))
+			nodes[i].ErrorLines = appendBounded(nodes[i].ErrorLines, launcherError(lerr))
 		}
 	}
 	return nodes, unit, cmd, err
@@ -203,15 +204,10 @@ func (t *trainingJob) job(ctx context.Context, within time.Duration) (nodes []wo
 func (t *trainingJob) command(l *torchLauncher, n *orchestrator.Node, gen int) string {
 	dir := trainingDir(t.w)
 	args := l.torchrunArgs(fmt.Sprint(len(t.nodes)), 0, gen, fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))
-	// The workers' stderr too: a buyer's job may log its steps there.
-	for i, a := range args {
-		switch a {
-		case "--redirects=1":
-			args[i] = "--redirects=3"
-		case "--tee=1":
-			args[i] = "--tee=3"
-		}
-	}
+	// The workers' stdout comes teed with its rank's prefix; their stderr
+	// (where a buyer's job may log its steps) is the launcher's own,
+	// unprefixed, and read too. torch 1.13's torchrun fails in to_map
+	// with stderr redirected as well (--redirects=3, found in the lab).
 	check := ""
 	if len(t.tr.Command) > 0 {
 		args = append(args, "--no_python")
@@ -230,6 +226,19 @@ func (t *trainingJob) command(l *torchLauncher, n *orchestrator.Node, gen int) s
 		args = l.inImageArgs(n, gen, id, path.Dir(dir), env, args)
 	}
 	return shellLine(dir, dir+"/logs", check, env, args)
+}
+
+// launcherError says how a launcher ended, without its command line (the
+// raw log has it, and the node's last words).
+func launcherError(err error) string {
+	var ee *remote.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.Signal != "":
+		return "launcher killed by SIG" + ee.Signal
+	case errors.As(err, &ee):
+		return fmt.Sprintf("launcher exited %d", ee.Status)
+	}
+	return "launcher: " + clip(err.Error(), 200)
 }
 
 func orInt(x, def int) int {
