@@ -169,7 +169,14 @@ func (t *torchLauncher) inImageArgs(n *orchestrator.Node, gen int, id, dir strin
 	for _, a := range t.containerArgs {
 		run = append(run, remote.Quote(a))
 	}
-	return append(append(run, "sha256:"+id), torchrun...)
+	// The window's image runs by the ID the image phase loaded; an image
+	// of the workload's own by its pinned reference, which the runtime
+	// pulls when the node lacks it.
+	target := "sha256:" + id
+	if t.image != "" && t.image != t.w.Inv.Image.Reference {
+		target = remote.Quote(t.image)
+	}
+	return append(append(run, target), torchrun...)
 }
 
 // start launches cmd on n, its output streamed to the observers and into

@@ -316,3 +316,45 @@ func TestTrainingWithoutTorchrunIsNotMeasured(t *testing.T) {
 		t.Errorf("%d launches", ft.launches)
 	}
 }
+
+// TestTrainingRunsInTheWorkloadsImage: phases.workload.image runs the job
+// in a container of that image (pulled by its pinned reference), the
+// script mounted, the window's labels on it, torchrun inside.
+func TestTrainingRunsInTheWorkloadsImage(t *testing.T) {
+	const ref = "registry.example/train@sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	inv := fakeInventory(t, 2, "phases:\n  workload:\n    enabled: true\n    kind: training\n    image: "+ref+"\n    training: {steps: 4, warmup: 1, procs_per_node: 1}\n")
+	f := fakeFleet(inv)
+	var mu sync.Mutex
+	var runs []string
+	for _, h := range f.Hosts() {
+		h.On(`--version`, func(*fake.Call) fake.Reply { return fake.Reply{Stdout: "docker version 27\n"} })
+		h.On(`exec docker run --rm --network host .* python3 -m torch\.distributed\.run `, func(c *fake.Call) fake.Reply {
+			mu.Lock()
+			runs = append(runs, c.Command)
+			mu.Unlock()
+			for s := 1; s <= 4; s++ {
+				fmt.Fprintf(c.Stdout, "[default0]:GPUACCEPT step t=1 node=%s rank=0 world=2 step=%d step_time=0.1 compute=0.08 wait=0.02 samples=8\n", c.Host.Name(), s)
+			}
+			return fake.Reply{}
+		})
+	}
+	r := runFake(t, inv, f, Training)
+	var res workload.Training
+	if pr := resultOf(t, r, "training", -1); jsonOf(pr, &res) != nil || pr.Outcome != record.OK || len(res.Nodes) != 2 || res.Nodes[0].StepSecs.N != 3 {
+		t.Fatalf("training: %+v %+v", pr, res)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d container runs", len(runs))
+	}
+	for _, c := range runs {
+		for _, want := range []string{"--label gpuaccept.window=", "--label gpuaccept.run=", `-v "$f":/gpuaccept/ddp_train.py:ro`, " " + ref + " python3 -m torch.distributed.run",
+			"/gpuaccept/ddp_train.py --ckpt-dir"} {
+			if !strings.Contains(c, want) {
+				t.Errorf("no %q in %s", want, c)
+			}
+		}
+	}
+	if n := res.Nodes[0]; n.ContainerSecs == nil {
+		t.Errorf("no seconds to the container: %+v", n)
+	}
+}
