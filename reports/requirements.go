@@ -64,11 +64,11 @@ func worseVerdict(a, b record.Verdict) bool {
 	return false
 }
 
-// lowerIsBetter is record.LowerIsBetter for a requirement's figure. The
-// straggler's score (WORK-009: a node's median step over the nodes') is a
-// unitless ratio like NCCL-004's, but a step time: the higher, the slower.
-func lowerIsBetter(id, unit string) bool {
-	return record.LowerIsBetter(unit) || id == "WORK-009" && unit == record.UnitScore
+// lowerIsBetter is record.LowerIsBetter for a requirement's figure (id
+// kept for the callers: every unit now says its own direction, WORK-009's
+// "× median" too).
+func lowerIsBetter(_, unit string) bool {
+	return record.LowerIsBetter(unit)
 }
 
 // requirements are the run's verdicts by requirement, in catalog order

@@ -242,7 +242,7 @@ func trainingVerdicts(tr workload.Training) []record.Verdict {
 	for _, tn := range tr.Nodes {
 		ratio := tn.StepSecs.P50 / tr.MedianStepSecs
 		w9 := workVerdict("WORK-009", tn.Node, fmt.Sprintf("median step %s s, %.2f × the nodes' median", fig(tn.StepSecs.P50), ratio),
-			ratio, record.UnitScore, "≤ 1.1 × the median step", ratio > 1.1)
+			ratio, record.UnitTimesMedian, "≤ 1.1 × the median step", ratio > 1.1)
 		if ratio > 1.1 {
 			w9.Detail = "straggler: " + tn.Node
 		}

@@ -1,12 +1,15 @@
-# gpuaccept failure test workload: a small PyTorch DistributedDataParallel
-# job, launched by torchrun on every node, that a node failure can be
-# measured against. nccl backend when CUDA is there, gloo otherwise.
+# gpuaccept's training workload: a small PyTorch DistributedDataParallel
+# job, launched by torchrun on every node, that the training load test
+# measures and a node failure can be measured against. nccl backend when
+# CUDA is there, gloo otherwise.
 #
 # Log contract (stdout, one line per event; your own training command must
 # print the same to be measured). Every line starts with "GPUACCEPT ", may
 # carry a launcher's prefix before that, and is key=value pairs after it:
 #   GPUACCEPT start t=UNIX node=NAME rank=R world=W restart=N resume_step=S [torch=VERSION]
-#   GPUACCEPT step t=UNIX node=NAME rank=R world=W step=S
+#   GPUACCEPT step t=UNIX node=NAME rank=R world=W step=S step_time=SECS
+#       compute=SECS wait=SECS samples=N [mem_peak_mib=MIB mem_total_mib=MIB]
+#       [tokens=N] [loss=X]
 #   GPUACCEPT checkpoint t=UNIX node=NAME rank=R step=S
 #   GPUACCEPT error t=UNIX node=NAME rank=R step=S msg=TEXT-TO-END-OF-LINE
 # t is seconds since the epoch (float); NAME is $GPUACCEPT_NODE (the
@@ -15,6 +18,15 @@
 # torch.__version__ (recorded beside the launcher's); step lines come from
 # every rank after the step's optimizer update; checkpoint lines after the
 # checkpoint is on disk (renamed into place, fsync'd).
+# A step line's figures are the rank's own, in seconds of its monotonic
+# clock: step_time the whole step (data, compute, all-reduce, update and
+# any --step-time pad); compute the batch, forward and backward pass (the GPU
+# synchronised), which a slow node cannot hide; wait the gradients'
+# all-reduce, where every rank waits for the slowest (so a slow node
+# shows in everyone's step_time and wait, and in its own compute only);
+# samples the rank's batch; mem_peak_mib torch.cuda.max_memory_allocated
+# since the start and mem_total_mib the device's memory, on CUDA only.
+# Keys may be added; a reader ignores those it does not know.
 import argparse
 import datetime
 import os
@@ -75,7 +87,7 @@ def main():
     global step
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt-dir", required=True)
-    ap.add_argument("--ckpt-every", type=int, default=5)
+    ap.add_argument("--ckpt-every", type=int, default=5, help="steps between checkpoints (0: none)")
     ap.add_argument("--steps", type=int, default=0, help="stop after this step (0: run until stopped)")
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=32)
@@ -117,18 +129,48 @@ def main():
         torch=torch.__version__)
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
     gen = torch.Generator(device="cpu").manual_seed(1234 + dist.get_rank())
+    params = [p for p in model.parameters() if p.requires_grad]
+    mem = {}
+    if cuda:
+        mem["mem_total_mib"] = "%.0f" % (torch.cuda.get_device_properties(device).total_memory / 2**20)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
     try:
         while a.steps == 0 or step < a.steps:
             began = time.monotonic()
             x = torch.randn(a.batch, a.hidden, generator=gen).to(device)
-            loss = ddp(x).pow(2).mean()
             opt.zero_grad()
-            loss.backward()
+            # The gradients are all-reduced apart from the backward pass
+            # (DDP would overlap the two), so that compute and wait are
+            # each measured: a straggler is the node whose compute is slow.
+            with ddp.no_sync():
+                loss = ddp(x).pow(2).mean()
+                loss.backward()
+            sync()
+            computed = time.monotonic()
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            dist.all_reduce(flat)
+            sync()
+            reduced = time.monotonic()
+            flat /= world
+            i = 0
+            for p in params:
+                n = p.grad.numel()
+                p.grad.copy_(flat[i:i + n].view_as(p.grad))
+                i += n
             opt.step()
             time.sleep(max(0.0, a.step_time - (time.monotonic() - began)))
+            sync()
             step += 1
-            log("step", world=world, step=step, loss="%.5f" % loss.item())
-            if step % a.ckpt_every == 0:
+            if cuda:
+                mem["mem_peak_mib"] = "%.0f" % (torch.cuda.max_memory_allocated(device) / 2**20)
+            log("step", world=world, step=step, step_time="%.6f" % (time.monotonic() - began),
+                compute="%.6f" % (computed - began), wait="%.6f" % (reduced - computed), samples=a.batch,
+                loss="%.5f" % loss.item(), **mem)
+            if a.ckpt_every > 0 and step % a.ckpt_every == 0:
                 if dist.get_rank() == 0:
                     save(a.ckpt_dir, model, opt, step)
                     log("checkpoint", step=step)

@@ -27,7 +27,8 @@ const probeTimeout = 3 * time.Minute
 
 // toolsProbe asks a node which tools it has, each under its own section;
 // it writes nothing on the node. The binary all-reduce runs and the
-// Python the failure test runs are the inventory's, quoted by the caller.
+// Pythons the failure test and the training load test run (the latter's
+// torchrun) are the inventory's, quoted by the caller.
 const toolsProbe = `t() { if command -v timeout >/dev/null 2>&1; then timeout 20 "$@"; else "$@"; fi; }
 p() { n=$1; shift; printf '@@ %s\n' "$n"
   if command -v "$1" >/dev/null 2>&1; then t "$@" </dev/null 2>&1 | head -c 4096; printf '\n@@ rc %s\n' "${PIPESTATUS[0]}"
@@ -40,12 +41,13 @@ p podman podman --version
 p docker docker --version
 p python3 "$2" --version
 p torch "$2" -c 'import torch; print(torch.__version__, torch.version.cuda or "no CUDA")'
+p torchrun "$3" -c 'import torch, torch.distributed.run; print(torch.__version__)'
 p kernel uname -r
 printf '@@ os\n'; sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'
 ` + haveProbe
 
 // toolOrder is the order the tools are listed in.
-var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "podman", "docker", "python3", "torch", "kernel", "os"}
+var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "podman", "docker", "python3", "torch", "torchrun", "kernel", "os"}
 
 // checkConnect reaches every node, lists what each has, grouped by
 // answer, and says how long the window may take and what that costs. Its
@@ -58,7 +60,12 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 	if python == "" {
 		python = "python3"
 	}
-	cmd := "bash -c " + remote.Quote(toolsProbe) + " probe " + remote.Quote(inv.Phases.AllReduce.Binary) + " " + remote.Quote(python)
+	trainPython := inv.Phases.Workload.Training.Python
+	if trainPython == "" {
+		trainPython = "python3"
+	}
+	cmd := "bash -c " + remote.Quote(toolsProbe) + " probe " + remote.Quote(inv.Phases.AllReduce.Binary) + " " + remote.Quote(python) +
+		" " + remote.Quote(trainPython)
 	res, err := orchestrator.Probe(ctx, inv, orchestrator.Options{Progress: orchestrator.NewProgress(progress, false)}, cmd, probeTimeout)
 	if err != nil {
 		return 0, err
@@ -287,6 +294,13 @@ func summarize(tool string, body []string, rc string) string {
 	case "torch":
 		if f := strings.Fields(body[len(body)-1]); len(f) >= 2 && versionToken.MatchString(f[0]) {
 			return shown("torch " + f[0] + ", CUDA " + strings.Join(f[1:], " "))
+		}
+		return "fails: " + shown(body[len(body)-1])
+	case "torchrun":
+		// The training load test's launcher: torch.distributed.run
+		// imported by its Python (phases.workload.training.python).
+		if f := strings.Fields(body[len(body)-1]); len(f) >= 1 && versionToken.MatchString(f[0]) {
+			return shown("torch.distributed.run, torch " + f[0])
 		}
 		return "fails: " + shown(body[len(body)-1])
 	case "kernel", "os":

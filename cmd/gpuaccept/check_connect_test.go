@@ -129,6 +129,7 @@ func TestToolAnswersOfAHostileNode(t *testing.T) {
 		"@@ docker\n@@ missing\n" +
 		"@@ python3\nPython 3.11.2\n\n@@ rc 0\n" +
 		"@@ torch\nTraceback (most recent call last):\nModuleNotFoundError: No module named 'torch'\n\n@@ rc 1\n" +
+		"@@ torchrun\n2.6.0+cpu\n\n@@ rc 0\n" +
 		"@@ kernel\n" + strings.Repeat("x", 500) + "\n@@ rc 0\n" +
 		"@@ injected\nanything\n"
 	got := toolAnswers([]byte(out))
@@ -141,6 +142,7 @@ func TestToolAnswersOfAHostileNode(t *testing.T) {
 		"docker":          "missing",
 		"python3":         "3.11.2",
 		"torch":           "fails (exit 1): ModuleNotFoundError: No module named 'torch'",
+		"torchrun":        "torch.distributed.run, torch 2.6.0+cpu",
 	} {
 		if got[tool] != want {
 			t.Errorf("%s: %q, want %q", tool, got[tool], want)

@@ -94,6 +94,15 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 			out = append(out, fmt.Sprintf("%s cannot import torch: RECOV-001..003 will not be measured", f.Python))
 		}
 	}
+	if wl := inv.Phases.Workload; on["training"] {
+		inImage := inventory.On(wl.Training.InImage) && (wl.Image != "" || inv.Image.Reference != "")
+		switch {
+		case inImage && (rt == "docker" || rt == "podman") && lacks(rt):
+			out = append(out, fmt.Sprintf("no %s to run the training job in the image: WORK-001, WORK-008..011 will not be measured", rt))
+		case !inImage && (lacks("torchrun") || strings.HasPrefix(tools["torchrun"], "fails")):
+			out = append(out, fmt.Sprintf("%s cannot run torchrun: WORK-001, WORK-008..011 will not be measured", wl.Training.Python))
+		}
+	}
 	if on["staging"] {
 		seen := map[string]bool{}
 		for _, src := range inv.Phases.Staging.Sources {

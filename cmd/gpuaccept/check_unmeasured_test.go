@@ -57,6 +57,7 @@ ssh: {user: root, identity_files: [id], known_hosts: [known_hosts], config: none
 quote: {gpu_model: NVIDIA H100 80GB HBM3, gpus_per_node: 8, price_per_gpu_hour: 2.5}
 phases:
   failure: {enabled: true, dir: /shared}
+  workload: {enabled: true, kind: training}
 nodes:
 `+nodes.String()), 0o644)
 
@@ -71,6 +72,8 @@ nodes:
 		"not measured (a tool the node lacks; the window would end INCOMPLETE):\n",
 		"  gpu-[02-03]: no dcgmi and phases.diag.image not set: DIAG-001 will not be measured\n",
 		"  gpu-03: python3 cannot import torch: RECOV-001..003 will not be measured\n",
+		"  gpu-03: python3 cannot run torchrun: WORK-001, WORK-008..011 will not be measured\n",
+		"torchrun         torch.distributed.run, torch 2.6.0",
 		"fails (exit 1): ModuleNotFoundError: No module named 'torch' (this node's Python has no PyTorch installed)\n" +
 			"                   on gpu-03\n",
 	} {
@@ -113,7 +116,7 @@ nodes:
 		t.Errorf("-o json: %+v\n%s", got, res.stdout)
 	}
 	want := reasonGroup{Nodes: "gpu-[02-03]", Count: 2, Reason: "no dcgmi and phases.diag.image not set: DIAG-001 will not be measured"}
-	if len(got.NotMeasured) != 2 || got.NotMeasured[0] != want || len(got.Nodes[2].NotMeasured) != 2 {
+	if len(got.NotMeasured) != 3 || got.NotMeasured[0] != want || len(got.Nodes[2].NotMeasured) != 3 {
 		t.Errorf("-o json not_measured: %+v; gpu-03: %q", got.NotMeasured, got.Nodes[2].NotMeasured)
 	}
 }

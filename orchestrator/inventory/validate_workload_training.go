@@ -1,6 +1,12 @@
 package inventory
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
+
+// stepGroups are the named groups a step_pattern may have.
+var stepGroups = map[string]bool{"step": true, "step_time": true, "samples": true, "tokens": true}
 
 // workloadTraining checks phases.workload.training and fills its defaults.
 func (v *validator) workloadTraining(t *WorkloadTraining) {
@@ -12,6 +18,17 @@ func (v *validator) workloadTraining(t *WorkloadTraining) {
 			v.problem(k+"step_pattern", "not a Go regexp: %v", err)
 		case re.SubexpIndex("step") < 0:
 			v.problem(k+"step_pattern", "needs a named group (?P<step>...) for the step number, and any of step_time, samples, tokens")
+		default:
+			// A misspelt group would measure nothing, silently.
+			var unknown []string
+			for _, name := range re.SubexpNames() {
+				if name != "" && !stepGroups[name] {
+					unknown = append(unknown, name)
+				}
+			}
+			if len(unknown) > 0 {
+				v.problem(k+"step_pattern", "unknown named group(s) %s: the groups read are step, step_time (seconds), samples and tokens (per step)", strings.Join(unknown, ", "))
+			}
 		}
 	} else if len(t.Command) > 0 {
 		v.problem(k+"step_pattern", "required with phases.workload.training.command: a regexp that reads a step line of your job's log, with named groups step and any of step_time (seconds), samples, tokens")

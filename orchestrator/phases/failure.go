@@ -5,13 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"gpuaccept/orchestrator"
@@ -88,20 +85,11 @@ type failureJob struct {
 	res     *Failed
 	perNode int
 
-	mu       sync.Mutex
-	launches map[string]*launch
-	gen      int
-	wg       sync.WaitGroup
-	// containers numbers the job's container runs: every one needs a
-	// name of its own (see inImage).
-	containers atomic.Int64
-}
+	// torch starts the launchers (launch_torch.go).
+	torch *torchLauncher
 
-// launch is one torchrun launcher on a node.
-type launch struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	mu  sync.Mutex
+	gen int
 }
 
 func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
@@ -134,7 +122,10 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 	for _, n := range nodes {
 		res.Nodes = append(res.Nodes, n.Name)
 	}
-	job := &failureJob{w: w, f: f, log: newJobLog(time.Now()), res: res, perNode: f.ProcsPerNode, launches: map[string]*launch{}}
+	job := &failureJob{w: w, f: f, log: newJobLog(time.Now()), res: res, perNode: f.ProcsPerNode}
+	job.torch = &torchLauncher{w: w, python: f.Python, procs: f.ProcsPerNode, inImage: f.InImage, image: w.Inv.Image.Reference,
+		containerArgs: f.ContainerArgs, basePort: f.Port, names: w.RunID(),
+		onLine: job.log.add, onEnd: job.log.poke}
 	err := job.run(ctx, nodes, victim)
 	res.EndedAt = job.now()
 	job.cleanup(nodes, victim)
@@ -268,18 +259,6 @@ func (j *failureJob) waitFor(ctx context.Context, within time.Duration, cond fun
 	}
 }
 
-// port is the rendezvous port of a launch generation: an old store on a
-// reused port would be joined silently.
-func (j *failureJob) port(gen int) int {
-	base := j.f.Port
-	if base == 0 {
-		h := fnv.New32a()
-		h.Write([]byte(j.w.RunID()))
-		base = 29500 + int(h.Sum32()%2000)
-	}
-	return base + gen
-}
-
 // startAll launches torchrun on nodes for a job of size nodes (elastic:
 // it may shrink by the victim).
 func (j *failureJob) startAll(ctx context.Context, nodes []*orchestrator.Node, size int) {
@@ -298,53 +277,14 @@ func (j *failureJob) start(ctx context.Context, n *orchestrator.Node, size, gen 
 	if j.res.Command == "" {
 		j.res.Command = cmd
 	}
-	lctx, cancel := context.WithCancel(ctx)
-	l := &launch{cancel: cancel, done: make(chan struct{})}
-	j.mu.Lock()
-	if old := j.launches[n.Name]; old != nil {
-		old.cancel()
-	}
-	j.launches[n.Name] = l
-	j.mu.Unlock()
 	j.act(n.Name, fmt.Sprintf("launched (generation %d, %d node(s))", gen, size), "")
-	client := n.Exec()
-	j.wg.Add(1)
-	go func() {
-		defer j.wg.Done()
-		defer close(l.done)
-		defer j.log.poke()
-		log, _, err := j.w.Log(ctx, n)
-		if err != nil {
-			l.err = err
-			return
-		}
-		defer log.Close()
-		fmt.Fprintf(log, "$ %s\n", cmd)
-		lines := &lineWriter{fn: func(line string) {
-			j.log.add(n.Name, line, time.Now())
-		}}
-		if client == nil {
-			l.err = fmt.Errorf("%s: not connected", n.Name)
-			return
-		}
-		err = client.Run(lctx, remote.Cmd{
-			Command: cmd,
-			Env:     map[string]string{"GPUACCEPT_RUN": j.w.RunID()},
-			Stdout:  io.MultiWriter(lines, log),
-			Stderr:  log,
-			Grace:   3 * time.Second,
-		})
-		lines.flush()
-		fmt.Fprintf(log, "# launcher ended: %v\n", err)
-		l.err = err
-	}()
+	j.torch.start(ctx, n, cmd)
 }
 
 // command is the torchrun line for n: elastic jobs may shrink by one node
 // and restart their workers; a relaunched job has a fixed size.
 func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	f := j.f
-	rdzv := j.w.FabricHost(j.w.Active()[0])
 	nnodes := strconv.Itoa(size)
 	restarts := 0
 	if f.Recovery == "elastic" {
@@ -352,15 +292,7 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 		restarts = 3
 	}
 	dir := failureDir(j.w)
-	args := []string{remote.Quote(f.Python), "-m", "torch.distributed.run",
-		"--nnodes=" + nnodes, fmt.Sprintf("--nproc_per_node=%d", f.ProcsPerNode),
-		"--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=%s:%d", remote.Quote(rdzv), j.port(gen)),
-		fmt.Sprintf("--rdzv_id=%s-g%d", j.w.RunID(), gen), fmt.Sprintf("--max_restarts=%d", restarts),
-		// Found in the lab: a 1 s monitor and a 5 s last call re-form an
-		// elastic group in ~20 s instead of ~45 s; torch 1.13's torchrun
-		// needs --redirects/--tee to start at all on Python 3.11.
-		"--monitor_interval=1", "--rdzv_conf=last_call_timeout=5,join_timeout=60",
-		"--redirects=1", "--tee=1", "--log_dir=" + remote.Quote(fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))}
+	args := j.torch.torchrunArgs(nnodes, restarts, gen, fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))
 	if len(f.Command) > 0 {
 		args = append(args, "--no_python")
 		for _, c := range f.Command {
@@ -380,77 +312,10 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 	}
 	env := []string{"GPUACCEPT_NODE=" + remote.Quote(n.Name), "GPUACCEPT_CKPT_DIR=" + remote.Quote(dir+"/ckpt"), "LOGLEVEL=INFO", "PYTHONUNBUFFERED=1",
 		noSharedStore}
-	if id := j.imageID(n); id != "" {
-		args = j.inImage(n, gen, id, dir, env, args)
+	if id := j.torch.imageID(n); id != "" {
+		args = j.torch.inImageArgs(n, gen, id, dir, env, args)
 	}
-	// The job's directory has a predictable name and may sit on a shared
-	// filesystem: it is written in only when it is this user's alone.
-	return fmt.Sprintf("cd && %s && mkdir -p %s && %sexport %s; exec %s",
-		remote.PrivateDirCmd(path.Dir(dir), false), remote.Quote(dir+"/ckpt"), check, strings.Join(env, " "), strings.Join(args, " "))
-}
-
-// noSharedStore turns off what made the elastic test hang on PyTorch 2.x
-// (2.4 and later; field run on 2.11, lab on 2.6): each agent shares one
-// TCPStore with its workers, and which host runs it (MASTER_ADDR/PORT) is
-// published in the rendezvous store only on an agent's first round
-// (DynamicRendezvousHandler caches _bootstrap_store_info). A node that
-// joins a later round (the victim relaunched) is a fresh agent: it waits
-// for that round's MASTER_ADDR, which the survivors' rank 0 never writes
-// again, and rank 0 waits for the newcomer's role_info, both until their
-// 60 s store timeout. With it off, rank 0 publishes them every round, as
-// 1.13 did; 1.13 ignores the variable.
-const noSharedStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
-
-// imageID is the pinned image as loaded on n, when the job runs in it.
-func (j *failureJob) imageID(n *orchestrator.Node) string {
-	if !inventory.On(j.f.InImage) || j.w.Inv.Image.Reference == "" {
-		return ""
-	}
-	var im Imaged
-	if _, ok := j.w.Result("image", -1, &im); ok {
-		if ni := im.Nodes[n.Name]; ni != nil && ni.Match && ni.ID != "" {
-			return ni.ID
-		}
-	}
-	return pinOf(j.w.Inv.Image.Reference)
-}
-
-// inImage wraps the torchrun words in a container run of the pinned image:
-// host network and IPC (NCCL and the rendezvous see the node's own), the
-// GPUs, the job's directory and script mounted, the window's mark and a
-// label on it (failure.sh and teardown find it by them). The runtime's
-// signal proxy passes a TERM from the guard on to torchrun.
-func (j *failureJob) inImage(n *orchestrator.Node, gen int, id, dir string, env, torchrun []string) []string {
-	im := j.w.Inv.Image
-	// The host's PIDs too: the c10d rendezvous tells nodes apart by host
-	// name and PID, and in a container of its own every torchrun is PID 1,
-	// so two nodes on one machine (the H200 field run's set-up) were one
-	// node to it and each formed a job alone.
-	run := []string{remote.Quote(im.Runtime), "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
-		// A name per run, not per node and generation: the victim's
-		// relaunch reused its killed container's name, and under load
-		// podman had not removed that one yet ("the container name ... is
-		// already in use", exit 125; the victim never came back).
-		"--name", remote.Quote(fmt.Sprintf("gpuaccept-%s-%s-g%d-%d", j.w.RunID(), n.Name, gen, j.containers.Add(1))),
-		"--label", remote.Quote("gpuaccept.run=" + j.w.RunID()), "-e", "GPUACCEPT_RUN=" + remote.Quote(j.w.RunID()),
-		"-v", remote.Quote(dir + ":" + dir)}
-	for _, e := range env {
-		run = append(run, "-e", e)
-	}
-	if im.GPUs == "all" {
-		run = append(run, gpuFlags(im.Runtime)...)
-	}
-	for i, a := range torchrun {
-		if a == `"$f"` {
-			// The checked script, mounted where the container sees it.
-			run = append(run, "-v", `"$f":/gpuaccept/ddp_train.py:ro`)
-			torchrun[i] = "/gpuaccept/ddp_train.py"
-		}
-	}
-	for _, a := range j.f.ContainerArgs {
-		run = append(run, remote.Quote(a))
-	}
-	return append(append(run, "sha256:"+id), torchrun...)
+	return shellLine(dir, dir+"/ckpt", check, env, args)
 }
 
 // injectWithin bounds the command that kills the victim.
@@ -486,17 +351,7 @@ func (j *failureJob) allEnded(nodes []*orchestrator.Node, victim *orchestrator.N
 }
 
 // ended says whether n's latest launcher has exited, and how.
-func (j *failureJob) ended(n *orchestrator.Node) (bool, error) {
-	j.mu.Lock()
-	l := j.launches[n.Name]
-	j.mu.Unlock()
-	select {
-	case <-l.done:
-		return true, l.err
-	default:
-		return false, nil
-	}
-}
+func (j *failureJob) ended(n *orchestrator.Node) (bool, error) { return j.torch.ended(n) }
 
 // node runs failure.sh op on n, without the window's mark (kill-node must
 // not kill the command itself).
@@ -667,16 +522,7 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 			j.act(n.Name, "job stopped", out)
 		}
 	})
-	j.mu.Lock()
-	for _, l := range j.launches {
-		l.cancel()
-	}
-	j.mu.Unlock()
-	done := make(chan struct{})
-	go func() { j.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !j.torch.stop(ctx) {
 		j.act("", "cleanup", fmt.Sprintf("stopping the job outlasted its %v; counting what is left", cleanupStop))
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), cleanupCount)
@@ -705,36 +551,5 @@ func (j *failureJob) bill(nodes int) {
 	if p := j.w.Inv.Quote.PricePerGPUHr; p > 0 {
 		c := j.res.BilledGPUHours * p
 		j.res.BilledCost = &c
-	}
-}
-
-// lineWriter calls fn with every complete line written to it.
-type lineWriter struct {
-	mu  sync.Mutex
-	buf []byte
-	fn  func(string)
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		l.fn(string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	return len(p), nil
-}
-
-func (l *lineWriter) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.fn(string(l.buf))
-		l.buf = nil
 	}
 }

@@ -66,9 +66,9 @@ func (j *failureJob) probeTorch(ctx context.Context, nodes []*orchestrator.Node)
 // launcher's Python (torch.distributed.run imported: the launcher runs).
 func (j *failureJob) torchProbe(n *orchestrator.Node) string {
 	args := []string{remote.Quote(j.f.Python), "-c", remote.Quote(`import torch, torch.distributed.run; print("torch", torch.__version__)`)}
-	if id := j.imageID(n); id != "" {
+	if id := j.torch.imageID(n); id != "" {
 		// Generation 0: the container's name is the probe's own.
-		args = j.inImage(n, 0, id, failureDir(j.w), nil, args)
+		args = j.torch.inImageArgs(n, 0, id, failureDir(j.w), nil, args)
 	}
 	// The job's directory first (the image mounts it), made private as the
 	// launch makes it: a mkdir -p alone would follow another user's link.

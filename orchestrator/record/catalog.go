@@ -144,7 +144,7 @@ var catalog = []Requirement{
 	req("WORK-006", "inference: requests failed or timed out within the target", CardLoad).measured(UnitPercentFailed),
 	req("WORK-007", "inference: goodput (requests that met every latency target) meets the target", CardLoad).measured(UnitPercentGood),
 	req("WORK-008", "training: steady throughput per node meets the target", CardLoad).measured(UnitPerSecond),
-	req("WORK-009", "training: no straggler (every node's step time near the median)", CardLoad).measured(UnitScore),
+	req("WORK-009", "training: no straggler (every node's step time near the median)", CardLoad).measured(UnitTimesMedian),
 	req("WORK-010", "GPU memory headroom at the workload's peak", CardLoad).measured(UnitPercentGood),
 	req("WORK-011", "the workload ran without errors or restarts", CardLoad),
 

@@ -304,13 +304,14 @@ const (
 	UnitPerSecond     = "/s"       // samples or tokens per second (the verdict's Measured says which): higher is better
 	UnitPercentFailed = "% failed" // a share that went wrong: lower is better
 	UnitPercentGood   = "%"        // a share that went right (goodput, headroom): higher is better
+	UnitTimesMedian   = "× median" // a node's figure over the fleet's median (the straggler's step): lower is better
 )
 
 // LowerIsBetter says which way a Value in unit improves: durations and
 // steps lost are better smaller; throughputs and scores better larger.
 func LowerIsBetter(unit string) bool {
 	switch unit {
-	case UnitSeconds, UnitSteps, UnitMicroseconds, UnitMilliseconds, UnitPercentFailed:
+	case UnitSeconds, UnitSteps, UnitMicroseconds, UnitMilliseconds, UnitPercentFailed, UnitTimesMedian:
 		return true
 	}
 	return false

@@ -27,6 +27,12 @@ import (
 // as a collective that times out would; the others follow its round file.
 const SimPython = "gpuaccept-sim-python"
 
+// SimSlowEnv makes one simulated node a straggler: its steps' compute
+// part takes this many times the others' (a factor, "1.6"). The job's
+// clock is shared, so the slowness shows in the node's compute= only;
+// ddp_train.py's other figures are the job's.
+const SimSlowEnv = "GPUACCEPT_STANDIN_SLOW"
+
 // SimTorchVersion is what SimPython says its torch.__version__ is.
 const SimTorchVersion = "0+gpuaccept.simulated"
 
@@ -60,6 +66,9 @@ type elasticJob struct {
 	maxRestarts      int
 	dir, ckpt        string
 	every            int
+	steps            int     // --steps: the last step (0: run until stopped)
+	batch            int     // --batch: samples a step
+	slow             float64 // SimSlowEnv
 	stepTime         time.Duration
 	tick, stale      time.Duration
 	settle           time.Duration
@@ -79,8 +88,8 @@ type elasticRound struct {
 }
 
 func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
-	if len(args) == 2 && args[0] == "-c" && args[1] == "import torch" {
-		return 0 // the window asks whether the node's Python has torch: it does
+	if len(args) == 2 && args[0] == "-c" && (args[1] == "import torch" || args[1] == "import torch.distributed.run") {
+		return 0 // the window asks whether the node's Python has torch (torchrun): it does
 	}
 	if len(args) == 2 && args[0] == "-c" && strings.Contains(args[1], "torch.__version__") {
 		// The failure test asks the launcher's version first: say it is
@@ -92,7 +101,7 @@ func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s %s is not simulated (only -m torch.distributed.run)\n", modelLabel, SimPython, strings.Join(args, " "))
 		return ExitNotSimulated
 	}
-	j := &elasticJob{minN: 1, maxN: 1, procs: 1, every: 5, stepTime: 500 * time.Millisecond, out: stdout}
+	j := &elasticJob{minN: 1, maxN: 1, procs: 1, every: 5, batch: 32, slow: 1, stepTime: 500 * time.Millisecond, out: stdout}
 	var rdzvHost, rdzvID string
 	script := false
 	for i := 2; i < len(args); i++ {
@@ -122,6 +131,10 @@ func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 			i++
 		case k == "--ckpt-every":
 			j.every, _ = strconv.Atoi(v)
+		case k == "--steps":
+			j.steps, _ = strconv.Atoi(v)
+		case k == "--batch":
+			j.batch, _ = strconv.Atoi(v)
 		case k == "--step-time":
 			if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
 				j.stepTime = time.Duration(s * float64(time.Second))
@@ -129,8 +142,13 @@ func runElastic(args []string, e environ, stdout, stderr io.Writer) int {
 		}
 	}
 	j.node, _ = e.get("GPUACCEPT_NODE")
+	if v, ok := e.get(SimSlowEnv); ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 1 && f <= 100 {
+			j.slow = f
+		}
+	}
 	switch {
-	case !script || j.ckpt == "" || j.node == "" || rdzvID == "" || j.minN < 1 || j.maxN < j.minN || j.procs < 1 || j.every < 1:
+	case !script || j.ckpt == "" || j.node == "" || rdzvID == "" || j.minN < 1 || j.maxN < j.minN || j.procs < 1 || j.every < 0 || j.steps < 0:
 		fmt.Fprintf(stderr, "%s: %s: not the failure test's launch (a script, --ckpt-dir, GPUACCEPT_NODE, --rdzv_id, --nnodes)\n", modelLabel, SimPython)
 		return ExitNotSimulated
 	case strings.ContainsAny(rdzvID, "/\x00") || strings.ContainsAny(j.node, "/\x00"):
@@ -194,7 +212,25 @@ func (j *elasticJob) loop(stop <-chan os.Signal) int {
 			}
 		}
 		j.stepHeard(now)
+		if j.steps > 0 && j.next > j.steps {
+			// Done: the rendezvous node stays until every member is, as
+			// torchrun's exit barrier does (its round is the others' clock).
+			writeAtomic(filepath.Join(j.dir, j.node+".done"), "")
+			if !j.leader || j.allDone() || now.Sub(began) > time.Duration(j.steps+100)*j.stepTime {
+				return 0
+			}
+		}
 	}
+}
+
+// allDone: every member of the round has run its last step.
+func (j *elasticJob) allDone() bool {
+	for _, m := range j.round.members {
+		if _, err := os.Stat(filepath.Join(j.dir, m+".done")); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // stepHeard steps up to now or to what every member of the round is
@@ -219,7 +255,9 @@ func (j *elasticJob) live(now time.Time) ([]string, map[string]time.Time) {
 		}
 		if fi, err := e.Info(); err == nil {
 			beats[name] = fi.ModTime()
-			if now.Sub(fi.ModTime()) < j.stale {
+			_, err := os.Stat(filepath.Join(j.dir, name+".done"))
+			// A launcher done with its steps is gone, not lost.
+			if now.Sub(fi.ModTime()) < j.stale || err == nil {
 				out = append(out, name)
 			}
 		}
@@ -312,10 +350,17 @@ func (j *elasticJob) step(now time.Time) {
 		return
 	}
 	for !now.Before(j.round.start.Add(time.Duration(j.next-j.round.resume) * j.stepTime)) {
-		for l := range j.procs {
-			j.logf(l, "step", "world=%d step=%d", j.wrld, j.next)
+		if j.steps > 0 && j.next > j.steps {
+			return
 		}
-		if j.base == 0 && j.next%j.every == 0 {
+		// ddp_train.py's split of a step: compute, then the all-reduce's
+		// wait for the slowest (a straggler's compute takes its factor).
+		st := j.stepTime.Seconds()
+		compute := min(0.6*st*j.slow, st)
+		for l := range j.procs {
+			j.logf(l, "step", "world=%d step=%d step_time=%.6f compute=%.6f wait=%.6f samples=%d", j.wrld, j.next, st, compute, st-compute, j.batch)
+		}
+		if j.base == 0 && j.every > 0 && j.next%j.every == 0 {
 			writeAtomic(filepath.Join(j.ckpt, "latest"), strconv.Itoa(j.next))
 			j.logf(0, "checkpoint", "step=%d", j.next)
 		}

@@ -80,7 +80,51 @@ func TestElasticStepsStopAtTheOldestHeartbeat(t *testing.T) {
 	j = &elasticJob{dir: dir, procs: 1, every: 100, stepTime: time.Second, out: &out,
 		round: elasticRound{n: 2, start: now.Add(-10 * time.Second)}, next: 1, wrld: 2}
 	j.stepHeard(now)
-	if n := strings.Count(out.String(), " step "); n != 3 || !strings.Contains(out.String(), "step=3\n") {
+	if n := strings.Count(out.String(), " step "); n != 3 || !strings.Contains(out.String(), "step=3 step_time=") {
 		t.Errorf("%d step lines up to b's beat, 3 s after the round's start (steps 1..3 due at 1..3 s): %q", n, out.String())
+	}
+}
+
+// TestElasticTrainingJobEnds: the training load test's launch (a fixed
+// size, --steps, no checkpoints) ends on every node after its last step,
+// each step line with ddp_train.py's figures, the slowed node's compute
+// its factor of the others'.
+func TestElasticTrainingJobEnds(t *testing.T) {
+	dir := t.TempDir()
+	type ended struct {
+		node string
+		code int
+		out  string
+	}
+	done := make(chan ended, 2)
+	for _, node := range []string{"a", "b"} {
+		go func() {
+			env := environ{"GPUACCEPT_NODE=" + node}
+			if node == "b" {
+				env = append(env, SimSlowEnv+"=2")
+			}
+			var out, errs strings.Builder
+			code := runElastic([]string{"-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", "--rdzv_endpoint=a:29500",
+				"--rdzv_id=run-training-g1", "--max_restarts=0", "/x/ddp_train.py", "--ckpt-dir", filepath.Join(dir, "ckpt-g1"),
+				"--ckpt-every=0", "--steps=4", "--batch=8", "--step-time=0.05"}, env, &out, &errs)
+			done <- ended{node, code, out.String() + errs.String()}
+		}()
+	}
+	for range 2 {
+		select {
+		case e := <-done:
+			if e.code != 0 || strings.Count(e.out, " step ") != 4 || strings.Contains(e.out, " checkpoint ") || strings.Contains(e.out, " error ") {
+				t.Errorf("%s: exit %d:\n%s", e.node, e.code, e.out)
+			}
+			want := "compute=0.030000 wait=0.020000 samples=8"
+			if e.node == "b" {
+				want = "compute=0.050000 wait=0.000000 samples=8"
+			}
+			if !strings.Contains(e.out, "step=4 step_time=0.050000 "+want) {
+				t.Errorf("%s: no step 4 with %s:\n%s", e.node, want, e.out)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the job did not end")
+		}
 	}
 }
