@@ -79,7 +79,9 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 
 --workload inference adds the load test: every node serves a simulated model from the demo's
 image and gpuaccept's load generator drives it from the node itself; gpu-03's server is slow,
-so its p95 time to first token misses the target.`,
+so its p95 time to first token misses the target. --workload training runs a training job
+over every node instead (the failure test's simulated launcher); gpu-03 computes 1.5 times
+slower and is named the straggler.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
@@ -153,7 +155,7 @@ so its p95 time to first token misses the target.`,
 			if quoteFile != "" {
 				o.Progress.Line("demo: the quote of %s", quoteFile)
 			}
-			if demoInference(inv) {
+			if demoInference(inv) || demoTraining(inv) {
 				o.Progress.Line("demo: %s", demoWorkloadText(inv))
 			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
@@ -339,16 +341,20 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 				return servers, err
 			}
 		}
+		env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home,
+			standins.FabricEnv + "=" + fabric,
+			standins.FabricNodeEnv + "=" + n.Name,
+			standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs"),
+			standins.PodmanStoreEnv + "=" + demoStore(work, n.Name),
+			standins.LoopbackEnv + "=" + demoLoopback(i)}
+		if demoTraining(inv) && i == demoSlow {
+			env = append(env, standins.SimSlowEnv+"="+demoSlowCompute)
+		}
 		s, err := sshtest.Start(sshtest.Options{
 			AuthorizedKeyLines: []string{authorized},
 			Dir:                home,
-			Env: []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home,
-				standins.FabricEnv + "=" + fabric,
-				standins.FabricNodeEnv + "=" + n.Name,
-				standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs"),
-				standins.PodmanStoreEnv + "=" + demoStore(work, n.Name),
-				standins.LoopbackEnv + "=" + demoLoopback(i)},
-			Name: n.Name,
+			Env:                env,
+			Name:               n.Name,
 		})
 		if err != nil {
 			return servers, err

@@ -15,10 +15,14 @@ import (
 	"gpuaccept/scripts/standins"
 )
 
-// demoWorkloads are the values of demo --workload: the load test of
-// issue 26 on the simulated nodes, or none (the demo as it always was).
-// training joins them once its phase exists.
-var demoWorkloads = []string{"none", "inference"}
+// demoWorkloads are the values of demo --workload: the load test on the
+// simulated nodes, of either kind, or none (the demo as it always was).
+var demoWorkloads = []string{"none", "inference", "training"}
+
+// demoSlowCompute is the training straggler's factor on its compute
+// (standins.SimSlowEnv): 1.5 times the others', clear of the default
+// straggler_ratio of 1.1 however loaded the machine.
+const demoSlowCompute = "1.5"
 
 // The demo's inference load test: every node serves a simulated model
 // (`standin openai-server` in the demo's image, run by the simulated
@@ -46,7 +50,20 @@ const demoSlowServer = `{"prefill_tokens_per_s": 400, "token_delay": "20ms"}`
 // servers run in the window's image, the demo's, which the image phase
 // loaded (a workload image of its own would be pulled, and the demo's
 // nodes have no registry).
-func demoWorkloadBlocks() map[string]any {
+func demoWorkloadBlocks(kind string) map[string]any {
+	if kind == "training" {
+		// The demo's stand-in launcher (the failure test's) runs the
+		// job: ddp_train.py's log contract, a step every 500 ms.
+		return map[string]any{
+			"phases.workload": map[string]any{
+				"enabled": true,
+				"kind":    "training",
+				"training": map[string]any{"python": "gpuaccept-sim-python", "in_image": false,
+					"procs_per_node": 2, "steps": 12, "warmup": 3},
+			},
+			"acceptance.workload": map[string]any{"ready_within": "30s"},
+		}
+	}
 	return map[string]any{
 		"phases.workload": map[string]any{
 			"enabled": true,
@@ -93,7 +110,7 @@ func demoYAML(kind string) ([]byte, error) {
 	if err := yaml.Unmarshal(inventories.Demo, &doc); err != nil || len(doc.Content) != 1 {
 		return nil, fmt.Errorf("%s: not YAML: %v", demoEmbedded, err)
 	}
-	blocks := demoWorkloadBlocks()
+	blocks := demoWorkloadBlocks(kind)
 	for _, key := range []string{"phases.workload", "acceptance.workload"} {
 		var v yaml.Node
 		if err := v.Encode(blocks[key]); err != nil {
@@ -119,6 +136,12 @@ func demoInventoryFor(quoteFile, kind string) (*inventory.Inventory, inventory.Q
 		return nil, inventory.Quote{}, err
 	}
 	return demoInventoryOf(base, quoteFile)
+}
+
+// demoTraining says whether the window runs the training load test.
+func demoTraining(inv *inventory.Inventory) bool {
+	w := inv.Phases.Workload
+	return w.Enabled && w.Kind == "training"
 }
 
 // demoInference says whether the window runs the inference load test.
@@ -150,6 +173,14 @@ func demoStore(work, node string) string {
 
 // demoWorkloadText says what the load test will show, for the progress.
 func demoWorkloadText(inv *inventory.Inventory) string {
+	if demoTraining(inv) {
+		slow := "no node is slowed"
+		if demoSlow < len(inv.Nodes) {
+			slow = inv.Nodes[demoSlow].Name + " computes " + demoSlowCompute + " times slower"
+		}
+		return fmt.Sprintf("training load test (%d steps on every node): %s, the straggler ratio %g",
+			inv.Phases.Workload.Training.Steps, slow, inv.Phases.Workload.Training.StragglerRatio)
+	}
 	in := inv.Phases.Workload.Inference
 	slow := "no node's server is slowed"
 	if demoSlow < len(inv.Nodes) {

@@ -79,13 +79,20 @@ func TestDemoWorkloadInventory(t *testing.T) {
 		t.Errorf("--quote with --workload: quote %+v, workload %+v", q.Quote, q.Phases.Workload)
 	}
 
-	for _, bad := range []string{"training", "bogus", ""} {
-		if err := checkDemoWorkload(bad); err == nil || !strings.Contains(err.Error(), "one of none, inference") {
+	tr, _, err := demoInventoryFor("", "training")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !demoTraining(tr) || demoInference(tr) || tr.Phases.Workload.Training.Steps != 12 {
+		t.Errorf("--workload training: %+v", tr.Phases.Workload)
+	}
+	for _, bad := range []string{"bogus", ""} {
+		if err := checkDemoWorkload(bad); err == nil || !strings.Contains(err.Error(), "one of none, inference, training") {
 			t.Errorf("--workload %q: %v", bad, err)
 		}
 	}
-	if res := gpuaccept(t, t.TempDir(), "demo", "--workload", "training"); res.code != 2 || !strings.Contains(res.stderr, `--workload "training": one of none, inference`) {
-		t.Errorf("demo --workload training: exit %d %q", res.code, res.stderr)
+	if res := gpuaccept(t, t.TempDir(), "demo", "--workload", "bogus"); res.code != 2 || !strings.Contains(res.stderr, `--workload "bogus": one of none, inference, training`) {
+		t.Errorf("demo --workload bogus: exit %d %q", res.code, res.stderr)
 	}
 }
 
@@ -246,5 +253,40 @@ func TestDemoInferenceNamesTheSlowServer(t *testing.T) {
 	}
 	if passed == 0 {
 		t.Errorf("no healthy node's WORK-002 passed:\n%s", res.stderr)
+	}
+}
+
+// The demo with the training load test, that phase alone: gpu-03 computes
+// 1.5 times slower and is named the straggler (WORK-009 FAIL, retested);
+// every other node passes, and carries no retest history of its own (the
+// job ran again for gpu-03, nothing of theirs failed).
+func TestDemoTrainingNamesTheStraggler(t *testing.T) {
+	began := time.Now()
+	res := gpuaccept(t, t.TempDir(), "demo", "--workload", "training", "--only", "training", "--runs-dir", "runs", "-o", "json")
+	t.Logf("demo --workload training --only training: %v", time.Since(began).Round(100*time.Millisecond))
+	if res.code != 1 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	var rec struct {
+		Verdicts []record.Verdict `json:"verdicts"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil {
+		t.Fatalf("%v\n%.500s", err, res.stdout)
+	}
+	seen := map[string]record.Status{}
+	for _, v := range rec.Verdicts {
+		if v.ID != "WORK-009" {
+			continue
+		}
+		seen[v.Node] = v.Status
+		switch {
+		case v.Node == "gpu-03" && (v.Status != record.Fail || v.Retest == nil || len(v.Retest.Runs) != 2):
+			t.Errorf("gpu-03, the straggler: WORK-009 %s (%s), retest %+v", v.Status, v.Measured, v.Retest)
+		case v.Node != "gpu-03" && (v.Status != record.Pass || v.Retest != nil):
+			t.Errorf("%s: WORK-009 %s (%s), retest %+v", v.Node, v.Status, v.Measured, v.Retest)
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("WORK-009 on %v, want every one of the 4 nodes\n%s", seen, res.stderr)
 	}
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -67,7 +68,9 @@ func unstable(failed []bool) bool {
 	return false
 }
 
-// NewRetest is the history of runs; nil for a figure measured once.
+// NewRetest is the history of runs; nil for a figure measured once, and
+// for one whose every run passed (measured again only because another
+// figure of the same job failed: nothing of it was retested).
 func NewRetest(runs []RetestRun) *Retest {
 	if len(runs) < 2 {
 		return nil
@@ -75,6 +78,9 @@ func NewRetest(runs []RetestRun) *Retest {
 	failed := make([]bool, len(runs))
 	for i, r := range runs {
 		failed[i] = r.Failed != ""
+	}
+	if !slices.Contains(failed, true) {
+		return nil
 	}
 	return &Retest{Runs: runs, Unstable: unstable(failed)}
 }

@@ -81,3 +81,15 @@ func TestRetestNote(t *testing.T) {
 		t.Errorf("note:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A figure whose runs all passed was measured again only because another
+// figure of the same job failed: it carries no retest history.
+func TestNewRetestOfRunsThatAllPassed(t *testing.T) {
+	v := 128.0
+	if r := NewRetest([]RetestRun{{Value: &v}, {Value: &v}}); r != nil {
+		t.Fatalf("NewRetest of two passes = %+v, want nil", r)
+	}
+	if r := NewRetest([]RetestRun{{Value: &v, Failed: "slow"}, {Value: &v}}); r == nil || r.Failed() {
+		t.Fatalf("NewRetest of a failure then a pass = %+v, want a history that passes", r)
+	}
+}
