@@ -42,6 +42,12 @@ func (v *validator) workload(w *Workload) {
 		v.workloadTraining(&w.Training)
 	case "inference":
 		v.workloadInference(&w.Inference)
+		// Each level's figures are already distributions over every
+		// request of its duration; a repeat the phase would not run
+		// must not read as a measurement done.
+		if w.Repeats > 1 {
+			v.problem(k+"repeats", "applies to kind: training (the whole job run again); an inference level's figures are over every request of its duration: lengthen phases.workload.inference.duration instead, got %d", w.Repeats)
+		}
 	case "":
 		if w.Enabled {
 			v.problem(k+"kind", "required with phases.workload.enabled: training (a multi-node job under torchrun) or inference (an OpenAI-compatible server on every node)")

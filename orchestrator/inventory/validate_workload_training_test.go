@@ -31,3 +31,16 @@ func TestStepPattern(t *testing.T) {
 		t.Errorf("a command without a pattern: %v", err)
 	}
 }
+
+// repeats is the training job's: with kind inference, where the phase would
+// not repeat anything, it is an error naming the key, never a silent no-op.
+func TestWorkloadRepeatsIsTrainings(t *testing.T) {
+	head := minimal + "phases:\n  workload:\n    enabled: true\n    kind: inference\n    inference:\n      model: m\n"
+	if _, err := parse("a.yaml", []byte(head+"    repeats: 1\n"), noEnv); err != nil {
+		t.Errorf("repeats 1 with inference: %v", err)
+	}
+	_, err := parse("a.yaml", []byte(head+"    repeats: 3\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "phases.workload.repeats: applies to kind: training") {
+		t.Errorf("repeats 3 with inference: %v", err)
+	}
+}
