@@ -103,6 +103,9 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 			out = append(out, fmt.Sprintf("%s cannot run torchrun: WORK-001, WORK-008..011 will not be measured", wl.Training.Python))
 		}
 	}
+	if on["inference"] && lacks("podman") && lacks("docker") {
+		out = append(out, "neither podman nor docker to start the inference server: WORK-001..007 and WORK-010 will not be measured")
+	}
 	if on["staging"] {
 		seen := map[string]bool{}
 		for _, src := range inv.Phases.Staging.Sources {

@@ -140,3 +140,20 @@ func TestWillNotMeasureAzureSources(t *testing.T) {
 		t.Errorf("a node without azcopy, a prefix: %q", got)
 	}
 }
+
+// The inference server runs in a container: a node with neither podman nor
+// docker is said before the window, one with either is not.
+func TestWillNotMeasureInferenceWithoutARuntime(t *testing.T) {
+	inv := &inventory.Inventory{}
+	on := []orchestrator.Phase{{Name: "inference", Enabled: func(*inventory.Inventory) bool { return true }}}
+	none := map[string]string{"podman": "missing", "docker": "missing"}
+	if got := strings.Join(willNotMeasure(inv, on, none, nil), "\n"); !strings.Contains(got, "neither podman nor docker to start the inference server: WORK-001..007") {
+		t.Errorf("no runtime: %q", got)
+	}
+	for _, rt := range []string{"podman", "docker"} {
+		tools := map[string]string{"podman": "missing", "docker": "missing", rt: "4.3.1"}
+		if got := willNotMeasure(inv, on, tools, nil); len(got) != 0 {
+			t.Errorf("with %s: %q, want nothing", rt, got)
+		}
+	}
+}
