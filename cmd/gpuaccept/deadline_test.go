@@ -39,7 +39,7 @@ func TestCheckPlanHonoursPhasesDeadline(t *testing.T) {
 		"diag":      "15m0s",  // phases.diag.timeout
 		"staging":   "2h4m0s", // phases.staging.window, twice: a node below the quote stages again (acceptance.retest)
 		"windowkey": "7m0s", "image": "7m0s", "intranode": "7m0s", "allreduce": "7m0s", "bisect": "7m0s",
-		"checkpoint-write": "7m0s", "checkpoint-restore": "7m0s", "inference": "7m0s", "failure": "7m0s",
+		"checkpoint-write": "7m0s", "checkpoint-restore": "7m0s", "training": "7m0s", "inference": "7m0s", "failure": "7m0s",
 		"teardown": "45s", "deletion": "2m0s", // cleanup keeps its own budget
 	}
 	line := regexp.MustCompile(`(?m)^  \d+\. (\S+) +\S+ +deadline (\S+)`)
