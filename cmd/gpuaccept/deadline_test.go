@@ -37,7 +37,7 @@ func TestCheckPlanHonoursPhasesDeadline(t *testing.T) {
 		"preflight": "2m0s", // phases.preflight.timeout
 		"security":  "7m0s",
 		"diag":      "15m0s",  // phases.diag.timeout
-		"staging":   "2h4m0s", // phases.staging.window, twice: a node below the quote stages again (acceptance.retest)
+		"staging":   "3h6m0s", // phases.staging.window, thrice: a node below the quote stages again (acceptance.retest) and confirms a pass
 		"windowkey": "7m0s", "image": "7m0s", "intranode": "7m0s", "allreduce": "7m0s", "bisect": "7m0s",
 		"checkpoint-write": "7m0s", "checkpoint-restore": "7m0s", "training": "7m0s", "inference": "7m0s", "failure": "7m0s",
 		"teardown": "45s", "deletion": "2m0s", // cleanup keeps its own budget

@@ -241,9 +241,9 @@ type Acceptance struct {
 	RegressionByID map[string]float64 `mapstructure:"regression_by_id" json:"regression_by_id"`
 	// Retest is how many more runs a measured figure (fabric, workload,
 	// staging, checkpoint) gets after it failed, before its FAIL stands: a
-	// transient failure must not decide a contract. A pass after a failure
-	// is confirmed by one more run while retests remain, so a node that
-	// fails, passes and fails is named unstable. Default 1; 0 turns
+	// transient failure must not decide a contract. A pass right after a
+	// failure is confirmed by one more run (beyond this count), so a node
+	// that fails, passes and fails is named unstable. Default 1; 0 turns
 	// retests off.
 	Retest *int `mapstructure:"retest" json:"retest,omitempty"`
 	// Workload is what the buyer's representative workload must reach

@@ -49,7 +49,7 @@ var AllReduce = orchestrator.Phase{
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		a := inv.Phases.AllReduce
-		runs := max(a.Repeats, 1) * (1 + inv.Acceptance.RetestOr())
+		runs := max(a.Repeats, 1) * record.MaxRuns(inv.Acceptance.RetestOr())
 		return time.Duration(runs+len(a.Collectives))*(sweepTimeout(inv)+30*time.Second) +
 			time.Duration(runs)*(latencyTimeout(inv)+30*time.Second) + pairSearchBound(inv) + time.Minute
 	},

@@ -171,7 +171,7 @@ func ckptOwn(inv *inventory.Inventory) bool { return inv.Phases.Checkpoint.Timeo
 func ckptDeadline(inv *inventory.Inventory) time.Duration {
 	c := inv.Phases.Checkpoint
 	// Each retest (acceptance.retest) writes or reads the whole size again.
-	runs := time.Duration(1 + inv.Acceptance.RetestOr())
+	runs := time.Duration(record.MaxRuns(inv.Acceptance.RetestOr()))
 	return orDefault(c.Timeout, runs*(2*time.Minute+time.Duration(float64(c.Size)/50e6*float64(time.Second)).Round(time.Second)))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 	"gpuaccept/orchestrator/workload"
 	"gpuaccept/remote"
@@ -60,7 +61,7 @@ func inferenceEnabled(inv *inventory.Inventory) bool {
 // as many times as retests allow, and a minute a run to fetch its logs.
 func inferenceBound(inv *inventory.Inventory) time.Duration {
 	return 2*time.Minute + orDefault(inv.Phases.Workload.Inference.ReadyTimeout, 10*time.Minute) +
-		time.Duration(1+inv.Acceptance.RetestOr())*infRunBound(inv)
+		time.Duration(record.MaxRuns(inv.Acceptance.RetestOr()))*infRunBound(inv)
 }
 
 // infRunBound bounds one run of the sweep on a node.

@@ -50,8 +50,9 @@ func TestMemSamplerSumsItsGroup(t *testing.T) {
 // over phases.deadline, which replaces the built-in bound.
 func TestInferenceDeadline(t *testing.T) {
 	inv := infInventory(t, 1, "", "")
-	// 2m + ready 10m + 2 runs × (2 levels × (0s + 1s + 60s + 10s) + 1m)
-	if got := orchestrator.PhaseDeadline(&Inference, inv); got != 18*time.Minute+44*time.Second {
+	// 2m + ready 10m + 3 runs (a retest and its confirmation) × (2 levels
+	// × (0s + 1s + 60s + 10s) + 1m)
+	if got := orchestrator.PhaseDeadline(&Inference, inv); got != 22*time.Minute+6*time.Second {
 		t.Errorf("built-in bound %s", got)
 	}
 	inv.Phases.Deadline = 7 * time.Minute

@@ -34,7 +34,7 @@ var IntraNode = orchestrator.Phase{
 	Enabled: intraEnabled,
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
-		runs := max(inv.Phases.AllReduce.Repeats, 1) * (1 + inv.Acceptance.RetestOr())
+		runs := max(inv.Phases.AllReduce.Repeats, 1) * record.MaxRuns(inv.Acceptance.RetestOr())
 		return time.Duration(runs)*(sweepTimeout(inv)+latencyTimeout(inv)+time.Minute) + time.Minute
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {

@@ -18,6 +18,7 @@ import (
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/parse"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
@@ -108,7 +109,7 @@ var Staging = orchestrator.Phase{
 	Deadline: func(inv *inventory.Inventory) time.Duration {
 		st := inv.Phases.Staging
 		// Each retest (acceptance.retest) stages everything again.
-		runs := time.Duration(1 + inv.Acceptance.RetestOr())
+		runs := time.Duration(record.MaxRuns(inv.Acceptance.RetestOr()))
 		switch {
 		case st.Timeout > 0:
 			return st.Timeout

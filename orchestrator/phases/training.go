@@ -12,6 +12,7 @@ import (
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/workload"
 	"gpuaccept/remote"
 )
@@ -45,10 +46,10 @@ func trainingOn(inv *inventory.Inventory) bool {
 // rendezvous and 30 steps of a real model take minutes, not more.
 const trainingJobWithin = 15 * time.Minute
 
-// trainingJobs is the most jobs the phase may run: every repeat, once
-// more for each retest.
+// trainingJobs is the most jobs the phase may run: every repeat, for
+// each run the retest rule allows.
 func trainingJobs(inv *inventory.Inventory) int {
-	return max(inv.Phases.Workload.Repeats, 1) * (1 + max(inv.Acceptance.RetestOr(), 0))
+	return max(inv.Phases.Workload.Repeats, 1) * record.MaxRuns(inv.Acceptance.RetestOr())
 }
 
 // trainingDir holds the job's launcher logs on each node, on its own disk.

@@ -28,27 +28,38 @@ type RetestRun struct {
 
 // Again says whether a figure whose runs so far failed (true) or passed
 // (false) in this order is measured once more, when retests runs may
-// follow the first: a failure is retested; a pass that follows a failure
-// is confirmed by one more run while retests remain; a figure that
-// already failed, passed and failed is not run again.
+// follow failures: a failure is retested while the failures so far are no
+// more than retests; a pass that directly follows a failure is confirmed
+// by one more run, outside that budget (with the default of one retest,
+// fail, pass, fail must still be seen to be named unstable); a figure
+// that already failed, passed and failed is not run again.
 func Again(failed []bool, retests int) bool {
 	n := len(failed)
 	switch {
 	case n == 0:
 		return true
-	case n > retests || unstable(failed):
+	case retests <= 0 || unstable(failed):
 		return false
 	case failed[n-1]:
-		return true
-	}
-	// The last run passed: confirm it once when an earlier one failed and
-	// no pass confirmed a pass yet.
-	for i := n - 2; i >= 0; i-- {
-		if !failed[i] {
-			return false
+		failures := 0
+		for _, f := range failed {
+			if f {
+				failures++
+			}
 		}
+		return failures <= retests
 	}
-	return n > 1
+	return n > 1 && failed[n-2]
+}
+
+// MaxRuns is the most runs Again allows a figure with retests: the
+// first, a run per allowed failure, and the confirmation of a pass. The
+// phases' deadlines are sized by it.
+func MaxRuns(retests int) int {
+	if retests <= 0 {
+		return 1
+	}
+	return retests + 2
 }
 
 // unstable: a failure, a later pass, and a failure after that.

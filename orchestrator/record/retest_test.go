@@ -16,13 +16,18 @@ func TestAgain(t *testing.T) {
 		{[]bool{P}, 1, false},
 		{[]bool{F}, 0, false},
 		{[]bool{F}, 1, true},
-		{[]bool{F, P}, 1, false},
+		{[]bool{F, P}, 1, true}, // confirm the pass, outside the budget
 		{[]bool{F, F}, 1, false},
-		{[]bool{F, P}, 2, true},     // confirm the pass
-		{[]bool{F, P, P}, 3, false}, // confirmed
-		{[]bool{F, P, F}, 3, false}, // unstable: no more
+		{[]bool{F, P, P}, 1, false}, // confirmed
+		{[]bool{F, P, F}, 1, false}, // unstable: no more
+		{[]bool{F, P}, 2, true},
+		{[]bool{F, P, P}, 3, false},
+		{[]bool{F, P, F}, 3, false},
 		{[]bool{F, F}, 2, true},
-		{[]bool{F, F, P}, 3, true},
+		{[]bool{F, F, F}, 2, false},
+		{[]bool{F, F, P}, 2, true},
+		{[]bool{F, F, P, P}, 2, false},
+		{[]bool{F, P}, 0, false},
 	} {
 		if got := Again(c.runs, c.retests); got != c.want {
 			t.Errorf("Again(%v, %d) = %v, want %v", c.runs, c.retests, got, c.want)
@@ -31,7 +36,7 @@ func TestAgain(t *testing.T) {
 }
 
 // Whatever the runs, the sequence Again allows ends, never passes with
-// its last run failed, and is never longer than 1 + retests runs.
+// its last run failed, and is never longer than MaxRuns(retests).
 func TestAgainProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
@@ -39,8 +44,8 @@ func TestAgainProperties(t *testing.T) {
 		var runs []bool
 		for Again(runs, retests) {
 			runs = append(runs, r.IntN(2) == 0)
-			if len(runs) > 1+retests {
-				t.Fatalf("%v: more than 1+%d runs", runs, retests)
+			if len(runs) > MaxRuns(retests) {
+				t.Fatalf("%v: more than MaxRuns(%d) runs", runs, retests)
 			}
 		}
 		var rs []RetestRun
