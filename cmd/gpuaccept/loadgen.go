@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -203,6 +204,13 @@ func checkURL(s string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" ||
 		u.Fragment != "" || u.User != nil {
 		return fmt.Errorf("--url %q: want the server's base URL, http://HOST:PORT", s)
+	}
+	// The generator measures the server on its own node: a node's
+	// environment that pointed it elsewhere (another, faster machine)
+	// would have the window measure what it was not given.
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--url %q: the load generator drives a server on its own node: a loopback address (127.0.0.0/8, ::1, localhost), not %q", s, host)
 	}
 	return nil
 }

@@ -119,6 +119,17 @@ func TestLoadgenUsage(t *testing.T) {
 		!strings.Contains(res.stderr, "--url") {
 		t.Errorf("a URL not http: exit %d %s", res.code, res.stderr)
 	}
+	for _, u := range []string{"http://10.0.0.7:8000", "http://faster.example:8000", "http://[2001:db8::1]:8000"} {
+		if res := gpuaccept(t, dir, "loadgen", "ready", "--url", u, "--model", "m"); res.code != 2 ||
+			!strings.Contains(res.stderr, "a loopback address") {
+			t.Errorf("%s, not on the node: exit %d %s", u, res.code, res.stderr)
+		}
+	}
+	for _, u := range []string{"http://127.0.1.3:8000", "http://localhost:8000", "http://[::1]:8000"} {
+		if err := checkURL(u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
 }
 
 // SIGTERM mid-level: the generator stops, prints what it measured (the cut
