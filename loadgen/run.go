@@ -75,7 +75,7 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 	start := time.Now()
 	warmEnd := start.Add(cfg.Warmup)
 	end := warmEnd.Add(cfg.Duration)
-	agg := newAggregate(cfg.Goodput, cfg.Seed+uint64(idx))
+	agg := newAggregate(cfg.Goodput, cfg.Seed+uint64(idx), warmEnd, end)
 
 	var sc *scraper
 	scDone := make(chan struct{})
@@ -98,6 +98,10 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 		o := c.do(lctx, prompt, maxTokens, words)
 		warm := at.Before(warmEnd)
 		cfg.Log.write(name, at.Sub(start).Seconds(), warm, &o)
+		// Throughput counts what arrived in the measured time, warm-up
+		// requests' tokens included (aggregate.window); the counts and
+		// latencies are the requests sent in it.
+		agg.window(&o)
 		if !warm {
 			agg.add(&o)
 		}
@@ -133,7 +137,7 @@ func runLevel(ctx context.Context, c *client, cfg Config, idx int, l inventory.L
 	if !finished.After(warmEnd) {
 		return lv, false
 	}
-	agg.fill(&lv, warmEnd, end, finished)
+	agg.fill(&lv, finished)
 	if ctx.Err() != nil {
 		lv.Partial = true
 	}

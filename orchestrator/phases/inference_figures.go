@@ -67,6 +67,11 @@ type infFigures struct {
 	servers int // servers that measured the level
 	// why the node has no figures ("" when it has).
 	missing string
+	// behind: why the level's figures do not stand for the load asked
+	// for (the generator fell behind its schedule, or the level was cut
+	// short); "" when they do. See behindSchedule.
+	behind  string
+	unsent  int                // open-loop arrivals the generator never sent
 	lat     map[string]latency // "TTFT", "TPOT", "ITL", "E2EL"
 	outTok  float64
 	reqs    float64
@@ -99,6 +104,12 @@ func nodeFigures(inv *inventory.Inventory, servers []workload.Server) infFigures
 			continue
 		}
 		f.servers++
+		if why := behindSchedule(x); why != "" {
+			if len(servers) > 1 {
+				why = fmt.Sprintf("server %d: %s", sv.Index, why)
+			}
+			f.behind = join(f.behind, why)
+		}
 		for name, d := range map[string]workload.Dist{"TTFT": x.TTFT, "TPOT": x.TPOT, "ITL": x.ITL, "E2EL": x.E2EL} {
 			if v, ok := d.Percentile(p); ok && (!f.lat[name].ok || v > f.lat[name].ms) {
 				f.lat[name] = latency{ms: v, ok: true, server: sv.Index}
@@ -108,6 +119,7 @@ func nodeFigures(inv *inventory.Inventory, servers []workload.Server) infFigures
 		f.reqs += x.RequestsPerSec
 		f.sent += x.Requests
 		f.failed += x.Failed + x.TimedOut
+		f.unsent += x.Unsent
 		for k, c := range x.Errors {
 			f.errors[k] += c
 		}
@@ -124,6 +136,57 @@ func nodeFigures(inv *inventory.Inventory, servers []workload.Server) infFigures
 		f.missing = firstNonEmpty(strings.Join(why, "; "), "no server measured")
 	}
 	return f
+}
+
+// Send lag bounds: an open-loop level whose requests were sent later
+// than sendLagBound at p99 did not offer the load asked for.
+const (
+	sendLagGapShare = 0.10
+	sendLagFloorMs  = 10.0
+	sendLagCapMs    = 100.0
+)
+
+// sendLagBound is the p99 send lag (ms) past which a level at rate per
+// second counts as behind its schedule: a tenth of the mean gap between
+// its Poisson arrivals (a lag under that barely moves the arrivals of a
+// process whose gaps spread over the whole exponential, so the server
+// still met the bursts asked for), but at least 10 ms (at high rates a
+// tenth of the gap is under a millisecond, the jitter of any busy host's
+// timers, and the generator's latencies run from the actual send, so a
+// few milliseconds late distort none of them) and at most 100 ms (a
+// generator a tenth of a second late is stalled, whatever the rate).
+func sendLagBound(rate float64) float64 {
+	b := sendLagCapMs
+	if rate > 0 {
+		b = sendLagGapShare * 1000 / rate
+	}
+	return min(max(b, sendLagFloorMs), sendLagCapMs)
+}
+
+// behindSchedule says why level x's figures do not stand for the load
+// asked for ("" when they do): it was cut short, or its generator could
+// not keep the open loop's schedule (arrivals it never sent, or sends
+// later than sendLagBound). Such a level's figures are NOT MEASURED,
+// never PASS: a generator that fell behind offered the server less load
+// than the level names.
+func behindSchedule(x *workload.Level) string {
+	var why []string
+	if x.Partial {
+		why = append(why, fmt.Sprintf("the level was cut short (the load generator was stopped) after %s of its measured time",
+			record.Figure(x.Seconds, record.UnitSeconds)))
+	}
+	var late []string
+	if x.Unsent > 0 {
+		late = append(late, fmt.Sprintf("%d arrivals of the measured time never sent", x.Unsent))
+	}
+	if x.SendLag != nil && *x.SendLag > sendLagBound(x.Rate) {
+		late = append(late, fmt.Sprintf("requests sent up to %s late at p99, over the %s bound",
+			record.Figure(*x.SendLag, record.UnitMilliseconds), record.Figure(sendLagBound(x.Rate), record.UnitMilliseconds)))
+	}
+	if len(late) > 0 {
+		why = append(why, "the load generator fell behind its schedule at "+x.Name+": "+strings.Join(late, ", "))
+	}
+	return strings.Join(why, "; ")
 }
 
 // fig is one requirement's figure on a node and its target.
@@ -200,8 +263,25 @@ func latencyFig(f infFigures, p int, names []string, targets []time.Duration) fi
 	return g
 }
 
-// workFigure is requirement id's figure of f against inv's targets.
+// workFigure is requirement id's figure of f against inv's targets. On
+// a level behind its schedule (f.behind) a figure is not measured (SKIP,
+// INCOMPLETE when a target is set), never PASS; only WORK-006 may still
+// fail, as its failures, the arrivals never sent among them, were the
+// server's whatever the schedule.
 func workFigure(inv *inventory.Inventory, id string, f infFigures) fig {
+	g := measuredFigure(inv, id, f)
+	switch {
+	case f.behind == "" || f.missing != "":
+		return g
+	case id == "WORK-006" && g.failed != "":
+		g.detail = join(g.detail, f.behind)
+		return g
+	}
+	return fig{unit: g.unit, quoted: g.quoted, missing: f.behind, incomplete: true}
+}
+
+// measuredFigure is requirement id's figure of f, its schedule aside.
+func measuredFigure(inv *inventory.Inventory, id string, f infFigures) fig {
 	t := inv.Acceptance.Workload
 	p := t.Percentile
 	if p == 0 {
@@ -248,13 +328,20 @@ func workFigure(inv *inventory.Inventory, id string, f infFigures) fig {
 		if f.missing != "" {
 			return g
 		}
-		if f.sent == 0 {
+		// An arrival the generator could not send (too many in flight: a
+		// server so stalled that requests cannot be sent is failing them)
+		// counts as a request that failed.
+		failed, sent := f.failed+f.unsent, f.sent+f.unsent
+		if sent == 0 {
 			g.missing = "no request was sent at " + f.level
 			return g
 		}
-		rate := float64(f.failed) / float64(f.sent)
+		rate := float64(failed) / float64(sent)
 		g.value = num(rate * 100)
-		g.measured = fmt.Sprintf("%s%% failed (%d of %d)", record.Figure(rate*100, ""), f.failed, f.sent)
+		g.measured = fmt.Sprintf("%s%% failed (%d of %d)", record.Figure(rate*100, ""), failed, sent)
+		if f.unsent > 0 {
+			g.measured = fmt.Sprintf("%s%% failed (%d of %d, %d of them never sent)", record.Figure(rate*100, ""), failed, sent, f.unsent)
+		}
 		g.detail = errorKinds(f.errors)
 		if t.ErrorRate != nil && rate > *t.ErrorRate {
 			g.failed = fmt.Sprintf("%s%% failed > %s%%", record.Figure(rate*100, ""), record.Figure(*t.ErrorRate*100, ""))

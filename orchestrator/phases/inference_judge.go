@@ -101,7 +101,10 @@ func inferenceVerdict(inv *inventory.Inventory, id string, r infNodeResult) reco
 		return v
 	}
 	setFigure(&v, g)
-	if len(r.res.Runs) > 1 {
+	// A last run that could not be measured (its generator fell behind)
+	// leaves the figure NOT MEASURED: the verdict rests on that run, and
+	// its earlier runs neither pass nor fail it.
+	if len(r.res.Runs) > 1 && !(g.incomplete && g.value == nil) {
 		figure := func(servers []workload.Server) (*float64, string) {
 			x := workFigure(inv, id, nodeFigures(inv, servers))
 			return x.value, firstNonEmpty(x.failed, onlyIf(x.quoted != "" && x.value == nil, x.missing))
