@@ -31,9 +31,12 @@ func (s *infNode) upload(ctx context.Context) error {
 	if bin == "" {
 		return errors.New("the gpuaccept binary to upload as the load generator is unknown: set phases.workload.inference.loadgen")
 	}
+	if err := s.checkLoadgenArch(ctx, bin); err != nil {
+		return err
+	}
 	v, err := s.w.Shared("loadgen-sha256:"+bin, func() (any, error) { return hashFile(bin) })
 	if err != nil {
-		return fmt.Errorf("the load generator: %w", err)
+		return orchestrator.Unmeasured("gpuaccept", "the load generator: %v: the load test not measured", err)
 	}
 	a := v.(*Archive)
 	s.loadgen, s.sum = s.state+"/gpuaccept-loadgen", a.SHA256

@@ -3,6 +3,8 @@ package phases
 import (
 	"bytes"
 	"compress/gzip"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,6 +56,7 @@ func answerInference(t *testing.T, h *fake.Host, s infServer) *infHost {
 		tools = append(tools, "nvidia-smi")
 	}
 	answerTools(h, tools...)
+	h.Reply(`^uname -m$`, fake.Reply{Stdout: "x86_64\n"})
 	h.Reply(`^podman images -q --no-trunc && echo '-- added'`, fake.Reply{Stdout: "sha256:0aa0\n-- added\n"})
 	h.Reply(`^echo 'podman sha256:[0-9a-f]+' >> '?/var/tmp/gpuaccept-[^ ]+/images'?$`, fake.Reply{})
 	h.Reply(`^podman pull `, fake.Reply{Stdout: "Writing manifest to image destination\n"})
@@ -161,13 +164,34 @@ acceptance:
 }
 
 // runInference runs connect, tools, inference and teardown over f with a
-// small file as the gpuaccept to upload.
+// small x86-64 Linux program as the gpuaccept to upload.
 func runInference(t *testing.T, inv *inventory.Inventory, f *fake.Fleet) (*record.Run, string) {
 	t.Helper()
+	return runInferenceWith(t, inv, f, tinyELF(t, elf.EM_X86_64))
+}
+
+// tinyELF is an ELF header of machine and nothing else: what the phase
+// reads of the generator before it uploads it.
+func tinyELF(t *testing.T, machine elf.Machine) string {
+	t.Helper()
+	h := make([]byte, 64)
+	copy(h, "\x7fELF\x02\x01\x01")
+	le := binary.LittleEndian
+	le.PutUint16(h[16:], uint16(elf.ET_EXEC))
+	le.PutUint16(h[18:], uint16(machine))
+	le.PutUint32(h[20:], 1)
+	le.PutUint16(h[52:], 64) // header size
+	le.PutUint16(h[54:], 56) // program header entry size
+	le.PutUint16(h[58:], 64) // section header entry size
 	exe := filepath.Join(t.TempDir(), "gpuaccept")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho a stand-in for gpuaccept\n"), 0o755); err != nil {
+	if err := os.WriteFile(exe, h, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return exe
+}
+
+func runInferenceWith(t *testing.T, inv *inventory.Inventory, f *fake.Fleet, exe string) (*record.Run, string) {
+	t.Helper()
 	rec, dir, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, Inference, Teardown},
 		orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test", Executable: exe})
 	if err != nil {
@@ -356,6 +380,29 @@ func TestInferenceWithoutRuntimeOrSMI(t *testing.T) {
 	}
 	if res := r.Result(); res.Outcome != record.OutcomeIncomplete {
 		t.Errorf("window %s: %q", res.Outcome, res.Incomplete)
+	}
+}
+
+// TestInferenceLoadgenNodesCannotRun: a generator the node cannot run (a
+// macOS build, or one for another architecture) is NOT MEASURED on every
+// node, named as what to set, never a failure of the servers.
+func TestInferenceLoadgenNodesCannotRun(t *testing.T) {
+	notLinux := filepath.Join(t.TempDir(), "gpuaccept")
+	os.WriteFile(notLinux, []byte("\xcf\xfa\xed\xfe a Mach-O program"), 0o755)
+	for name, exe := range map[string]string{"arm64 build": tinyELF(t, elf.EM_AARCH64), "macOS build": notLinux} {
+		inv := infInventory(t, 1, "    ttft: 800ms\n", "")
+		f := fakeFleet(inv)
+		answerInference(t, f.Host("h1"), infServer{ttft: []float64{300}})
+		r, _ := runInferenceWith(t, inv, f, exe)
+		for _, id := range inferenceIDs {
+			v := verdictOf(t, r, id, "h1")
+			if v.Status != record.Skip || !strings.Contains(v.Incomplete, "phases.workload.inference.loadgen") {
+				t.Errorf("%s: %s h1: %s %q", name, id, v.Status, v.Incomplete)
+			}
+		}
+		if r.Nodes[0].Quarantined {
+			t.Errorf("%s: h1 quarantined", name)
+		}
 	}
 }
 
