@@ -184,7 +184,7 @@ func demoWorkloadText(inv *inventory.Inventory) string {
 	in := inv.Phases.Workload.Inference
 	slow := "no node's server is slowed"
 	if demoSlow < len(inv.Nodes) {
-		slow = inv.Nodes[demoSlow].Name + "'s server is slow (" + demoSlowServer + ")"
+		slow = inv.Nodes[demoSlow].Name + "'s server prefills 50 times slower and decodes at half speed"
 	}
 	return fmt.Sprintf("inference load test (%s, %s each): %s, p95 TTFT target %s", strings.Join(in.Levels, ", "),
 		in.Duration, slow, demoTTFT)

@@ -409,7 +409,13 @@ func infFails(inv *inventory.Inventory, servers []workload.Server) string {
 		switch {
 		case g.quoted == "":
 		case g.failed != "":
-			why = append(why, g.failed)
+			// The progress line names the figure: "WORK-002 p95 TTFT
+			// 338 ms: 3.4× the target".
+			label := id
+			if g.measured != "" {
+				label += " " + g.measured
+			}
+			why = append(why, label+": "+g.failed)
 		case g.missing != "" && !g.incomplete:
 			return g.missing
 		}

@@ -53,7 +53,7 @@ func judgeTraining(w *orchestrator.Window) []record.Verdict {
 		})
 		out = append(out, tp)
 		sv := trainingStragglerVerdict(inv, f, ratios, strag)
-		sv.Retest = retestOf(trials, record.UnitScore, func(t trainingTrial) (*float64, string) {
+		sv.Retest = retestOf(trials, record.UnitTimesMedian, func(t trainingTrial) (*float64, string) {
 			return nodeStraggler(inv, t, f.Node)
 		})
 		out = append(out, sv)
@@ -170,7 +170,7 @@ func trainingReadyVerdict(inv *inventory.Inventory, f nodeFigure) record.Verdict
 		noTarget(&v, "ready_within")
 		return v
 	}
-	v.Quoted = "≤ " + within.String()
+	v.Quoted = "≤ " + record.Figure(within.Seconds(), record.UnitSeconds)
 	v.Status = record.Pass
 	if f.FirstStep > within.Seconds() {
 		v.Status = record.Fail
@@ -218,7 +218,7 @@ func trainingThroughputVerdict(inv *inventory.Inventory, f nodeFigure, unit stri
 		}
 	}
 	if stepTarget {
-		quoted = append(quoted, "step ≤ "+t.StepTime.String())
+		quoted = append(quoted, "step ≤ "+record.Figure(t.StepTime.Seconds(), record.UnitSeconds))
 		if !math.IsNaN(f.StepAll) && f.StepAll > t.StepTime.Seconds() {
 			fails = append(fails, fmt.Sprintf("step %.3g s", f.StepAll))
 		}
