@@ -13,11 +13,18 @@ import (
 	"gpuaccept/scripts/lab"
 )
 
-const (
-	labName   = "wt"
-	labSubnet = "10.235.0"
-	labHosts  = 6
-)
+const labHosts = 6
+
+// The package's lab: its name and subnet, another pair for the second
+// shard (scripts/test.sh runs two parts of this package at once, each on a
+// lab of its own, GPUACCEPT_LABTEST_SHARD=2 in the second).
+var labName, labSubnet = "wt", "10.235.0"
+
+func init() {
+	if os.Getenv("GPUACCEPT_LABTEST_SHARD") == "2" {
+		labName, labSubnet = "wt2", "10.236.0"
+	}
+}
 
 var (
 	theLab  *lab.Lab

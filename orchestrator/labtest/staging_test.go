@@ -252,9 +252,13 @@ func TestStagingMissingSourceIsNamed(t *testing.T) {
 			t.Errorf("STAGE-001 %s: the synthetic source failed too: %s", h, v.Detail)
 		}
 	}
-	// Every node failed alike: one progress line for the three.
-	if !strings.Contains(res.stderr, "3 nodes h[1-3]: staging failed: dataset ("+url+"/no-such-dataset.tar): curl failed") {
-		t.Errorf("progress does not name the nodes' failed source in one line:\n%s", res.stderr)
+	// Every node failed alike: the progress names each node's failed source
+	// once, in lines grouped by host range. How many lines depends on how
+	// far apart the failures arrived (the grouping holds a line 300 ms), so
+	// a loaded machine may print two; never one per node twice.
+	named := progressHosts(t, res.stderr, ": staging failed: dataset ("+url+"/no-such-dataset.tar): curl failed")
+	if got := strings.Join(named, ","); got != "h1,h2,h3" {
+		t.Errorf("progress names %q as failing the dataset, want each of h1,h2,h3 once:\n%s", got, res.stderr)
 	}
 	if took > time.Minute {
 		t.Errorf("the window took %s with missing sources", took)

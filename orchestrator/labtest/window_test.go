@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
@@ -484,4 +485,29 @@ func startRun(t *testing.T, inv, runs string) (*exec.Cmd, *bytes.Buffer) {
 		t.Fatal(err)
 	}
 	return cmd, &errb
+}
+
+// progressHosts lists, sorted and with repeats, the nodes that the progress
+// lines containing msg name: "h3: MSG" names h3, "2 nodes h[1-2]: MSG" names
+// h1 and h2.
+func progressHosts(t *testing.T, stderr, msg string) []string {
+	t.Helper()
+	var hosts []string
+	for _, line := range strings.Split(stderr, "\n") {
+		i := strings.Index(line, msg)
+		if i < 0 {
+			continue
+		}
+		who := strings.TrimSpace(line[:i])
+		if f := strings.Fields(who); len(f) == 3 && f[1] == "nodes" {
+			who = f[2]
+		}
+		names, err := hostlist.Expand(who)
+		if err != nil {
+			t.Fatalf("progress line %q: %v", line, err)
+		}
+		hosts = append(hosts, names...)
+	}
+	slices.Sort(hosts)
+	return hosts
 }

@@ -118,24 +118,30 @@ func readContainer(dir string) (*container, error) {
 	if err := json.Unmarshal(b, &c.state); err != nil {
 		return nil, err
 	}
-	c.settle()
+	if !c.settle() {
+		return nil, fmt.Errorf("container %s was removed as it ended: %w", c.ID, errNoContainer)
+	}
 	return c, nil
 }
 
 // settle makes a container whose process is gone read as exited, even when its monitor could not say so (it
-// was killed): its exit code is then unknown, and says so in State.Error.
-func (c *container) settle() {
+// was killed): its exit code is then unknown, and says so in State.Error. It returns false when the container
+// went while it looked: its monitor removed it (--rm) after recording its end.
+func (c *container) settle() bool {
 	if c.state.Status != ctrRunning || c.alive() {
-		return
+		return true
 	}
 	// The monitor writes the exit once it has reaped the process and logged its last output: wait for it
 	// while it lives (a loaded machine may take a while), bounded.
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		b, err := os.ReadFile(filepath.Join(c.dir, "state.json"))
+		if errors.Is(err, os.ErrNotExist) {
+			return false
+		}
 		var st ctrState
 		if err == nil && json.Unmarshal(b, &st) == nil && st.Status != ctrRunning {
 			c.state = st
-			return
+			return true
 		}
 		if !running(c.state.MonitorPid, c.state.MonitorTicks) {
 			break
@@ -144,6 +150,7 @@ func (c *container) settle() {
 	}
 	c.state.Status, c.state.ExitCode, c.state.FinishedAt = ctrExited, -1, time.Now()
 	c.state.Error = "the container's monitor is gone: its exit code was lost"
+	return true
 }
 
 // alive says whether the container's process runs: the pid exists, started when the monitor recorded, and is

@@ -334,3 +334,24 @@ func TestWithLoopbackHost(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleARemovedContainer: a --rm container whose process ended and whose
+// monitor removed it between the two reads of its state is gone, not a
+// container whose monitor died (that raced `run -d` of a quick command into
+// exit 126).
+func TestSettleARemovedContainer(t *testing.T) {
+	c := &container{dir: filepath.Join(t.TempDir(), "removed")}
+	c.state = ctrState{Status: ctrRunning, Pid: 1 << 30, MonitorPid: 1 << 30}
+	if c.settle() {
+		t.Errorf("a removed container settled as %+v", c.state)
+	}
+	dir := t.TempDir()
+	c = &container{dir: dir}
+	c.state = ctrState{Status: ctrRunning, Pid: 1 << 30, MonitorPid: 1 << 30}
+	if err := writeJSON(filepath.Join(dir, "state.json"), c.state); err != nil {
+		t.Fatal(err)
+	}
+	if !c.settle() || c.state.Error != "the container's monitor is gone: its exit code was lost" {
+		t.Errorf("a container whose monitor is gone: %+v", c.state)
+	}
+}
