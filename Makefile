@@ -18,10 +18,11 @@ demo: build
 
 # The whole suite, lab included: installs the lab's packages when missing
 # (root), and tears down every test lab whatever the outcome.
-# One package at a time (-p 1): the lab tests measure tc-shaped links and
-# node timings, which two packages sharing two cores would starve.
+# scripts/test.sh runs it in two halves at once, one package at a time in
+# each: the lab tests measure tc-shaped links and node timings, which more
+# packages sharing two cores would starve.
 test: deps
-	@rc=0; $(GO) test -race -count=1 -p 1 -timeout 25m ./... || rc=$$?; \
+	@rc=0; GO=$(GO) bash scripts/test.sh || rc=$$?; \
 	  bash scripts/lab/cleanup-test-labs.sh || rc=1; exit $$rc
 
 # Pure and in-process tests only: no root, no lab.

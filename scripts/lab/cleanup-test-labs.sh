@@ -7,7 +7,7 @@ set -u
 here=$(dirname "${BASH_SOURCE[0]}")
 [ "$(id -u)" = 0 ] || exit 0
 rc=0
-for n in rt labt wt bench ibench lbench bbench slurmt imgt; do
+for n in rt labt wt wt2 neigh bench ibench lbench bbench slurmt imgt; do
   bash "$here/lab.sh" down --name "$n" || rc=1
 done
 exit $rc
