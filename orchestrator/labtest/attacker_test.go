@@ -20,7 +20,7 @@ import (
 func plantOnceRunning(t *testing.T, l *lab.Lab, host, plant string) func() string {
 	t.Helper()
 	watch := `for i in $(seq 1200); do
-  id=$(ps -eo args | grep -o 'GPUACCEPT_RUN=[^ ;]*labtest-[0-9a-f]*' | head -1 | sed "s/.*=//; s/'//g")
+  id=$(ps -eo args | grep -o 'GPUACCEPT_RUN=[^ ;]*-` + labWindow + `-[0-9a-f]*' | head -1 | sed "s/.*=//; s/'//g")
   [ -n "$id" ] && break; sleep 0.05
 done
 [ -n "$id" ] || { echo "no window seen"; exit 1; }

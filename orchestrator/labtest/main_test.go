@@ -15,14 +15,17 @@ import (
 
 const labHosts = 6
 
-// The package's lab: its name and subnet, another pair for the second
-// shard (scripts/test.sh runs two parts of this package at once, each on a
-// lab of its own, GPUACCEPT_LABTEST_SHARD=2 in the second).
-var labName, labSubnet = "wt", "10.235.0"
+// The package's lab: its name and subnet, and the window label of its
+// inventories (in every run ID), another set for the second shard
+// (scripts/test.sh runs two parts of this package at once, each on a lab
+// of its own, GPUACCEPT_LABTEST_SHARD=2 in the second). The lab hosts
+// share the machine's process table: a test that finds its window by
+// `ps` must not find the other shard's.
+var labName, labSubnet, labWindow = "wt", "10.235.0", "labtest"
 
 func init() {
 	if os.Getenv("GPUACCEPT_LABTEST_SHARD") == "2" {
-		labName, labSubnet = "wt2", "10.236.0"
+		labName, labSubnet, labWindow = "wt2", "10.236.0", "labtestb"
 	}
 }
 

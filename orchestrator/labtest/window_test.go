@@ -77,7 +77,7 @@ func writeInventory(t *testing.T, l *lab.Lab, hosts []string, quoteExtra, phases
 	var b strings.Builder
 	fmt.Fprintf(&b, `provider: lab
 region: local
-window: labtest
+window: %s
 simulated: true
 ssh:
   user: root
@@ -87,7 +87,7 @@ ssh:
   keepalive_interval: 1s
   keepalive_misses: 3
 nodes:
-`, l.ClientKey, l.KnownHosts)
+`, labWindow, l.ClientKey, l.KnownHosts)
 	for _, h := range hosts {
 		fmt.Fprintf(&b, "  - name: %s\n    address: %s\n", h, l.Host(h).Addr)
 	}
