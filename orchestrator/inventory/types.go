@@ -32,7 +32,26 @@ type Inventory struct {
 	Acceptance Acceptance `mapstructure:"acceptance" json:"acceptance"`
 	Phases     Phases     `mapstructure:"phases" json:"phases"`
 	Cost       Cost       `mapstructure:"cost" json:"cost"`
+	// Telemetry is the sampler that runs on every node for the whole
+	// window (from the tools phase to teardown).
+	Telemetry Telemetry `mapstructure:"telemetry" json:"telemetry"`
 }
+
+// Telemetry configures the window's sampler: every GPU's temperature,
+// power, clocks, utilisation, clock event reasons, ECC and remapped rows,
+// the kernel's Xid lines and the IB ports' error counters, every Interval.
+type Telemetry struct {
+	// Enabled: default on (nil); it needs only nvidia-smi on the node.
+	Enabled *bool `mapstructure:"enabled" json:"enabled"`
+	// Interval between samples: default 5 s, 1 s to 10 min.
+	Interval time.Duration `mapstructure:"interval" json:"interval"`
+	// MaxMiBPerNode bounds what the coordinator keeps of one node's
+	// stream: a hostile node cannot fill its disk. Default 256.
+	MaxMiBPerNode int `mapstructure:"max_mib_per_node" json:"max_mib_per_node"`
+}
+
+// On says whether the window runs the sampler.
+func (t Telemetry) On() bool { return t.Enabled == nil || *t.Enabled }
 
 // SSH holds the defaults for every node.
 type SSH struct {
@@ -113,6 +132,11 @@ type Quote struct {
 	// small end), µs: across nodes and inside one.
 	InterLatencyUs float64 `mapstructure:"inter_latency_us" json:"inter_latency_us,omitempty"`
 	IntraLatencyUs float64 `mapstructure:"intra_latency_us" json:"intra_latency_us,omitempty"`
+	// The GPU's SM base clock (MHz) and dense bf16 rate (TFLOP/s per
+	// GPU) as sold: HEALTH-014 holds clocks under load to the first,
+	// BURN-001 the measured compute rate to the second.
+	GPUBaseClockMHz float64 `mapstructure:"gpu_base_clock_mhz" json:"gpu_base_clock_mhz,omitempty"`
+	GPUTFLOPSBF16   float64 `mapstructure:"gpu_tflops_bf16" json:"gpu_tflops_bf16,omitempty"`
 	StagingGBs     float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
 	CheckpointGBs  float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
 	PricePerGPUHr  float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
@@ -323,9 +347,38 @@ type Phases struct {
 	// Workload is the load test: the buyer's representative training or
 	// inference workload on every node.
 	Workload Workload `mapstructure:"workload" json:"workload"`
+	// Burnin loads every GPU for a set time with telemetry on; off by
+	// default.
+	Burnin Burnin `mapstructure:"burnin" json:"burnin"`
 	// Deadline bounds each phase on each node unless the phase sets its own.
 	Deadline time.Duration `mapstructure:"deadline" json:"deadline"`
 }
+
+// Burnin is phases.burnin: sustained load with telemetry on.
+type Burnin struct {
+	Enabled bool `mapstructure:"enabled" json:"enabled"`
+	// Duration of the whole burn-in: 1 min to 30 days.
+	Duration time.Duration `mapstructure:"duration" json:"duration"`
+	Compute  Compute       `mapstructure:"compute" json:"compute"`
+}
+
+// Compute is the per-GPU compute rate: dense bf16 matrix products on every
+// GPU of the node at once for Seconds, TFLOP/s per GPU.
+type Compute struct {
+	// Enabled: default on within the burn-in (nil).
+	Enabled *bool `mapstructure:"enabled" json:"enabled"`
+	// Seconds each run multiplies for: default 60, 5 to 3,600.
+	Seconds int `mapstructure:"seconds" json:"seconds"`
+	// Size is the square matrices' dimension: default 8192, 1,024 to
+	// 32,768.
+	Size int `mapstructure:"size" json:"size"`
+	// Python runs scripts/node/gemm.py: default python3 on the node (it
+	// needs PyTorch with CUDA; the lab's stand-in needs none).
+	Python string `mapstructure:"python" json:"python"`
+}
+
+// On says whether the burn-in measures the compute rate.
+func (c Compute) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // Toggle is a phase that only needs switching on or off (default on).
 type Toggle struct {

@@ -79,6 +79,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	v.acceptance()
 	v.slurm()
 	v.phases()
+	v.telemetry()
 	v.cost()
 }
 

@@ -116,6 +116,7 @@ func (v *validator) phases() {
 	v.checkpoint(&p.Checkpoint)
 	v.failure(&p.Failure, &p.Checkpoint)
 	v.workload(&p.Workload)
+	v.burnin(&p.Burnin)
 }
 
 var (

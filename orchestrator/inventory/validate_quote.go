@@ -24,6 +24,8 @@ func (v *validator) quote() {
 	v.nonNegativeNumber("quote.inter_busbw_gbs", q.InterBusBWGBs)
 	v.nonNegativeNumber("quote.inter_latency_us", q.InterLatencyUs)
 	v.nonNegativeNumber("quote.intra_latency_us", q.IntraLatencyUs)
+	v.nonNegativeNumber("quote.gpu_base_clock_mhz", q.GPUBaseClockMHz)
+	v.nonNegativeNumber("quote.gpu_tflops_bf16", q.GPUTFLOPSBF16)
 	v.nonNegativeNumber("quote.staging_gbs", q.StagingGBs)
 	v.nonNegativeNumber("quote.checkpoint_gbs", q.CheckpointGBs)
 	v.nonNegativeNumber("quote.price_per_gpu_hour", q.PricePerGPUHr)

@@ -147,6 +147,17 @@ var catalog = []Requirement{
 	req("WORK-009", "training: no straggler (every node's step time near the median)", CardLoad).measured(UnitTimesMedian),
 	req("WORK-010", "GPU memory headroom at the workload's peak", CardLoad).measured(UnitPercentGood),
 	req("WORK-011", "the workload ran without errors or restarts", CardLoad),
+	// Under load: what the window's telemetry saw while it held the node
+	// (the card's load test row: "without throttling, Xid or ECC errors").
+	req("HEALTH-011", "no GPU slowed for a fault under load (HW, thermal or power-brake slowdown)", CardLoad),
+	req("HEALTH-012", "no Xid or SXid while the window held the node", CardLoad),
+	req("HEALTH-013", "no ECC count rose, no row remapped or pending during the window", CardLoad),
+	req("HEALTH-014", "SM clocks under load at or above the quoted base clock", CardLoad).measured(UnitMHz).
+		quoted("telemetry.enabled", "gpu_base_clock_mhz"),
+	req("HEALTH-015", "no IB port went down or counted errors during the window", CardLoad),
+	req("HEALTH-016", "no GPU stalled under load (busy, drawing idle power)", CardLoad),
+	req("BURN-001", "per-GPU compute rate (dense bf16) matches the quote and the fleet", CardLoad).measured(UnitTFLOPS).
+		againstQuote().quoted("phases.burnin.enabled", "gpu_tflops_bf16"),
 
 	req("SEC-001", "access: key login only, no other key for the window's user", CardSecurity),
 	req("SEC-002", "isolation: no other user's or GPU process, no container running", CardSecurity),

@@ -305,6 +305,8 @@ const (
 	UnitPercentFailed = "% failed" // a share that went wrong: lower is better
 	UnitPercentGood   = "%"        // a share that went right (goodput, headroom): higher is better
 	UnitTimesMedian   = "× median" // a node's figure over the fleet's median (the straggler's step): lower is better
+	UnitMHz           = "MHz"      // a clock under load: higher is better
+	UnitTFLOPS        = "TFLOP/s"  // a GPU's compute rate: higher is better
 )
 
 // LowerIsBetter says which way a Value in unit improves: durations and
