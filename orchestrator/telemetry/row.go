@@ -16,7 +16,7 @@ type GPUSample struct {
 	Index int       `json:"index"`
 	BusID string    `json:"bus_id"`
 
-	TempC, MemTempC, PowerW, PowerLimitW *float64
+	TempC, MemTempC, PowerW, PowerLimitW   *float64
 	SMClockMHz, MemClockMHz, MaxSMClockMHz *float64
 	UtilPct, MemUsedMiB, MemTotalMiB       *float64
 
