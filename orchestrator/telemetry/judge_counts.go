@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gpuaccept/orchestrator/parse"
 	"gpuaccept/orchestrator/record"
@@ -73,11 +74,11 @@ func (j *judge) ecc() record.Verdict {
 	if len(j.s.GPUs) == 0 {
 		return j.noGPUs(id)
 	}
-	var fails, warns []string
+	var fails, warns []finding
 	stated := false
 	for _, i := range j.gpus {
 		gs := j.byGPU[i]
-		rose := func(name string, get func(*GPUSample) *int64) string {
+		rose := func(name string, get func(*GPUSample) *int64) finding {
 			var base *int64
 			for _, g := range gs {
 				p := get(g)
@@ -88,41 +89,41 @@ func (j *judge) ecc() record.Verdict {
 				if base == nil {
 					base = p
 				} else if *p > *base {
-					return fmt.Sprintf("GPU %d %s +%d at %s", i, name, *p-*base, j.moment(g.At))
+					return finding{g.At, i, fmt.Sprintf("%s +%d at %s", name, *p-*base, j.moment(g.At))}
 				}
 			}
-			return ""
+			return finding{}
 		}
-		set := func(name string, get func(*GPUSample) *bool) string {
+		set := func(name string, get func(*GPUSample) *bool) finding {
 			for _, g := range gs {
 				if p := get(g); p != nil {
 					stated = true
 					if *p {
-						return fmt.Sprintf("GPU %d %s at %s", i, name, j.moment(g.At))
+						return finding{g.At, i, name + " at " + j.moment(g.At)}
 					}
 				}
 			}
-			return ""
+			return finding{}
 		}
-		for _, f := range []string{
-			rose("uncorrectable ECC (volatile)", func(g *GPUSample) *int64 { return g.ECCUncorrVolatile }),
-			rose("uncorrectable ECC (aggregate)", func(g *GPUSample) *int64 { return g.ECCUncorrAggregate }),
-			rose("retired pages (double bit)", func(g *GPUSample) *int64 { return g.RetiredDBE }),
-			rose("retired pages (single bit)", func(g *GPUSample) *int64 { return g.RetiredSBE }),
-			rose("rows remapped (uncorrectable)", func(g *GPUSample) *int64 { return g.RemapUncorr }),
+		for _, f := range []finding{
+			rose("ECC uncorrected", func(g *GPUSample) *int64 { return g.ECCUncorrVolatile }),
+			rose("ECC uncorrected (aggregate)", func(g *GPUSample) *int64 { return g.ECCUncorrAggregate }),
+			rose("pages retired (DBE)", func(g *GPUSample) *int64 { return g.RetiredDBE }),
+			rose("pages retired (SBE)", func(g *GPUSample) *int64 { return g.RetiredSBE }),
+			rose("rows remapped", func(g *GPUSample) *int64 { return g.RemapUncorr }),
 			rose("rows remapped (correctable)", func(g *GPUSample) *int64 { return g.RemapCorr }),
 			set("remap pending", func(g *GPUSample) *bool { return g.RemapPending }),
 			set("remap failed", func(g *GPUSample) *bool { return g.RemapFailure }),
-			set("page retirement pending", func(g *GPUSample) *bool { return g.RetirePending }),
+			set("retirement pending", func(g *GPUSample) *bool { return g.RetirePending }),
 		} {
-			if f != "" {
+			if f.text != "" {
 				fails = append(fails, f)
 			}
 		}
 		// The aggregate count follows the volatile one: say it once.
-		if w := rose("corrected ECC", func(g *GPUSample) *int64 { return g.ECCCorrVolatile }); w != "" {
+		if w := rose("ECC corrected", func(g *GPUSample) *int64 { return g.ECCCorrVolatile }); w.text != "" {
 			warns = append(warns, w)
-		} else if w := rose("corrected ECC (aggregate)", func(g *GPUSample) *int64 { return g.ECCCorrAggregate }); w != "" {
+		} else if w := rose("ECC corrected (aggregate)", func(g *GPUSample) *int64 { return g.ECCCorrAggregate }); w.text != "" {
 			warns = append(warns, w)
 		}
 	}
@@ -130,10 +131,10 @@ func (j *judge) ecc() record.Verdict {
 	switch {
 	case len(fails) > 0:
 		v.Status = record.Fail
-		v.Detail = list(plural(len(fails), "count")+" rose or pending", slices.Concat(fails, warns))
+		v.Detail = list(plural(gpusOf(fails), "GPU")+" with counts that rose or pending", texts(fails, warns))
 	case len(warns) > 0:
 		v.Status = record.Warn
-		v.Detail = list("corrected errors rose", warns)
+		v.Detail = list("corrected errors rose", texts(warns))
 	case !stated:
 		return notMeasured(id, j.node, "the GPUs reported no ECC or remapped-row counts")
 	default:
@@ -142,6 +143,36 @@ func (j *judge) ecc() record.Verdict {
 			plural(len(j.gpus), "GPU"), j.covered(), thousands(float64(len(j.s.GPUs)))))
 	}
 	return v
+}
+
+// finding is one thing a verdict names, at the moment it happened.
+type finding struct {
+	at   time.Time
+	gpu  int
+	text string
+}
+
+// texts: each group's findings first to last (faults before warnings),
+// the GPUs that say the same as one.
+func texts(groups ...[]finding) []string {
+	var out []string
+	for _, g := range groups {
+		slices.SortStableFunc(g, func(a, b finding) int { return a.at.Compare(b.at) })
+		items := make([]perGPU, 0, len(g))
+		for _, f := range g {
+			items = append(items, perGPU{f.gpu, f.text})
+		}
+		out = append(out, grouped(items)...)
+	}
+	return out
+}
+
+func gpusOf(fs []finding) int {
+	seen := map[int]bool{}
+	for _, f := range fs {
+		seen[f.gpu] = true
+	}
+	return len(seen)
 }
 
 // ibErrors are the port counters that count errors (link_downed is judged

@@ -23,7 +23,7 @@ func (j *judge) throttle() record.Verdict {
 		return skip(id, j.node, noLoad)
 	}
 	v := record.NewVerdict(id, j.node)
-	var faults []string
+	var faults []perGPU
 	stated, capped := 0, 0
 	for _, i := range j.gpus {
 		found := false
@@ -37,8 +37,7 @@ func (j *judge) throttle() record.Verdict {
 			}
 			if f := *g.Reasons & FaultReasons; f != 0 && !found {
 				found = true
-				faults = append(faults, fmt.Sprintf("GPU %d %s at %s", i,
-					strings.Join(ReasonNames(f), ", "), j.moment(g.At)))
+				faults = append(faults, perGPU{i, "from " + j.moment(g.At) + ": " + strings.Join(ReasonNames(f), ", ")})
 			}
 		}
 	}
@@ -47,7 +46,7 @@ func (j *judge) throttle() record.Verdict {
 	}
 	if len(faults) > 0 {
 		v.Status = record.Fail
-		v.Detail = list(plural(len(faults), "GPU")+" slowed under load", faults)
+		v.Detail = list(plural(len(faults), "GPU")+" slowed under load", grouped(faults))
 		return v
 	}
 	v.Status = record.Pass
@@ -74,7 +73,7 @@ func (j *judge) clocks(base float64) record.Verdict {
 	}
 	v := record.NewVerdict(id, j.node)
 	v.Quoted = thousands(base) + " MHz"
-	var slow, capped []string
+	var slow, capped []perGPU
 	lowest, lowGPU := math.Inf(1), -1
 	for _, i := range j.gpus {
 		var xs []float64
@@ -108,11 +107,11 @@ func (j *judge) clocks(base float64) record.Verdict {
 		}
 		// At the power limit: the cap held in most of the GPU's load samples.
 		if 2*nCap >= len(xs) {
-			capped = append(capped, fmt.Sprintf("GPU %d at its power limit (SW Power Cap), %s MHz", i, rng))
+			capped = append(capped, perGPU{i, "at its power limit (SW Power Cap), " + rng + " MHz"})
 			continue
 		}
-		slow = append(slow, fmt.Sprintf("GPU %d median %s MHz, no power cap, from %s", i,
-			thousands(st.Median), first))
+		slow = append(slow, perGPU{i, fmt.Sprintf("median %s MHz, no power cap, from %s",
+			thousands(st.Median), first)})
 	}
 	if lowGPU < 0 {
 		return notMeasured(id, j.node, "the GPUs reported no SM clock under load")
@@ -124,10 +123,10 @@ func (j *judge) clocks(base float64) record.Verdict {
 	switch {
 	case len(slow) > 0:
 		v.Status = record.Fail
-		v.Detail = list(plural(len(slow), "GPU")+" below the base clock", slow)
+		v.Detail = list(plural(len(slow), "GPU")+" below the base clock", grouped(slow))
 	case len(capped) > 0:
 		v.Status = record.Pass
-		v.Detail = list(plural(len(capped), "GPU")+" below the base clock", capped)
+		v.Detail = list(plural(len(capped), "GPU")+" below the base clock", grouped(capped))
 	default:
 		v.Status = record.Pass
 		v.Detail = fit(fmt.Sprintf("%s at or above %s MHz under load (lowest GPU %d: %s MHz)",
@@ -159,7 +158,7 @@ func (j *judge) stall() record.Verdict {
 		return notMeasured(id, j.node, "no idle power sample to compare the load with")
 	}
 	v := record.NewVerdict(id, j.node)
-	var stalled []string
+	var stalled []perGPU
 	busy := 0
 	for _, i := range j.gpus {
 		run := 0
@@ -176,15 +175,16 @@ func (j *judge) stall() record.Verdict {
 				// Named at the first of the three.
 				gs := j.byGPU[i]
 				k := slices.Index(gs, g)
-				stalled = append(stalled, fmt.Sprintf("GPU %d %s%% busy at %s W from %s", i,
-					thousands(*gs[k-2].UtilPct), thousands(*gs[k-2].PowerW), j.moment(gs[k-2].At)))
+				stalled = append(stalled, perGPU{i, fmt.Sprintf("%s%% busy at %s W from %s",
+					thousands(*gs[k-2].UtilPct), thousands(*gs[k-2].PowerW), j.moment(gs[k-2].At))})
 				break
 			}
 		}
 	}
 	if len(stalled) > 0 {
 		v.Status = record.Fail
-		v.Detail = list(plural(len(stalled), "GPU")+fmt.Sprintf(" stalled (idle %s W)", thousands(idle)), stalled)
+		v.Detail = list(plural(len(stalled), "GPU")+fmt.Sprintf(" stalled (idle %s W)", thousands(idle)),
+			grouped(stalled))
 		return v
 	}
 	v.Status = record.Pass

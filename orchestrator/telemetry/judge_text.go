@@ -96,7 +96,7 @@ func list(head string, items []string) string {
 		if i == len(items)-1 {
 			more = ""
 		}
-		if utf8.RuneCountInString(out+sep+it+more) > Width {
+		if i > 0 && utf8.RuneCountInString(out+sep+it+more) > Width {
 			return fit(out + fmt.Sprintf("%s(+%d more)", sep, len(items)-i))
 		}
 		out += sep + it
@@ -125,4 +125,48 @@ func plural(n int, one string) string {
 		return "1 " + one
 	}
 	return thousands(float64(n)) + " " + one + "s"
+}
+
+// perGPU is a finding on one GPU; grouped, the GPUs that say the same
+// are one item ("GPU 0-3,6 at its power limit ..."), so 8 GPUs at their
+// cap fit a line.
+type perGPU struct {
+	gpu  int
+	text string
+}
+
+func grouped(items []perGPU) []string {
+	var order []string
+	by := map[string][]int{}
+	for _, it := range items {
+		if _, ok := by[it.text]; !ok {
+			order = append(order, it.text)
+		}
+		by[it.text] = append(by[it.text], it.gpu)
+	}
+	out := make([]string, 0, len(order))
+	for _, text := range order {
+		out = append(out, "GPU "+ranges(by[text])+" "+text)
+	}
+	return out
+}
+
+// ranges writes sorted indexes as 0-3,6.
+func ranges(xs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(xs); {
+		k := i
+		for k+1 < len(xs) && xs[k+1] == xs[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(xs[i]))
+		if k > i {
+			b.WriteString("-" + strconv.Itoa(xs[k]))
+		}
+		i = k + 1
+	}
+	return b.String()
 }
