@@ -122,17 +122,28 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // sourceMissing is the sampler's note that a source was not found or not
-// readable ("nvidia-smi not found", "dmesg restricted, journalctl not
-// found"): a note naming one of names and saying it is missing.
-func (j *judge) sourceMissing(names ...string) string {
+// readable ("nvidia-smi: not found", "dmesg: restricted; journalctl: not
+// found"): a clause of a note (split at ';' and ',') naming one of names
+// as a word and saying it is missing. A note listing what was found
+// ("sources: nvidia-smi, dmesg; no ib") names nvidia-smi in a clause that
+// says nothing missing. absent: whether a source the node does not have
+// ("not found", "no ...") is missing, as a tool is; a node without IB
+// has nothing to judge, one whose counters it cannot read is not measured.
+func (j *judge) sourceMissing(absent bool, names ...string) string {
+	words := []string{"unreadable", "restricted", "not readable", "cannot", "can't", "failed", "denied"}
+	if absent {
+		words = append(words, "not found", "missing", "no ")
+	}
 	for _, n := range j.s.Notes {
-		l := strings.ToLower(n)
-		named := slices.ContainsFunc(names, func(s string) bool { return strings.Contains(l, s) })
-		missing := slices.ContainsFunc([]string{"not found", "missing", "unreadable", "restricted",
-			"not readable", "cannot", "can't", "failed", "denied", "no "},
-			func(s string) bool { return strings.Contains(l, s) })
-		if named && missing {
-			return n
+		for _, clause := range strings.FieldsFunc(strings.ToLower(n), func(r rune) bool { return r == ';' || r == ',' }) {
+			ws := strings.FieldsFunc(clause, func(r rune) bool {
+				return !(r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+			})
+			named := slices.ContainsFunc(ws, func(w string) bool { return slices.Contains(names, w) })
+			missing := slices.ContainsFunc(words, func(s string) bool { return strings.Contains(clause, s) })
+			if named && missing {
+				return n
+			}
 		}
 	}
 	return ""
@@ -140,7 +151,7 @@ func (j *judge) sourceMissing(names ...string) string {
 
 // noGPUs is the verdict of a GPU requirement when no gpu row came.
 func (j *judge) noGPUs(id string) record.Verdict {
-	why := j.sourceMissing("nvidia-smi")
+	why := j.sourceMissing(true, "nvidia-smi")
 	if why == "" {
 		why = "no GPU sample recorded"
 	}

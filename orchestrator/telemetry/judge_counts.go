@@ -39,7 +39,7 @@ func (j *judge) xid() record.Verdict {
 		v.Detail = list(plural(len(evs), "kernel event"), evs)
 		return v
 	}
-	if why := j.sourceMissing("dmesg", "journal", "kernel log"); why != "" {
+	if why := j.sourceMissing(true, "dmesg", "journalctl", "journal", "kernel"); why != "" {
 		return notMeasured(id, j.node, why)
 	}
 	if len(j.s.Starts) == 0 && len(j.s.GPUs) == 0 {
@@ -185,7 +185,7 @@ var ibErrors = []string{"symbol_error", "link_error_recovery", "port_rcv_errors"
 func (j *judge) ib() record.Verdict {
 	const id = "HEALTH-015"
 	if len(j.s.IB) == 0 {
-		if why := j.sourceMissing("infiniband", "ib "); why != "" {
+		if why := j.sourceMissing(false, "infiniband", "ib"); why != "" {
 			return notMeasured(id, j.node, why)
 		}
 		return skip(id, j.node, "no IB port sampled on the node")

@@ -203,6 +203,13 @@ func TestJudgeXid(t *testing.T) {
 		line(8*time.Minute, TagKernel, "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
 	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-012"), record.Fail,
 		"1 kernel event: Xid 48 (fail) on 0000:19:00 at +7m00s (intranode)")
+	// A note of the sources found says nothing missing.
+	w.extra = line(0, TagNote, "sources: nvidia-smi, dmesg; no ib")
+	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-012"), record.Pass)
+	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-015"), record.Skip, "no IB port sampled")
+	w.extra = line(0, TagNote, "ib: /sys/class/infiniband: permission denied")
+	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-015"), record.Skip,
+		"no telemetry: ib: /sys/class/infiniband: permission denied")
 	w.extra = line(20*time.Second, TagNote, "dmesg: restricted; journalctl: not found")
 	v := verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-012")
 	want(t, v, record.Skip, "no telemetry: dmesg: restricted")
