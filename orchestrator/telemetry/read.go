@@ -50,6 +50,11 @@ type Series struct {
 	// Truncated: the reader stopped at its bound (MaxUnpacked); what came
 	// after is not in the series.
 	Truncated bool
+
+	// busIDs holds one copy of each GPU's bus id while reading, so a
+	// sample does not keep its whole line alive for the sake of 16 bytes.
+	busIDs map[string]string
+	cells  []string // the row parser's, reused
 }
 
 // The reader's bounds: a file is the node's word, however it was written.
@@ -103,8 +108,10 @@ func read(r io.Reader, maxBytes int64, maxLine int) (*Series, error) {
 	lr := &io.LimitedReader{R: zr, N: maxBytes + 1}
 	br := bufio.NewReaderSize(lr, 64<<10)
 	var kctx []string // the kernel lines before, for off-bus's GPU
+	var buf []byte
 	for {
-		line, full, err := readLine(br, maxLine)
+		line, full, err := readLine(br, maxLine, buf[:0])
+		buf = line
 		if len(line) > 0 || full {
 			switch {
 			case !full:
@@ -119,6 +126,7 @@ func read(r io.Reader, maxBytes int64, maxLine int) (*Series, error) {
 			if lr.N <= 0 {
 				s.Truncated = true
 			}
+			s.busIDs, s.cells = nil, nil
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isGzipTear(err) {
 				return s, nil
 			}
@@ -136,8 +144,7 @@ func isGzipTear(err error) bool {
 // readLine reads up to '\n'; a line longer than max is skipped to its end
 // and returned max+1 bytes long. full is false when the stream ended
 // before the newline.
-func readLine(br *bufio.Reader, max int) (line []byte, full bool, err error) {
-	var buf []byte
+func readLine(br *bufio.Reader, max int, buf []byte) (line []byte, full bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(buf) <= max {
@@ -169,11 +176,15 @@ func (s *Series) add(line string, kctx *[]string) {
 	case TagStart:
 		s.Starts = append(s.Starts, at)
 	case TagGPU:
-		g, err := ParseGPURow(payload, at)
+		if s.cells == nil {
+			s.cells = make([]string, 0, len(Fields)+1)
+		}
+		g, err := parseGPURow(payload, at, s.cells)
 		if err != nil {
 			s.Bad++
 			return
 		}
+		g.BusID = s.intern(g.BusID)
 		s.GPUs = append(s.GPUs, g)
 	case TagKernel:
 		s.Kernel = append(s.Kernel, kernelEvent(payload, at, *kctx))
@@ -198,6 +209,20 @@ func (s *Series) add(line string, kctx *[]string) {
 	default:
 		s.Bad++
 	}
+}
+
+func (s *Series) intern(id string) string {
+	if v, ok := s.busIDs[id]; ok {
+		return v
+	}
+	v := strings.Clone(id)
+	if s.busIDs == nil {
+		s.busIDs = map[string]string{}
+	}
+	if len(s.busIDs) < 1024 {
+		s.busIDs[v] = v
+	}
+	return v
 }
 
 func kernelEvent(line string, at time.Time, before []string) KernelEvent {

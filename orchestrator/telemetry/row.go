@@ -46,7 +46,20 @@ var errNotStated = errors.New("not stated")
 // prints them, are read too). A row of another width is an error: the
 // columns would be misread.
 func ParseGPURow(row string, at time.Time) (GPUSample, error) {
-	cells := strings.Split(row, ",")
+	return parseGPURow(row, at, nil)
+}
+
+// parseGPURow splits into buf's room (the reader's, reused row after row).
+func parseGPURow(row string, at time.Time, buf []string) (GPUSample, error) {
+	cells := buf[:0]
+	for len(cells) <= len(Fields) {
+		c, rest, more := strings.Cut(row, ",")
+		cells = append(cells, c)
+		if !more {
+			break
+		}
+		row = rest
+	}
 	if len(cells) != len(Fields) {
 		return GPUSample{}, fmt.Errorf("gpu row: %d cells, want %d", len(cells), len(Fields))
 	}
@@ -96,8 +109,17 @@ func ParseGPURow(row string, at time.Time) (GPUSample, error) {
 	g.ECCUncorrAggregate = cnt("ecc.errors.uncorrected.aggregate.total")
 	g.RetiredSBE, g.RetiredDBE = cnt("retired_pages.single_bit_ecc.count"), cnt("retired_pages.double_bit.count")
 	g.RemapCorr, g.RemapUncorr = cnt("remapped_rows.correctable"), cnt("remapped_rows.uncorrectable")
-	g.RetirePending = flag(get("retired_pages.pending"))
-	g.RemapPending, g.RemapFailure = flag(get("remapped_rows.pending")), flag(get("remapped_rows.failure"))
+	bs := make([]bool, 0, 3)
+	yes := func(f string) *bool {
+		b, ok := flag(get(f))
+		if !ok {
+			return nil
+		}
+		bs = append(bs, b)
+		return &bs[len(bs)-1]
+	}
+	g.RetirePending = yes("retired_pages.pending")
+	g.RemapPending, g.RemapFailure = yes("remapped_rows.pending"), yes("remapped_rows.failure")
 
 	if m, err := mask(get("clocks_event_reasons.active")); err == nil {
 		g.Reasons = &m
@@ -168,14 +190,12 @@ func mask(cell string) (uint64, error) {
 
 // flag reads a yes/no cell ("Yes"/"No", "Active"/"Not Active",
 // "Enabled"/"Disabled"); anything else is not stated.
-func flag(cell string) *bool {
-	var b bool
+func flag(cell string) (bool, bool) {
 	switch strings.ToLower(cell) {
 	case "yes", "active", "enabled", "true":
-		b = true
+		return true, true
 	case "no", "not active", "disabled", "false":
-	default:
-		return nil
+		return false, true
 	}
-	return &b
+	return false, false
 }
