@@ -86,6 +86,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			return PodmanMain(args[1:], os.Environ(), stdout, stderr)
 		case a == OpenAIServer:
 			return openai.Main(args[1:], stdout, stderr)
+		case a == Dmesg:
+			return runDmesg(profileName, args[1:], stdout, stderr, nil)
 		case IsFabricTool(a):
 			return FabricMain(a, args[1:], os.Environ(), stdout, stderr)
 		}
