@@ -158,29 +158,42 @@ func parseEvent(item string) (planted, error) {
 			return e, fmt.Errorf("range %s ends before it starts", when)
 		}
 	}
-	if !hasOpt {
-		return e, nil
+	for hasOpt {
+		// port= takes the rest: its value has a colon of its own.
+		if strings.HasPrefix(opt, "port=") {
+			rest, opt, hasOpt = opt, "", false
+		} else {
+			rest, opt, hasOpt = strings.Cut(opt, ":")
+		}
+		if err := e.option(kind, rest); err != nil {
+			return e, err
+		}
 	}
+	return e, nil
+}
+
+func (e *planted) option(kind, opt string) error {
+	var err error
 	name, val, _ := strings.Cut(opt, "=")
 	switch {
 	case name == "gpu" && e.kind != evLinkDown:
 		if e.gpu, err = strconv.Atoi(val); err != nil || e.gpu < 0 || e.gpu > 1023 {
-			return e, fmt.Errorf("gpu=%q: want an index", val)
+			return fmt.Errorf("gpu=%q: want an index", val)
 		}
 	case name == "type" && e.kind == evECC:
 		if val != "corrected" && val != "uncorrected" {
-			return e, fmt.Errorf("type=%q: want corrected or uncorrected", val)
+			return fmt.Errorf("type=%q: want corrected or uncorrected", val)
 		}
 		e.corrected = val == "corrected"
 	case name == "port" && e.kind == evLinkDown:
 		if !rePort.MatchString(val) {
-			return e, fmt.Errorf("port=%q: want <device>:<port>", val)
+			return fmt.Errorf("port=%q: want <device>:<port>", val)
 		}
 		e.port = val
 	default:
-		return e, fmt.Errorf("option %q is not one of %s's", opt, kind)
+		return fmt.Errorf("option %q is not one of %s's", opt, kind)
 	}
-	return e, nil
+	return nil
 }
 
 // parseOffset reads "90", "2.5" (seconds) or a Go duration ("90s", "2m"); never negative, at most 30 days.
