@@ -122,7 +122,8 @@ func bootTime(now time.Time) time.Time {
 	return now.Add(-time.Duration(s * float64(time.Second)))
 }
 
-// runDmesg answers `dmesg`, `dmesg -w|--follow` and `dmesg -W|--follow-new`: the planted lines already due, then
+// runDmesg answers `dmesg`, `dmesg -w|--follow`, `dmesg -W|--follow-new` and `--since now` (only what comes
+// later): the planted lines already due, then
 // (following) each at its time until killed or stop closes. Before the telemetry loop first starts (no t0)
 // nothing is due; a follower waits for t0.
 func runDmesg(profileName string, args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
@@ -132,12 +133,18 @@ func runDmesg(profileName string, args []string, stdout, stderr io.Writer, stop 
 		return ExitNotSimulated
 	}
 	follow, onlyNew := false, false
-	for _, a := range args {
-		switch a {
-		case "-w", "--follow":
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-w" || a == "--follow":
 			follow = true
-		case "-W", "--follow-new":
+		case a == "-W" || a == "--follow-new":
 			follow, onlyNew = true, true
+		case a == "--since=now" || (a == "--since" && i+1 < len(args) && args[i+1] == "now"):
+			// util-linux 2.39's --since; only "now" is simulated (other times need its date parser).
+			onlyNew = true
+			if a == "--since" {
+				i++
+			}
 		default:
 			return notSimulated(p, Dmesg, args, stderr)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -408,8 +409,14 @@ func TestDmesgPrintsPlantedXidAtItsTime(t *testing.T) {
 	stop2 := make(chan struct{})
 	close(stop2)
 	runDmesg("h100", []string{"-W"}, &fresh, &errb, stop2)
+	runDmesg("h100", []string{"--follow", "--since", "now"}, &fresh, &errb, stop2)
+	runDmesg("h100", []string{"--since=now"}, &fresh, &errb, stop2)
 	if fresh.Len() != 0 {
-		t.Errorf("dmesg -W printed old lines: %q", fresh.String())
+		t.Errorf("dmesg -W / --since now printed old lines: %q", fresh.String())
+	}
+	var o, e bytes.Buffer
+	if code := runDmesg("h100", []string{"--since", "yesterday"}, &o, &e, stop2); code != ExitNotSimulated {
+		t.Errorf("--since yesterday: exit %d, want not simulated", code)
 	}
 }
 
@@ -599,5 +606,39 @@ func TestInstallTelemetry(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, t0File)); !os.IsNotExist(err) {
 		t.Errorf("t0 left: %v", err)
+	}
+}
+
+// A reader that goes away ends the loop as SIGPIPE ends nvidia-smi: at once, without a word.
+func TestLoopEndsOnSIGPIPE(t *testing.T) {
+	t.Setenv(StateEnv, t.TempDir())
+	cmd := execCommand(standinBinary(t), "--profile", "h100", NvidiaSMI, "--query-gpu=index",
+		"--format=csv,noheader", "-lms", "50")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "0\n1\n2\n3\n4\n5\n6\n7\n" {
+		t.Errorf("first tick %q, %v", buf, err)
+	}
+	r.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() ||
+			ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGPIPE || errb.Len() != 0 {
+			t.Errorf("ended with %v, stderr %q; want killed by SIGPIPE, silent", err, errb.String())
+		}
+	case <-time.After(5 * time.Second):
+		terminate(cmd)
+		t.Fatal("the loop outlived its reader by 5 s")
 	}
 }
