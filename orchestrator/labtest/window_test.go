@@ -30,6 +30,9 @@ type nodeSetup struct {
 	profile  string
 	slowSMI  time.Duration // nvidia-smi waits this long first
 	slowDiag time.Duration // dcgmi diag waits this long first
+	// telemetry plants events in what the host's telemetry shows (standins.SimTelemetryEnv's syntax, e.g.
+	// "xid:79@20:gpu=2"); "" plants none.
+	telemetry string
 }
 
 // prepare installs the stand-ins on every host and writes the inventory.
@@ -46,6 +49,10 @@ func prepare(t *testing.T, l *lab.Lab, nodes map[string]nodeSetup) string {
 			os.Remove(filepath.Join(bin, e.Name()))
 		}
 		if err := standins.Install(bin, s.profile, []string{binary, "standin"}); err != nil {
+			t.Fatal(err)
+		}
+		tel := standins.Telemetry{State: l.StandinState(h.Name), Plant: s.telemetry}
+		if err := standins.InstallTelemetry(bin, s.profile, []string{binary, "standin"}, tel); err != nil {
 			t.Fatal(err)
 		}
 		// A slow tool is the genuine stand-in behind a sleep, so a test can

@@ -490,6 +490,7 @@ write_sshd_config() {
 		"ClientAliveInterval 0" \
 		"AllowTcpForwarding yes" \
 		"PrintMotd no" \
+		"SetEnv GPUACCEPT_SYSFS_IB=/srv/gpuaccept-standin/sys/class/infiniband" \
 		"LogLevel VERBOSE" \
 		"Subsystem sftp internal-sftp" >"$HD/sshd_config"
 }

@@ -35,3 +35,11 @@ func BuildStandin(ctx context.Context, out string) error {
 	}
 	return nil
 }
+
+// StandinState is the host's stand-in state directory seen from the coordinator: its own
+// /srv/gpuaccept-standin (standins.DefaultStateDir), where the telemetry stand-ins keep their origin, the busy
+// markers of the workloads and the IB counter tree (standins.InstallTelemetry). Every host's sshd gives its
+// sessions GPUACCEPT_SYSFS_IB pointing at that tree inside the host (lab.sh's sshd_config).
+func (l *Lab) StandinState(host string) string {
+	return filepath.Join(l.Dir, "hosts", l.Host(host).Name, "srv", "gpuaccept-standin")
+}

@@ -87,6 +87,41 @@
 // with other options; ibstat with arguments...) gets ExitNotSimulated (2) and a message on stderr naming the
 // stand-in and its profile, never an invented output.
 //
+// # Telemetry: the loop, planted events, dmesg, the IB tree (telemetry*.go, dmesg.go, ib_tree.go)
+//
+// nvidia-smi --query-gpu=F --format=csv,noheader[,nounits] with -l N / --loop=N / --loop N (seconds) or -lms N /
+// --loop-ms=N / --loop-ms N (milliseconds) prints a row per GPU at once and then every interval until killed
+// (SIGTERM and SIGPIPE end it without a word, as they end nvidia-smi). Its cells come from the genuine H200
+// telemetry captures (driver 580.159.04): the idle row, or the bf16 GEMM load row (690 W of 700, SW Power Cap
+// active, SM 1,530 MHz) while a stand-in workload marks the node busy; index, name, pci.bus_id, driver_version
+// and memory.total are the profile's own (from its -q, as -L and the one-shot query say), fields outside the
+// captures are the one-shot query's. nounits drops " <unit>" from the cells of a column whose header has one
+// (the rule holds the genuine idle pair, with and without units). A looping query with a header is not simulated
+// (no sample shows how often it repeats).
+//
+// Busy: a workload writes STATE/busy/<pid> (its pid as content; MarkBusy; nccl_perf.c's busyMark), removed at
+// exit; a marker whose pid is gone is dropped. STATE is StateEnv (GPUACCEPT_STANDIN_STATE), else
+// DefaultStateDir (/srv/gpuaccept-standin) where it exists: on a lab host that is the host's own /srv, so
+// ranks that mpirun starts over ssh without the wrappers' environment find it. STATE/t0 is the first loop
+// start on the node: the origin of SimTelemetryEnv's times (GPUACCEPT_SIM_TELEMETRY, its doc for the syntax):
+// throttle sets the reason's column Active and its NVML bit in clocks_event_reasons.active; ecc and remap raise
+// the CSV's counts from their moment on (remap: remapped_rows.uncorrectable +1, pending Yes); stall gives a GPU
+// the load row at the idle row's power; xid puts, at its time, a line in the dmesg stand-in (`dmesg`, `-w` /
+// `--follow`, `-W` / `--follow-new`): "[%5lu.%06lu] NVRM: Xid (PCI:dddd:bb:dd): CODE, " and the rest of the first
+// genuine line of that code in samples/kernel (13, 43, 45, 48, 63, 94, 119; another code is refused), the
+// timestamp seconds since the kernel booted, the device the profile's GPU. The dmesg stand-in prints nothing
+// else: lab hosts share the machine's kernel. linkdown moves the IB tree: STATE/sys/class/infiniband laid out
+// as sysfs (<dev>/ports/<port>/{state,phys_state,link_layer,counters/<IBCounters>}) for the profile's ibstat
+// ports, all counters 0; link_downed counts the downs begun, state reads "1: DOWN" while one lasts. The loop
+// applies it every tick (a function of the elapsed time alone). The node script reads the tree through
+// SysfsIBEnv (GPUACCEPT_SYSFS_IB), which the lab's sshd sets for every session (IBTreeInHost).
+//
+//	InstallTelemetry(dir, profile, argv0, Telemetry{State, Plant})  after Install: nvidia-smi's wrapper with
+//	                                 StateEnv and SimTelemetryEnv, dmesg's where Xids are planted, a fresh STATE
+//
+// Cost: the loop parses the profile once and then, per tick, reads STATE/busy and writes a few KiB: at 5 s over
+// 20 s it used 0.06 s of CPU, most of it starting up.
+//
 // # Known limits of replaying genuine outputs
 //
 // The samples come from different machines, so one node's tools disagree with each other:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // smiLog is an `nvidia-smi -q` text parsed just enough to derive -L and --query-gpu from it.
@@ -297,6 +298,8 @@ type smiCall struct {
 	computeApps       bool // --query-compute-apps
 	format            string
 	hasFormat         bool
+	loop              time.Duration // -l/--loop, -lms/--loop-ms: 0 without
+	badLoop           bool          // a loop option without a valid interval
 }
 
 // realSMIOptions are options real nvidia-smi has that the stand-in does not simulate (told apart from unknown
@@ -350,6 +353,15 @@ func runNvidiaSMI(p *profile, args []string, stdout, stderr io.Writer) int {
 			if c.format, c.hasFormat = takeValue(); !c.hasFormat {
 				return notSimulated(p, NvidiaSMI, args, stderr)
 			}
+		case name == "-l" || name == "--loop" || name == "-lms" || name == "--loop-ms":
+			unit := time.Second
+			if strings.Contains(name, "ms") {
+				unit = time.Millisecond
+			}
+			v, ok := takeValue()
+			if c.loop, ok = parseLoopInterval(v, unit); !ok {
+				c.badLoop = true
+			}
 		case slices.Contains(realSMIOptions, name) || slices.Contains(realSMIOptions, a) || a == "topo":
 			return notSimulated(p, NvidiaSMI, args, stderr)
 		default:
@@ -358,6 +370,10 @@ func runNvidiaSMI(p *profile, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "ERROR: Option %s is not recognized. Please run 'nvidia-smi -h' for help.\n\n", a)
 			return smiExitInvalidArg
 		}
+	}
+	if c.badLoop || (c.loop > 0 && (!c.hasQueryGPU || c.list || c.query || c.topo || c.computeApps)) {
+		// Loops of the other modes, and what nvidia-smi says to a bad interval, are in no sample.
+		return notSimulated(p, NvidiaSMI, args, stderr)
 	}
 	if c.computeApps {
 		// The node is idle: no process on its GPUs. With noheader that is
@@ -403,6 +419,9 @@ func runNvidiaSMI(p *profile, args []string, stdout, stderr io.Writer) int {
 		}
 		stdout.Write(b.Bytes())
 		return 0
+	}
+	if c.loop > 0 {
+		return runSMILoop(p, l, c, c.loop, args, stdout, stderr, nil)
 	}
 	return smiQueryGPU(p, l, c, args, stdout, stderr)
 }

@@ -31,7 +31,8 @@ const ExitNotInstalled = 127
 
 // Main answers one invocation of tool (nvidia-smi, dcgmi, ibstat, ibv_devinfo) with args as the node of profile
 // would, writing what the real tool writes to stdout and stderr, and returns the exit status. It never waits,
-// except `dcgmi diag` when DiagSecondsEnv is set. Main keeps no state: calls may run concurrently.
+// except `dcgmi diag` when DiagSecondsEnv is set and nvidia-smi's loop (-l, -lms), which runs until the process
+// is killed. Main keeps no state but the telemetry's (StateEnv): calls may run concurrently.
 func Main(profileName, tool string, args []string, stdout, stderr io.Writer) int {
 	p, err := lookup(profileName)
 	if err != nil {
@@ -86,6 +87,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			return PodmanMain(args[1:], os.Environ(), stdout, stderr)
 		case a == OpenAIServer:
 			return openai.Main(args[1:], stdout, stderr)
+		case a == Dmesg:
+			return runDmesg(profileName, args[1:], stdout, stderr, nil)
 		case IsFabricTool(a):
 			return FabricMain(a, args[1:], os.Environ(), stdout, stderr)
 		}

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -925,6 +926,50 @@ static int parseArgs(int argc, char **argv, char **json_path) {
   return -2;
 }
 
+/* ---------------------------------------------------------------- busy marking */
+
+/* On a simulated node the nvidia-smi stand-in answers its telemetry loop with the genuine load capture while a
+ * stand-in workload runs: each rank writes STATE/busy/<pid> holding its pid (rename()d into place, so a reader
+ * never sees half of it) and removes it at exit; a rank killed before that leaves a file whose pid is gone, which
+ * the reader drops. STATE is $GPUACCEPT_STANDIN_STATE, else /srv/gpuaccept-standin where it exists (a lab host's
+ * own /srv: mpirun starts ranks over ssh without the stand-in wrappers' environment). Elsewhere: nothing. */
+static char busy_path[4096];
+
+static void busyUnmark(void) {
+  if (busy_path[0]) unlink(busy_path);
+}
+
+static void busyMark(void) {
+  const char *dir = getenv("GPUACCEPT_STANDIN_STATE");
+  struct stat st;
+  if (!dir || !*dir) {
+    dir = "/srv/gpuaccept-standin";
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  }
+  char bd[4096], tmp[4096];
+  long pid = (long)getpid();
+  if (snprintf(bd, sizeof bd, "%s/busy", dir) >= (int)sizeof bd) return;
+  mkdir(bd, 0755);
+  if (snprintf(tmp, sizeof tmp, "%s/.%ld.tmp", bd, pid) >= (int)sizeof tmp) return;
+  if (snprintf(busy_path, sizeof busy_path, "%s/%ld", bd, pid) >= (int)sizeof busy_path) {
+    busy_path[0] = 0;
+    return;
+  }
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    busy_path[0] = 0;
+    return;
+  }
+  int ok = fprintf(f, "%ld\n", pid) > 0;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, busy_path) != 0) {
+    unlink(tmp);
+    busy_path[0] = 0;
+    return;
+  }
+  atexit(busyUnmark);
+}
+
 int main(int argc, char **argv) {
   setlinebuf(stdout);
   init_types();
@@ -953,6 +998,7 @@ int main(int argc, char **argv) {
     setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", 1); /* 4 = ring */
   }
   ncclDebugSetup();
+  busyMark();
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &proc);
   MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
