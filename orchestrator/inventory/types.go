@@ -137,9 +137,9 @@ type Quote struct {
 	// BURN-001 the measured compute rate to the second.
 	GPUBaseClockMHz float64 `mapstructure:"gpu_base_clock_mhz" json:"gpu_base_clock_mhz,omitempty"`
 	GPUTFLOPSBF16   float64 `mapstructure:"gpu_tflops_bf16" json:"gpu_tflops_bf16,omitempty"`
-	StagingGBs     float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
-	CheckpointGBs  float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
-	PricePerGPUHr  float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
+	StagingGBs      float64 `mapstructure:"staging_gbs" json:"staging_gbs"`
+	CheckpointGBs   float64 `mapstructure:"checkpoint_gbs" json:"checkpoint_gbs"`
+	PricePerGPUHr   float64 `mapstructure:"price_per_gpu_hour" json:"price_per_gpu_hour"`
 	// Storage and egress prices: nil is "not stated", 0 is "free". The host
 	// (CPUs, memory, local disk) when billed apart from the GPUs, per
 	// node-hour: nil when it is not.
