@@ -28,10 +28,12 @@
 # since the start and mem_total_mib the device's memory, on CUDA only.
 # Keys may be added; a reader ignores those it does not know.
 import argparse
+import atexit
 import datetime
 import os
 import signal
 import socket
+import stat
 import sys
 import time
 
@@ -83,6 +85,32 @@ def save(d, model, opt, s):
         os.close(fd)
 
 
+def mark_busy():
+    """On a simulated node (the lab, the demo), tells the nvidia-smi stand-in that this process loads the GPUs:
+    STATE/busy/<pid>, removed at exit. STATE is $GPUACCEPT_STANDIN_STATE, else /srv/gpuaccept-standin, and only
+    a directory of this user's that no one else may write. A real node has neither: nothing is written."""
+    d = os.environ.get("GPUACCEPT_STANDIN_STATE") or "/srv/gpuaccept-standin"
+    busy = os.path.join(d, "busy")
+    try:
+        for p in (d, busy):
+            if p == busy and not os.path.lexists(busy):
+                os.mkdir(busy, 0o755)
+            st = os.lstat(p)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return
+        pid = os.getpid()
+        tmp, final = os.path.join(busy, ".%d.tmp" % pid), os.path.join(busy, str(pid))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, b"%d\n" % pid)
+        finally:
+            os.close(fd)
+        os.rename(tmp, final)
+    except OSError:
+        return
+    atexit.register(lambda: os.path.lexists(final) and os.unlink(final))
+
+
 def main():
     global step
     ap = argparse.ArgumentParser()
@@ -95,6 +123,7 @@ def main():
     ap.add_argument("--step-time", type=float, default=0.5,
                     help="seconds a step takes at least (a small model is fast; a real step is not)")
     a = ap.parse_args()
+    mark_busy()
 
     def stopped(signum, _frame):
         log("error", step=step, msg="stopped by signal %d" % signum)
