@@ -350,3 +350,16 @@ func (w *Window) SlurmLogin(ctx context.Context) (*Node, error) {
 	}
 	return login, nil
 }
+
+// SetTelemetry keeps each node's per-phase telemetry summaries in the
+// record: the telemetry judge makes them from the bundle's files and the
+// record alone, so a resumed window summarises as an uninterrupted one.
+func (w *Window) SetTelemetry(byNode map[string][]record.TelemetryPhase) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(byNode) == 0 {
+		w.rec.Telemetry = nil
+		return
+	}
+	w.rec.Telemetry = byNode
+}

@@ -3,7 +3,7 @@
 # coordinator to time-stamp and keep (orchestrator/telemetry):
 #   gpu <one row of nvidia-smi --query-gpu ... --format=csv,noheader,nounits>
 #   kern <one kernel log line of the NVIDIA drivers (NVRM:, SXid, nvswitch)>
-#   ib <device>:<port> state=<n>:<STATE> <counter>=<value> ...
+#   ib <device>:<port> state=<as sysfs says it: "4: ACTIVE"> <counter>=<value> ...
 #   note <the sampler's own word>
 # The first notes say which sources it found ("note source nvidia-smi",
 # "note source dmesg" or "journal", "note source ib <ports>"; "note
@@ -104,7 +104,7 @@ if [ ${#ports[@]} -gt 0 ]; then
         dev=${dev##*/}
         line="ib $dev:${p##*/}"
         if read -r st 2>/dev/null <"$p/state"; then
-          line+=" state=${st// /}"
+          line+=" state=$st"
         fi
         for c in $counters; do
           if read -r v 2>/dev/null <"$p/counters/$c"; then
@@ -121,5 +121,13 @@ else
 fi
 echo "note ready"
 
-# The coordinator holds stdin open while it wants samples.
+# Until stdin closes, where the caller holds it open; else (stdin is
+# /dev/null, as under the coordinator's guard, which signals the whole
+# process group when the window or the connection ends) until a signal.
+if [ "$(readlink /proc/$$/fd/0 2>/dev/null)" = /dev/null ]; then
+  while :; do
+    sleep 3600 &
+    wait $!
+  done
+fi
 while IFS= read -r _; do :; done
