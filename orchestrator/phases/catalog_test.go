@@ -12,8 +12,8 @@ import (
 )
 
 // judgeSources are the files whose verdicts a window can carry: every
-// phase, the fabric judge and the runner.
-var judgeSources = []string{"*.go", "../fabric/*.go", "../*.go"}
+// phase, the fabric judge, the runner and the telemetry judge.
+var judgeSources = []string{"*.go", "../fabric/*.go", "../*.go", "../telemetry/*.go"}
 
 var idLiteral = regexp.MustCompile(`"([A-Z]+-[0-9]{3})"`)
 
