@@ -39,6 +39,8 @@ type Window struct {
 	// bundleErr: the first write of the bundle (journal, raw log) that
 	// failed; the window ends at the next phase, tears down and says so.
 	bundleErr error
+	// bg: what runs beside the phases until teardown (Background).
+	bg background
 }
 
 // Deadline is when the window will be over at the latest: when it (or its
@@ -347,4 +349,17 @@ func (w *Window) SlurmLogin(ctx context.Context) (*Node, error) {
 		return nil, fmt.Errorf("slurm login node %s: %w", w.Inv.Slurm.Login.Address, err)
 	}
 	return login, nil
+}
+
+// SetTelemetry keeps each node's per-phase telemetry summaries in the
+// record: the telemetry judge makes them from the bundle's files and the
+// record alone, so a resumed window summarises as an uninterrupted one.
+func (w *Window) SetTelemetry(byNode map[string][]record.TelemetryPhase) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(byNode) == 0 {
+		w.rec.Telemetry = nil
+		return
+	}
+	w.rec.Telemetry = byNode
 }

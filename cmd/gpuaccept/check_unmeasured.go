@@ -51,6 +51,10 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 	}
 	lacks := func(t string) bool { return tools[t] == "missing" }
 	var out []string
+	if on["telemetry"] && lacks("nvidia-smi") {
+		// The kernel's Xid lines and the IB counters are still read.
+		out = append(out, "no nvidia-smi: telemetry's HEALTH-011, -013, -014 and -016 will not be measured")
+	}
 	if on["diag"] && lacks("dcgmi") {
 		switch {
 		case inv.Phases.Diag.Image == "":

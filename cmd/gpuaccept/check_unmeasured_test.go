@@ -157,3 +157,24 @@ func TestWillNotMeasureInferenceWithoutARuntime(t *testing.T) {
 		}
 	}
 }
+
+// The sampler needs nvidia-smi: a node without it is said before the
+// window (its GPU health under load not measured), one with it is not,
+// and a window with telemetry off says nothing.
+func TestWillNotMeasureTelemetryWithoutNvidiaSmi(t *testing.T) {
+	inv := &inventory.Inventory{}
+	on := []orchestrator.Phase{{Name: "telemetry", Enabled: func(inv *inventory.Inventory) bool { return inv.Telemetry.On() }}}
+	none := map[string]string{"nvidia-smi": "missing"}
+	got := strings.Join(willNotMeasure(inv, on, none, nil), "\n")
+	if !strings.Contains(got, "no nvidia-smi: telemetry") || !strings.Contains(got, "HEALTH-011") || len(got) > 100 {
+		t.Errorf("no nvidia-smi: %q", got)
+	}
+	if got := willNotMeasure(inv, on, map[string]string{"nvidia-smi": "driver 580.159.04"}, nil); len(got) != 0 {
+		t.Errorf("with nvidia-smi: %q, want nothing", got)
+	}
+	off := false
+	inv.Telemetry.Enabled = &off
+	if got := willNotMeasure(inv, on, none, nil); len(got) != 0 {
+		t.Errorf("telemetry off: %q, want nothing", got)
+	}
+}

@@ -34,6 +34,7 @@ func TestCheckPlanHonoursPhasesDeadline(t *testing.T) {
 	want := map[string]string{
 		"connect":   "1m30s", // its bound comes from ssh.connect_timeout and handshake_timeout
 		"tools":     "7m0s",
+		"telemetry": "7m0s", // it starts the sampler and returns; phases.deadline bounds the start
 		"preflight": "2m0s", // phases.preflight.timeout
 		"security":  "7m0s",
 		"diag":      "15m0s",  // phases.diag.timeout

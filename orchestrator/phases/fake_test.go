@@ -76,6 +76,7 @@ func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 		h.On(`^cd && cd \S+ && tar -x -o -f `+archiveName, func(c *fake.Call) fake.Reply { return unpack(h, c.Command) })
 		answerSecurity(h, soundPosture)
 		answerTools(h, allTools) // a sound node has what it is asked for
+		fakeSampler(h, nil)
 	}
 	return f
 }

@@ -13,7 +13,7 @@ import (
 
 // All is the window in order. Teardown runs last, whatever happened.
 func All() []orchestrator.Phase {
-	return []orchestrator.Phase{Connect, Tools, Preflight, Security, Diag, WindowKey, Image, Staging, IntraNode, AllReduce, Bisection,
+	return []orchestrator.Phase{Connect, Tools, Telemetry, Preflight, Security, Diag, WindowKey, Image, Staging, IntraNode, AllReduce, Bisection,
 		CheckpointWrite, CheckpointRestore, Training, Inference, FailurePhase, Teardown, Deletion}
 }
 

@@ -75,6 +75,30 @@ type Run struct {
 	// Ledger is what the window cost and what that bought (absent when the
 	// quote has no price).
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// Telemetry is each node's GPUs summarised per phase (min / median /
+	// max of what the window's sampler recorded; the series itself is
+	// raw/<node>/telemetry.txt.gz). Absent when the sampler did not run.
+	Telemetry map[string][]TelemetryPhase `json:"telemetry,omitempty"`
+}
+
+// TelemetryPhase is one GPU's figures over one phase of the window, as
+// the telemetry package summarises them (telemetry.GPUPhase: this package
+// cannot import that one, which judges into Verdicts).
+type TelemetryPhase struct {
+	Phase   string        `json:"phase"`
+	GPU     int           `json:"gpu"`
+	Temp    TelemetryStat `json:"temp_c"`
+	Power   TelemetryStat `json:"power_w"`
+	SMClock TelemetryStat `json:"sm_clock_mhz"`
+	Util    TelemetryStat `json:"util_pct"`
+}
+
+// TelemetryStat is a figure's distribution over a phase: N samples.
+type TelemetryStat struct {
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
 }
 
 // Ledger is the window's cost: billed time per node rounded to the

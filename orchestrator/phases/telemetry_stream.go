@@ -1,0 +1,242 @@
+package phases
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gpuaccept/orchestrator/telemetry"
+)
+
+// The bounds of what the coordinator keeps of one node's stream.
+const (
+	// maxTelemetryLine: a row of nvidia-smi's query is a few hundred
+	// bytes, a kernel line under 1 KiB; a longer line is cut here.
+	maxTelemetryLine = 8 << 10
+	// telemetryFlushEvery: what gpuaccept status reads of a running
+	// window is at most this old.
+	telemetryFlushEvery = 30 * time.Second
+)
+
+// nodeTags are the tags a node may send: start lines are the
+// coordinator's own, so a node cannot forge where a sampler began.
+var nodeTags = map[string]bool{telemetry.TagGPU: true, telemetry.TagKernel: true, telemetry.TagIB: true, telemetry.TagNote: true}
+
+// telemetrySink is the coordinator's end of one node's stream: each line
+// the node sends is stamped with the time it arrived and appended, gzip,
+// to raw/<node>/telemetry.txt.gz (a member of its own per start of the
+// sampler), within the bounds above.
+type telemetrySink struct {
+	mu    sync.Mutex
+	f     *os.File
+	gz    *gzip.Writer
+	now   func() time.Time
+	limit int64 // bytes the file may reach (see openTelemetrySink)
+	kept  int64
+
+	line []byte // the line so far
+	long bool   // the line so far passed maxTelemetryLine: the rest is not kept
+	// What was not kept as it came: lines past the limit, lines cut,
+	// lines with a tag a node may not send.
+	dropped, cut, rejected int64
+	full                   bool
+	lastFlush              time.Time
+	err                    error
+
+	// The sampler's first notes, until "note ready".
+	sources, missing []string
+	ready            chan struct{}
+	isReady          bool
+}
+
+// openTelemetrySink opens path for appending and starts a member with the
+// coordinator's start line. limit bounds the file: what a node sends past
+// it is counted, not kept (the bytes kept are counted before compression,
+// so the file stays well under it).
+func openTelemetrySink(path string, interval time.Duration, fields int, limit int64, now func() time.Time) (*telemetrySink, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s := &telemetrySink{f: f, gz: gzip.NewWriter(f), now: now, limit: limit, kept: st.Size(),
+		ready: make(chan struct{}), lastFlush: now()}
+	s.put(fmt.Sprintf("%s interval=%d fields=%d", telemetry.TagStart, interval.Milliseconds(), fields))
+	if err := s.flush(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Write takes the node's stdout as it comes.
+func (s *telemetrySink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if room := maxTelemetryLine - len(s.line); len(chunk) > room {
+			s.line = append(s.line, chunk[:max(room, 0)]...)
+			s.long = true
+		} else {
+			s.line = append(s.line, chunk...)
+		}
+		if i < 0 {
+			break
+		}
+		s.take(string(s.line), s.long)
+		s.line, s.long = s.line[:0], false
+		p = p[i+1:]
+	}
+	if s.now().Sub(s.lastFlush) >= telemetryFlushEvery {
+		s.flushLocked()
+	}
+	// A disk that fails is the coordinator's trouble, not the node's: the
+	// stream goes on being read (so the node is not blocked) and the
+	// error is Close's.
+	return n, nil
+}
+
+// take keeps one complete line from the node.
+func (s *telemetrySink) take(line string, long bool) {
+	line = strings.TrimSuffix(line, "\r")
+	tag, payload, _ := strings.Cut(line, " ")
+	if !nodeTags[tag] {
+		s.rejected++
+		return
+	}
+	if long {
+		s.cut++
+	}
+	if tag == telemetry.TagNote && !s.isReady {
+		s.firstNote(payload)
+	}
+	s.put(line)
+}
+
+// firstNote reads the sampler's notes before "ready": which sources it
+// found.
+func (s *telemetrySink) firstNote(payload string) {
+	f := strings.Fields(payload)
+	switch {
+	case len(f) >= 2 && f[0] == "source":
+		s.sources = append(s.sources, f[1])
+	case len(f) >= 2 && f[0] == "missing":
+		s.missing = append(s.missing, strings.TrimPrefix(payload, "missing "))
+	case len(f) == 1 && f[0] == "ready":
+		s.isReady = true
+		close(s.ready)
+	}
+}
+
+// put appends "<unix ms> line", unless the file is full.
+func (s *telemetrySink) put(line string) {
+	if s.err != nil {
+		return
+	}
+	rec := strconv.FormatInt(s.now().UnixMilli(), 10) + " " + line + "\n"
+	if s.kept+int64(len(rec)) > s.limit {
+		if !s.full {
+			s.full = true
+			// Said once, in the file, past the limit by one short line.
+			s.write(fmt.Sprintf("%d %s gpuaccept: the file reached telemetry.max_mib_per_node (%d MiB); "+
+				"later lines are counted, not kept\n", s.now().UnixMilli(), telemetry.TagNote, s.limit>>20))
+		}
+		s.dropped++
+		return
+	}
+	s.kept += int64(len(rec))
+	s.write(rec)
+}
+
+func (s *telemetrySink) write(rec string) {
+	if _, err := s.gz.Write([]byte(rec)); err != nil {
+		s.err = err
+	}
+}
+
+// Flush makes what arrived so far readable from the file (a gzip sync
+// flush: gpuaccept status reads a member not yet closed).
+func (s *telemetrySink) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushLocked()
+}
+
+func (s *telemetrySink) flushLocked() error {
+	s.lastFlush = s.now()
+	if s.err == nil {
+		s.err = s.gz.Flush()
+	}
+	return s.err
+}
+
+func (s *telemetrySink) flush() error { return s.Flush() }
+
+// Close ends the member: a torn last line is kept as it came (counted as
+// cut), and what was not kept whole is counted in last notes that
+// telemetry.Read adds to Series.Dropped (telemetry.DroppedNote).
+func (s *telemetrySink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return s.err
+	}
+	if len(s.line) > 0 {
+		s.take(string(s.line), true)
+		s.line = nil
+	}
+	for _, d := range []struct {
+		n   int64
+		why string
+	}{
+		{s.dropped, "over max_mib_per_node"},
+		{s.cut, "longer than 8 KiB (cut)"},
+		{s.rejected, "with a tag a node may not send"},
+	} {
+		if d.n > 0 {
+			// Past the limit too: the count is what the reader must know.
+			s.write(fmt.Sprintf("%d %s %s\n", s.now().UnixMilli(), telemetry.TagNote, telemetry.DroppedNote(d.n, d.why)))
+		}
+	}
+	if err := s.gz.Close(); err != nil && s.err == nil {
+		s.err = err
+	}
+	if err := s.f.Sync(); err != nil && s.err == nil {
+		s.err = err
+	}
+	if err := s.f.Close(); err != nil && s.err == nil {
+		s.err = err
+	}
+	s.f = nil
+	return s.err
+}
+
+// Ready is closed once the sampler said "note ready".
+func (s *telemetrySink) Ready() <-chan struct{} { return s.ready }
+
+// Sources is what the sampler found and what it lacks, as its first
+// notes said.
+func (s *telemetrySink) Sources() (found, missing []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.sources...), append([]string(nil), s.missing...)
+}

@@ -1,0 +1,358 @@
+package phases
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/telemetry"
+	"gpuaccept/remote/fake"
+)
+
+// idleRows are the genuine H200's idle rows as the sampler's query asks
+// for them (nounits): each cell by its header's name, its unit dropped.
+func idleRows(t testing.TB) []string {
+	t.Helper()
+	rows, err := genuineIdleRows()
+	if err != nil {
+		t.Fatalf("genuine sample missing (want the shared samples at /work/shared/samples): %v", err)
+	}
+	return rows
+}
+
+var genuineIdleRows = sync.OnceValues(func() ([]string, error) {
+	b, err := os.ReadFile("../../../shared/samples/nvidia-smi/h200-580.159.04-query-gpu-telemetry-csv-idle.txt")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	head := strings.Split(lines[0], ", ")
+	at, unit := map[string]int{}, map[int]bool{}
+	for i, h := range head {
+		name, _, u := strings.Cut(h, " [")
+		if _, ok := at[name]; !ok {
+			at[name], unit[i] = i, u
+		}
+	}
+	var rows []string
+	for _, l := range lines[1:] {
+		cells := strings.Split(l, ", ")
+		out := make([]string, len(telemetry.Fields))
+		for i, f := range telemetry.Fields {
+			out[i] = "[N/A]"
+			if k, ok := at[f]; ok && k < len(cells) {
+				out[i] = cells[k]
+				if v, _, _ := strings.Cut(cells[k], " "); unit[k] {
+					out[i] = v
+				}
+			}
+		}
+		rows = append(rows, strings.Join(out, ", "))
+	}
+	return rows, nil
+})
+
+// fakeSampler answers telemetry.sh on h as a sound node's sampler does:
+// its sources, ready, the genuine idle rows every interval, until the
+// command is cancelled. running counts the samplers running on h.
+// fakeFleet gives every host one.
+func fakeSampler(h *fake.Host, running *atomic.Int32) {
+	rows, _ := genuineIdleRows() // TestTelemetrySinkBounds fails without them
+	onScript(h, "telemetry.sh", func(c *fake.Call, args []string) fake.Reply {
+		if running != nil {
+			running.Add(1)
+			defer running.Add(-1)
+		}
+		fmt.Fprint(c.Stdout, "note source nvidia-smi\nnote source dmesg\nnote source ib 1\nnote ready\n")
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, r := range rows {
+				fmt.Fprintf(c.Stdout, "gpu %s\n", r)
+			}
+			fmt.Fprint(c.Stdout, "ib mlx5_0:1 state=4: ACTIVE symbol_error=0 link_downed=0 port_rcv_errors=0\n")
+			select {
+			case <-c.Ctx.Done():
+				return fake.Reply{Signal: "TERM"}
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+func readTelemetry(t *testing.T, path string) *telemetry.Series {
+	t.Helper()
+	s, err := telemetry.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	return s
+}
+
+// TestTelemetrySinkBounds: a line past 8 KiB (a node sending 1 MiB in one
+// line) is cut and counted, a node that floods past the file's limit has
+// its lines counted and not kept, a node cannot forge a start line, and
+// each open appends a gzip member of its own (a resumed window).
+func TestTelemetrySinkBounds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raw", "h1", telemetry.FileName)
+	clock := time.UnixMilli(1_764_900_000_000)
+	now := func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	row := "gpu " + idleRows(t)[0] + "\n"
+
+	s, err := openTelemetrySink(path, time.Second, len(telemetry.Fields), 1<<20, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In pieces, as a stream arrives: a row split across writes.
+	s.Write([]byte(row[:10]))
+	s.Write([]byte(row[10:] + "note ready\n"))
+	s.Write([]byte("kern " + strings.Repeat("x", 1<<20) + "\n"))
+	s.Write([]byte("start interval=1 fields=1\n"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := readTelemetry(t, path)
+	if len(got.Starts) != 1 || len(got.GPUs) != 1 || len(got.Kernel) != 1 || len(got.Kernel[0].Line) > maxTelemetryLine {
+		t.Fatalf("first member: %d starts, %d gpu rows, %d kernel lines", len(got.Starts), len(got.GPUs), len(got.Kernel))
+	}
+	if got.Dropped != 2 { // the cut line and the forged start
+		t.Errorf("dropped %d, want 2 (a cut line, a forged start)", got.Dropped)
+	}
+
+	// The second start: a member of its own, and a flood past the limit.
+	s, err = openTelemetrySink(path, time.Second, len(telemetry.Fields), 1<<20, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood := bytes.Repeat([]byte(row), 20_000) // ~10 MiB
+	for i := 0; i < len(flood); i += 32 << 10 {
+		s.Write(flood[i:min(i+32<<10, len(flood))])
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if st.Size() > 1<<20 {
+		t.Errorf("file %d bytes past its 1 MiB limit", st.Size())
+	}
+	got = readTelemetry(t, path)
+	if len(got.Starts) != 2 {
+		t.Errorf("%d starts, want 2 (a member per start)", len(got.Starts))
+	}
+	if kept := int64(len(got.GPUs) - 1); got.Dropped+kept != 20_000+2 || got.Dropped < 10_000 {
+		t.Errorf("flood of 20,000 rows: %d kept, %d dropped", kept, got.Dropped)
+	}
+	if !slices.ContainsFunc(got.Notes, func(n string) bool { return strings.Contains(n, "max_mib_per_node") }) {
+		t.Errorf("no note says the limit was reached: %q", got.Notes)
+	}
+	// Members are whole gzip streams: gzip -t reads the file.
+	f, _ := os.Open(path)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err == nil {
+		_, err = io.Copy(io.Discard, zr)
+	}
+	if err != nil {
+		t.Errorf("gzip: %v", err)
+	}
+}
+
+// TestTelemetrySinkFlushes: what arrived is readable while the stream
+// runs, before the member is closed (gpuaccept status reads it so).
+func TestTelemetrySinkFlushes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), telemetry.FileName)
+	clock := time.Now()
+	now := func() time.Time { return clock }
+	s, err := openTelemetrySink(path, time.Second, len(telemetry.Fields), 1<<20, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Write([]byte("gpu " + idleRows(t)[0] + "\n"))
+	clock = clock.Add(telemetryFlushEvery)
+	s.Write([]byte("note later\n"))
+	got, _ := telemetry.ReadFile(path)
+	if got == nil || len(got.GPUs) != 1 || len(got.Starts) != 1 {
+		t.Fatalf("read while open: %+v", got)
+	}
+}
+
+// TestTelemetryPhaseRunsUntilTeardown: the sampler starts on every node,
+// streams beside the phases after it, ends before teardown; the file is
+// in the bundle with a member per start; the judge reads it.
+func TestTelemetryPhaseRunsUntilTeardown(t *testing.T) {
+	inv := fakeInventory(t, 2, "telemetry:\n  interval: 1s\n")
+	f := fakeFleet(inv)
+	var running atomic.Int32
+	for _, n := range inv.Nodes {
+		fakeSampler(f.Host(n.Name), &running)
+	}
+	var during, atTeardown atomic.Int32
+	wait := orchestrator.Phase{Name: "allreduce", PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		time.Sleep(400 * time.Millisecond)
+		during.Store(running.Load())
+		return nil, nil
+	}}
+	td := Teardown
+	body := td.PerNode
+	td.PerNode = func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		atTeardown.Store(running.Load())
+		return body(ctx, w, n)
+	}
+	rec, dir, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, Telemetry, wait, td},
+		orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during.Load() != 2 || atTeardown.Load() != 0 || running.Load() != 0 {
+		t.Errorf("samplers running: %d during the load phase (want 2), %d at teardown, %d after (want 0)",
+			during.Load(), atTeardown.Load(), running.Load())
+	}
+	for _, n := range inv.Nodes {
+		var start TelemetryStart
+		r, ok := resultData(rec, "telemetry", n.Name, &start)
+		if !ok || r.Outcome != record.OK || !slices.Contains(start.Sources, "nvidia-smi") || start.Interval != time.Second {
+			t.Errorf("%s: telemetry %+v %+v", n.Name, r, start)
+		}
+		s := readTelemetry(t, filepath.Join(dir, start.File))
+		if len(s.GPUs) < 3 || len(s.Starts) != 1 {
+			t.Errorf("%s: %d rows, %d starts", n.Name, len(s.GPUs), len(s.Starts))
+		}
+		if len(rec.Telemetry[n.Name]) == 0 {
+			t.Errorf("%s: no summary in run.json", n.Name)
+		}
+	}
+	health := 0
+	for _, v := range rec.Verdicts {
+		if strings.HasPrefix(v.ID, "HEALTH-01") && v.ID >= "HEALTH-011" {
+			health++
+			if v.Status == record.Fail || v.Incomplete != "" {
+				t.Errorf("%s %s: %s %s %s", v.ID, v.Node, v.Status, v.Detail, v.Incomplete)
+			}
+		}
+	}
+	if health != 12 {
+		t.Errorf("%d HEALTH-011..016 verdicts, want 12", health)
+	}
+}
+
+// TestTelemetryLostConnection: a node whose connection drops mid-window
+// ends its stream (the executor's guard ends the sampler there); the
+// window goes on and tears down; what came before is kept.
+func TestTelemetryLostConnection(t *testing.T) {
+	inv := fakeInventory(t, 1, "telemetry:\n  interval: 1s\n")
+	f := fakeFleet(inv)
+	h := f.Host("h1")
+	rows := idleRows(t)
+	onScript(h, "telemetry.sh", func(c *fake.Call, args []string) fake.Reply {
+		fmt.Fprintf(c.Stdout, "note source nvidia-smi\nnote ready\ngpu %s\n", rows[0])
+		time.Sleep(200 * time.Millisecond)
+		return fake.Reply{Drop: true}
+	})
+	wait := orchestrator.Phase{Name: "allreduce", PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		time.Sleep(500 * time.Millisecond)
+		return nil, nil
+	}}
+	rec, dir, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, Telemetry, wait, Teardown},
+		orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := resultData(rec, "teardown", "h1", nil); !ok || r.Outcome != record.OK {
+		t.Errorf("teardown after a lost connection: %+v", r)
+	}
+	s := readTelemetry(t, filepath.Join(dir, "raw", "h1", telemetry.FileName))
+	if len(s.GPUs) != 1 {
+		t.Errorf("%d rows kept, want the 1 sent before the drop", len(s.GPUs))
+	}
+}
+
+// TestTelemetryWithoutNvidiaSmi: a node without nvidia-smi is NOT
+// MEASURED (never failed, never quarantined); its HEALTH verdicts SKIP
+// with the reason, the window INCOMPLETE.
+func TestTelemetryWithoutNvidiaSmi(t *testing.T) {
+	inv := fakeInventory(t, 1, "")
+	f := fakeFleet(inv)
+	onScript(f.Host("h1"), "telemetry.sh", func(c *fake.Call, args []string) fake.Reply {
+		fmt.Fprint(c.Stdout, "note missing nvidia-smi: not found on the node\nnote source dmesg\nnote ready\n")
+		<-c.Ctx.Done()
+		return fake.Reply{Signal: "TERM"}
+	})
+	rec := runFake(t, inv, f, Telemetry)
+	if rec.Result().Outcome != record.OutcomeIncomplete {
+		t.Errorf("outcome %s, want INCOMPLETE", rec.Result().Outcome)
+	}
+	r, _ := resultData(rec, "telemetry", "h1", nil)
+	if r.Outcome != record.NotMeasured || rec.Nodes[0].Quarantined {
+		t.Fatalf("telemetry on a node without nvidia-smi: %s (%s), quarantined %v", r.Outcome, r.Error, rec.Nodes[0].Quarantined)
+	}
+	for _, v := range rec.Verdicts {
+		if slices.Contains([]string{"HEALTH-011", "HEALTH-013", "HEALTH-016"}, v.ID) {
+			if v.Status != record.Skip || !strings.Contains(v.Incomplete, "nvidia-smi") {
+				t.Errorf("%s: %s %q, want SKIP naming nvidia-smi", v.ID, v.Status, v.Incomplete)
+			}
+		}
+		if v.Status == record.Fail {
+			t.Errorf("%s failed: %s", v.ID, v.Detail)
+		}
+	}
+}
+
+// TestTelemetryResumeAppends: a resumed window starts the sampler again
+// and appends a member: both starts are in the file.
+func TestTelemetryResumeAppends(t *testing.T) {
+	inv := fakeInventory(t, 1, "telemetry:\n  interval: 1s\n")
+	f := fakeFleet(inv)
+	fakeSampler(f.Host("h1"), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	stop := orchestrator.Phase{Name: "allreduce", PerNode: func(c context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		time.Sleep(300 * time.Millisecond)
+		cancel() // the coordinator is lost here
+		return nil, c.Err()
+	}}
+	ps := []orchestrator.Phase{Connect, Tools, Telemetry, stop, Teardown}
+	_, dir, err := orchestrator.Start(ctx, inv, ps, orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps[3] = orchestrator.Phase{Name: "allreduce", PerNode: func(context.Context, *orchestrator.Window, *orchestrator.Node) (any, error) {
+		time.Sleep(300 * time.Millisecond)
+		return nil, nil
+	}}
+	load := func(string) (*inventory.Inventory, error) { return inv, nil }
+	if _, _, err := orchestrator.Resume(t.Context(), dir, load, ps, orchestrator.Options{Dial: f.Dial, Tool: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	s := readTelemetry(t, filepath.Join(dir, "raw", "h1", telemetry.FileName))
+	if len(s.Starts) != 2 || len(s.GPUs) < 4 {
+		t.Errorf("after a resume: %d starts (want 2), %d rows", len(s.Starts), len(s.GPUs))
+	}
+}
+
+// resultData is the last result of phase on node in rec, its data decoded
+// into v (when set).
+func resultData(rec *record.Run, phase, node string, v any) (record.PhaseResult, bool) {
+	for j := len(rec.Phases) - 1; j >= 0; j-- {
+		if p := rec.Phases[j]; p.Phase == phase && p.Node == node {
+			if v != nil && len(p.Data) > 0 {
+				json.Unmarshal(p.Data, v)
+			}
+			return p, true
+		}
+	}
+	return record.PhaseResult{}, false
+}
