@@ -121,7 +121,7 @@ def main():
             continue
         iters, secs = r
         tflops = 2.0 * a.size ** 3 * iters / secs / 1e12
-        say("gpu=%d" % i, "tflops=%.3f" % tflops, "iters=%d" % iters, "secs=%.3f" % secs,
+        say("gpu=%d" % i, "tflops=%.6g" % tflops, "iters=%d" % iters, "secs=%.3f" % secs,
             "size=%d" % a.size, "on=" + on, "device=" + one_line(names[i]))
     say("done")
     return 1 if failed else 0
