@@ -208,12 +208,12 @@ func gemmLine(gs []GemmGPU) string {
 }
 
 // BurninPlan is the burn-in's note in the plan `check` prints: what it
-// loads, and what it does not do yet.
+// loads, and what it does not do yet (it must fit beside the phase's
+// name and deadline in 100 columns).
 func BurninPlan(inv *inventory.Inventory) string {
 	b := inv.Phases.Burnin
 	if !b.Compute.On() {
-		return fmt.Sprintf("%s; compute rate off: nothing loads the GPUs", b.Duration)
+		return "compute rate off: nothing loads the GPUs"
 	}
-	return fmt.Sprintf("gemm.py %d s runs (bf16, %d) for %s; no collectives looped, a resume restarts it",
-		b.Compute.Seconds, b.Compute.Size, b.Duration)
+	return fmt.Sprintf("gemm.py %d s a run; no collectives, no resume yet", b.Compute.Seconds)
 }

@@ -153,7 +153,7 @@ func TestBurninDeadlineIsItsDurationNotPhasesDeadline(t *testing.T) {
 	if got, want := orchestrator.PhaseDeadline(&Burnin, inv), 24*time.Hour+time.Minute+gemmStartWithin; got != want {
 		t.Errorf("deadline %s, want %s (the duration, one run and its start)", got, want)
 	}
-	if p := BurninPlan(inv); !strings.Contains(p, "60 s runs") || !strings.Contains(p, "24h") {
+	if p := BurninPlan(inv); !strings.Contains(p, "60 s a run") || !strings.Contains(p, "no resume") {
 		t.Errorf("plan note %q", p)
 	}
 }

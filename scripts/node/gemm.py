@@ -16,7 +16,13 @@
 # Without CUDA it says "no CUDA device" and exits 3, unless --allow-cpu
 # (the lab): then one figure, on=cpu, which is no GPU's rate.
 # Keys may be added; a reader ignores those it does not know.
+# On a simulated node (--allow-cpu) it marks the node's GPUs busy as the
+# stand-ins read it (scripts/standins/telemetry_state.go): STATE/busy/<name>
+# holding its pid, STATE $GPUACCEPT_STANDIN_STATE or /srv/gpuaccept-standin
+# where that exists; the stand-in nvidia-smi then answers with its load rows.
 import argparse
+import os
+import signal
 import sys
 import threading
 import time
@@ -30,6 +36,23 @@ def say(*words):
 
 def one_line(s):
     return " ".join(str(s).split())
+
+
+def mark_busy():
+    """The stand-ins' busy marker's path, written; None where there is none."""
+    d = os.environ.get("GPUACCEPT_STANDIN_STATE", "")
+    if not d and os.path.isdir("/srv/gpuaccept-standin"):
+        d = "/srv/gpuaccept-standin"
+    if not d:
+        return None
+    path = os.path.join(d, "busy", "gemm.%d" % os.getpid())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("%d\n" % os.getpid())
+    except OSError:
+        return None
+    return path
 
 
 def measure(torch, device, size, seconds, barrier):
@@ -96,6 +119,29 @@ def main():
         print("no CUDA device (torch %s)" % torch.__version__, flush=True)
         return NO_DEVICE
 
+    busy = mark_busy() if on == "cpu" else None
+
+    def unmark():
+        if busy:
+            try:
+                os.unlink(busy)
+            except OSError:
+                pass
+
+    def stopped(signum, _frame):
+        # The window's end: the marker goes, then the process at once (an
+        # interpreter's exit with threads inside torch aborts).
+        unmark()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
+    try:
+        return run_all(torch, devices, names, on, a)
+    finally:
+        unmark()
+
+
+def run_all(torch, devices, names, on, a):
     barrier = threading.Barrier(len(devices))
     results = [None] * len(devices)
 
