@@ -128,12 +128,15 @@ func burnNodeVerdict(v *record.Verdict, n burnNode, quote, tol, fleet float64, f
 			continue
 		}
 		if held && g.TFLOPS < quote*tol {
-			failed = append(failed, fmt.Sprintf("GPU %d %.4g (%.2f× quote)", g.GPU, g.TFLOPS, g.TFLOPS/quote))
+			failed = append(failed, fmt.Sprintf("GPU %d %.4g (%.2f×)", g.GPU, g.TFLOPS, g.TFLOPS/quote))
 		} else if fleetGPUs >= 2 && fleet > 0 && g.TFLOPS < fleetSlowRatio*fleet {
-			slow = append(slow, fmt.Sprintf("GPU %d %.4g (%.2f× median)", g.GPU, g.TFLOPS, g.TFLOPS/fleet))
+			slow = append(slow, fmt.Sprintf("GPU %d %.4g (%.2f×)", g.GPU, g.TFLOPS, g.TFLOPS/fleet))
 		}
 	}
-	fleetText := fmt.Sprintf("fleet median %.4g TFLOP/s of %d GPU(s)", fleet, fleetGPUs)
+	// A node's eight GPUs named one by one would not fit a line: the
+	// first few, and how many more (run.json has them all).
+	broken, failed, slow = firstFew(broken), firstFew(failed), firstFew(slow)
+	fleetText := fmt.Sprintf("median of %d GPU(s), %.4g TFLOP/s", fleetGPUs, fleet)
 	switch {
 	case len(broken) > 0:
 		v.Status, v.Detail = record.Fail, strings.Join(slices.Concat(broken, failed, slow), "; ")
@@ -161,4 +164,12 @@ func burnNodeVerdict(v *record.Verdict, n burnNode, quote, tol, fleet float64, f
 	if n.Err != "" && v.Status != record.Fail {
 		v.Detail += "; " + clip(n.Err, 120)
 	}
+}
+
+// firstFew is the first two of list and "N more" for the rest.
+func firstFew(list []string) []string {
+	if len(list) <= 2 {
+		return list
+	}
+	return append(slices.Clone(list[:2]), fmt.Sprintf("%d more", len(list)-2))
 }

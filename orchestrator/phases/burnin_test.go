@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
@@ -117,7 +118,7 @@ func TestBurnVerdicts(t *testing.T) {
 		if v.Status != want[i] {
 			t.Errorf("%s: %s (%s), want %s", v.Node, v.Status, v.Detail, want[i])
 		}
-		if len(v.Detail) > 100 {
+		if utf8.RuneCountInString(v.Detail) > 100 {
 			t.Errorf("%s: detail of %d columns: %s", v.Node, len(v.Detail), v.Detail)
 		}
 	}
@@ -139,6 +140,15 @@ func TestBurnVerdicts(t *testing.T) {
 	}
 	if vs[2].Ratio == nil || *vs[2].Ratio > 0.71 || vs[2].Quoted == "" {
 		t.Errorf("c: ratio %v quoted %q", vs[2].Ratio, vs[2].Quoted)
+	}
+	// A node whose eight GPUs are all slow: named in a line that fits.
+	vs = burnVerdicts([]burnNode{
+		{Name: "gpu-0001", GPUs: gpus("cuda", 668, 668, 668, 668, 668, 668, 668, 668)},
+		{Name: "gpu-0002", GPUs: gpus("cuda", 668, 668, 668, 668, 668, 668, 668, 668)},
+		{Name: "gpu-0003", GPUs: gpus("cuda", 501.1, 502.2, 503.3, 504.4, 505.5, 506.6, 507.7, 508.8)},
+	}, 0, 0.9)
+	if d := vs[2].Detail; vs[2].Status != record.Fail || utf8.RuneCountInString(d) > 100 || !strings.Contains(d, "6 more") {
+		t.Errorf("eight slow GPUs: %s %q (%d)", vs[2].Status, d, len(d))
 	}
 	// CPU figures (the lab) are never held to a GPU's quote; one GPU in
 	// the fleet and no quote: nothing to judge.
