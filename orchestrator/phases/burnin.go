@@ -38,7 +38,7 @@ func burninOn(inv *inventory.Inventory) bool { return inv.Phases.Burnin.Enabled 
 
 // gemmStartWithin is what one run may take beyond its seconds: torch's
 // import, CUDA's start on eight GPUs, the warm-up (in the lab, on a loaded
-// machine, torch's import alone took 20 s).
+// machine, torch's import alone took ~15 s).
 const gemmStartWithin = 3 * time.Minute
 
 // burninDeadline is the duration, one run past it (a run that starts just
