@@ -51,6 +51,12 @@ const htmlWorkloadTemplate = `{{define "workload"}}{{with .Workload}}
 {{range .Training}}<tr>{{range $i, $c := .}}<td{{if $i}} class="num"{{else}} class="node"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
 {{range .TrainingNote}}<p class="note">{{.}}</p>{{end}}
+{{end}}{{if .Compute}}<h2>Burn-in: compute rate</h2>
+<table id="compute">
+<tr>{{range .ComputeHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .Compute}}<tr>{{range $i, $c := .}}<td{{if eq $i 0}} class="node"{{else if gt $i 2}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>
+{{range .ComputeNote}}<p class="note">{{.}}</p>{{end}}
 {{end}}{{if .Latency}}<h2>All-reduce latency</h2>
 <table id="latency">
 <tr>{{range .LatencyHeader}}<th>{{.}}</th>{{end}}</tr>

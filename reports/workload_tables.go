@@ -29,19 +29,25 @@ type workloadView struct {
 	TrainingHeader []string
 	Training       [][]string
 	TrainingNote   []string
+	// Compute: the burn-in's rate, one row per node and GPU (the
+	// slowest past fleetRows).
+	ComputeHeader []string
+	Compute       [][]string
+	ComputeNote   []string
 	// Latency: the all-reduce latency requirements (NCCL-006/007).
 	LatencyHeader []string
 	Latency       [][]string
 }
 
 func (w workloadView) empty() bool {
-	return len(w.Inference) == 0 && len(w.Training) == 0 && len(w.TrainingNote) == 0 && len(w.Latency) == 0
+	return len(w.Inference) == 0 && len(w.Training) == 0 && len(w.TrainingNote) == 0 && len(w.Latency) == 0 && len(w.Compute) == 0
 }
 
 func newWorkloadView(run *record.Run) workloadView {
 	var w workloadView
 	w.inference(run)
 	w.training(run)
+	w.compute(run)
 	w.latency(run)
 	return w
 }

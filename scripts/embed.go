@@ -66,6 +66,7 @@ func Pushed() []File {
 		{"failure.sh", Failure},
 		{"ddp_train.py", DDPTrain},
 		{"telemetry.sh", Telemetry},
+		{"gemm.py", Gemm},
 	}
 }
 

@@ -274,6 +274,9 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 		if p.Name == "diag" {
 			notes = append(notes, fmt.Sprintf("dcgmi diag -r %d", max(inv.Phases.Diag.Level, 1)))
 		}
+		if p.Name == "burnin" && state == "runs" {
+			notes = append(notes, phases.BurninPlan(inv))
+		}
 		fmt.Fprintf(tw, "  %d. %s\t%s\tdeadline %s\t%s\n", i+1, p.Name, state, orchestrator.PhaseDeadline(&p, inv), strings.Join(notes, "; "))
 	}
 	tw.Flush()

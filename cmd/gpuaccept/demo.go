@@ -59,6 +59,7 @@ func newDemoCmd() *cobra.Command {
 	var f windowFlags
 	var seed int64
 	var quoteFile, serve, workload string
+	var burnin bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole window on simulated nodes (no root, no network)",
@@ -81,7 +82,10 @@ quote is); the simulated hardware stays the same, so the verdicts show what that
 image and gpuaccept's load generator drives it from the node itself; gpu-03's server is slow,
 so its p95 time to first token misses the target. --workload training runs a training job
 over every node instead (the failure test's simulated launcher); gpu-03 computes 1.5 times
-slower and is named the straggler.`,
+slower and is named the straggler.
+
+--burnin adds a 10-second burn-in: the compute rate on every simulated GPU at once (a genuine
+H200's 668.7 TFLOP/s); gpu-03's GPU 3 computes 20% slower and is named.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
@@ -95,6 +99,9 @@ slower and is named the straggler.`,
 			inv, hw, err := demoInventoryFor(quoteFile, workload)
 			if err != nil {
 				return err
+			}
+			if burnin {
+				demoAddBurnin(inv)
 			}
 			// --nodes N: that many simulated nodes; a host range picks
 			// some of them, as run --nodes does.
@@ -158,6 +165,10 @@ slower and is named the straggler.`,
 			if demoInference(inv) || demoTraining(inv) {
 				o.Progress.Line("demo: %s", demoWorkloadText(inv))
 			}
+			if burnin {
+				o.Progress.Line("demo: a %s burn-in; GPU %d of %s computes %.0f%% slower", demoBurninFor, demoGemmSlowGPU,
+					inv.Nodes[min(demoSlow, len(inv.Nodes)-1)].Name, (1-demoGemmSlow)*100)
+			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
 			return finish(cmd, rec, dir, err, f)
 		},
@@ -166,6 +177,7 @@ slower and is named the straggler.`,
 	cmd.Flags().Int64Var(&seed, "seed", 0, "vary the simulated fabric: which node is degraded and how much (0: gpu-03 at half rate)")
 	cmd.Flags().StringVar(&quoteFile, "quote", "", "a YAML file whose quote: mapping replaces the demo's quote")
 	cmd.Flags().StringVar(&workload, "workload", "none", "the load test on every node: "+strings.Join(demoWorkloads, " or "))
+	cmd.Flags().BoolVar(&burnin, "burnin", false, "add a 10-second burn-in (the compute rate; one GPU 20% slower)")
 	// For the fleet benchmark: the nodes in this process, the window in another.
 	cmd.Flags().StringVar(&serve, "serve", "", "write an inventory of the simulated nodes to FILE and serve them until interrupted")
 	cmd.Flags().MarkHidden("serve")
@@ -347,6 +359,11 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 			standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs"),
 			standins.PodmanStoreEnv + "=" + demoStore(work, n.Name),
 			standins.LoopbackEnv + "=" + demoLoopback(i)}
+		if inv.Phases.Burnin.Enabled {
+			if err := demoGemmScript(bin, i); err != nil {
+				return servers, err
+			}
+		}
 		if demoTraining(inv) && i == demoSlow {
 			env = append(env, standins.SimSlowEnv+"="+demoSlowCompute)
 		}

@@ -21,6 +21,8 @@ func measures(inv *inventory.Inventory, id string) bool {
 		return inv.Phases.Staging.Enabled
 	case "CKPT-002", "CKPT-003":
 		return inv.Phases.Checkpoint.Enabled
+	case "BURN-001":
+		return inv.Phases.Burnin.Enabled && inv.Phases.Burnin.Compute.On()
 	}
 	return Preflight.Enabled(inv)
 }

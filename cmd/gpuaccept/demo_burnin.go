@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gpuaccept/orchestrator/inventory"
+)
+
+// The demo's burn-in (--burnin): ten seconds of the compute rate on every
+// simulated node, gpu-03's GPU 3 computing 20% slower, which BURN-001
+// names against the fleet's median. The simulated GPUs compute at the
+// rate a genuine H200 sustained at its 700 W cap (../shared/field: 668.7
+// TFLOP/s dense bf16); their Python is demoGemmPython, which answers as
+// gemm.py does (its output contract) after waiting out the run's seconds.
+const (
+	demoBurninFor   = 10 * time.Second
+	demoGemmSeconds = 2
+	demoGemmPython  = "gpuaccept-sim-gemm"
+	demoGemmSlowGPU = 3
+	demoGemmSlow    = 0.8
+	demoH200TFLOPS  = 668.7
+)
+
+// demoAddBurnin switches the burn-in on, set after the inventory was
+// checked: a real one lasts a minute at least, a demo keeps its time.
+func demoAddBurnin(inv *inventory.Inventory) {
+	inv.Phases.Burnin = inventory.Burnin{Enabled: true, Duration: demoBurninFor,
+		Compute: inventory.Compute{Seconds: demoGemmSeconds, Size: inventory.DefaultComputeSize, Python: demoGemmPython}}
+}
+
+// demoGemmScript is node i's simulated gemm.py run: eight GPUs, each a
+// few tenths of a TFLOP/s apart, GPU 3 of the slow node at 0.8 ×.
+func demoGemmScript(bin string, i int) error {
+	slow := 1.0
+	if i == demoSlow {
+		slow = demoGemmSlow
+	}
+	script := fmt.Sprintf(`#!/bin/bash
+# gpuaccept demo: a simulated node's answer to gemm.py (no GPU, no torch).
+secs=%d size=8192
+for a in "$@"; do
+  case $a in --seconds=*) secs=${a#*=} ;; --size=*) size=${a#*=} ;; esac
+done
+sleep "$secs"
+awk -v secs="$secs" -v size="$size" -v rate=%g -v slowgpu=%d -v slow=%g 'BEGIN {
+  for (g = 0; g < 8; g++) {
+    r = rate - 0.3 * g; if (g == slowgpu) r *= slow
+    printf "GPUACCEPT gemm gpu=%%d tflops=%%.6g iters=%%d secs=%%.3f size=%%d on=cuda device=NVIDIA H200 (simulated)\n",
+      g, r, r * 1e12 * secs / (2 * size * size * size), secs, size
+  }
+  print "GPUACCEPT gemm done"
+}'
+`, demoGemmSeconds, demoH200TFLOPS, demoGemmSlowGPU, slow)
+	return os.WriteFile(filepath.Join(bin, demoGemmPython), []byte(script), 0o755)
+}

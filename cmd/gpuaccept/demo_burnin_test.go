@@ -1,0 +1,48 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// The demo's burn-in, that phase alone: ten seconds of the compute rate,
+// gpu-03's GPU 3 at 0.8 × the others' is named by BURN-001 against the
+// fleet's median; every other node passes.
+func TestDemoBurninNamesTheSlowGPU(t *testing.T) {
+	began := time.Now()
+	res := gpuaccept(t, t.TempDir(), "demo", "--burnin", "--only", "burnin", "--runs-dir", "runs", "-o", "json")
+	took := time.Since(began)
+	t.Logf("demo --burnin --only burnin: %v", took.Round(100*time.Millisecond))
+	if res.code != 1 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	var rec struct {
+		Verdicts []record.Verdict `json:"verdicts"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil {
+		t.Fatalf("%v\n%.500s", err, res.stdout)
+	}
+	seen := 0
+	for _, v := range rec.Verdicts {
+		if v.ID != "BURN-001" {
+			continue
+		}
+		seen++
+		switch {
+		case v.Node == "gpu-03" && (v.Status != record.Fail || !strings.Contains(v.Detail, "GPU 3 534.2 (0.80×)")):
+			t.Errorf("gpu-03: BURN-001 %s %s | %s", v.Status, v.Measured, v.Detail)
+		case v.Node != "gpu-03" && v.Status != record.Pass:
+			t.Errorf("%s: BURN-001 %s %s | %s", v.Node, v.Status, v.Measured, v.Detail)
+		}
+	}
+	if seen != 4 {
+		t.Errorf("BURN-001 on %d nodes, want 4\n%s", seen, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "demo: a 10s burn-in; GPU 3 of gpu-03 computes 20% slower") {
+		t.Errorf("no demo line saying the slow GPU:\n%s", res.stderr)
+	}
+}

@@ -1,0 +1,219 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/workload"
+	"gpuaccept/remote"
+)
+
+// Burnin is the burn-in: sustained load on every GPU of every node, with
+// the window's telemetry on, for phases.burnin.duration. In this first
+// part the load is the per-GPU compute rate (scripts/node/gemm.py: dense
+// bf16 matrix products on every GPU at once), run again and again until
+// the duration is spent; each run's TFLOP/s per GPU is kept, and each
+// GPU's drift from the first run to the last. Looping the collectives
+// and resuming the remaining time after a lost coordinator come later: a
+// resumed window runs the burn-in again from its start.
+var Burnin = orchestrator.Phase{
+	Name:    burninPhase,
+	Enabled: burninOn,
+	// The duration sets the bound: phases.deadline (minutes) must never
+	// cut a burn-in of hours.
+	Own:      burninOn,
+	Deadline: burninDeadline,
+	PerNode:  runBurnin,
+	Judge:    judgeBurnin,
+}
+
+const burninPhase = "burnin"
+
+func burninOn(inv *inventory.Inventory) bool { return inv.Phases.Burnin.Enabled }
+
+// gemmStartWithin is what one run may take beyond its seconds: torch's
+// import, CUDA's start on eight GPUs, the warm-up (in the lab, on a loaded
+// machine, torch's import alone took ~15 s).
+const gemmStartWithin = 3 * time.Minute
+
+// burninDeadline is the duration, one run past it (a run that starts just
+// before the end is let finish) and the start of the last.
+func burninDeadline(inv *inventory.Inventory) time.Duration {
+	b := inv.Phases.Burnin
+	return b.Duration + gemmRunWithin(b.Compute)
+}
+
+// gemmRunWithin bounds one run of gemm.py.
+func gemmRunWithin(c inventory.Compute) time.Duration {
+	return time.Duration(max(c.Seconds, 1))*time.Second + gemmStartWithin
+}
+
+// The burn-in's record (run.json, SCHEMA.md) lives in orchestrator/workload,
+// which the reports read without the window.
+type (
+	BurninNode  = workload.Burnin
+	BurninRun   = workload.BurninRun
+	GemmGPU     = workload.GemmGPU
+	GemmDrift   = workload.GemmDrift
+	GemmSummary = workload.GemmSummary
+)
+
+func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+	b := w.Inv.Phases.Burnin
+	res := &BurninNode{DurationS: b.Duration.Seconds(), Seconds: b.Compute.Seconds, Size: b.Compute.Size}
+	if !b.Compute.On() {
+		return nil, orchestrator.Unmeasured("gemm.py", "phases.burnin.compute.enabled is false and nothing else loads the GPUs yet: burn-in not measured")
+	}
+	start := time.Now()
+	var err error
+	res.Runs, err = burninLoop(ctx, b.Duration, time.Duration(b.Compute.Seconds)*time.Second, time.Now,
+		func(ctx context.Context) (BurninRun, error) {
+			r, err := gemmOnce(ctx, w, n, b.Compute)
+			if len(r.GPUs) > 0 {
+				w.Progress.Node(n.Name, "burn-in: %s", gemmLine(r.GPUs))
+			}
+			return r, err
+		})
+	res.ElapsedS = time.Since(start).Seconds()
+	res.Drift = gemmDrift(res.Runs)
+	res.Compute = gemmSummary(res.Runs)
+	if err != nil {
+		if _, nm := orchestrator.IsNotMeasured(err); nm && len(res.Runs) == 0 {
+			return nil, err
+		}
+		res.Error = err.Error()
+	}
+	if len(res.Runs) == 0 {
+		return nil, err
+	}
+	return res, err
+}
+
+// burninLoop runs once again and again while another run fits in
+// duration (at least once: a burn-in shorter than one run still measures
+// the rate). A run that ends before its seconds did not multiply for them
+// (gemm.py waits them out): the loop stops there rather than spin.
+func burninLoop(ctx context.Context, duration, run time.Duration, now func() time.Time,
+	once func(context.Context) (BurninRun, error)) ([]BurninRun, error) {
+	var runs []BurninRun
+	start := now()
+	for len(runs) == 0 || now().Sub(start)+run <= duration {
+		if err := ctx.Err(); err != nil {
+			return runs, err
+		}
+		began := now()
+		r, err := once(ctx)
+		if len(r.GPUs) > 0 {
+			runs = append(runs, r)
+		}
+		if err != nil {
+			return runs, err
+		}
+		if took := now().Sub(began); took < run {
+			return runs, fmt.Errorf("gemm.py ended after %s, before its %s of products", took.Round(time.Millisecond), run)
+		}
+	}
+	return runs, nil
+}
+
+// gemmOnce runs gemm.py once on every GPU of n.
+func gemmOnce(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, c inventory.Compute) (BurninRun, error) {
+	rctx, cancel := context.WithTimeout(ctx, gemmRunWithin(c))
+	defer cancel()
+	at := time.Now()
+	out, err := runOn(rctx, w, n, gemmCommand(w, n, c))
+	r := BurninRun{At: at.UTC(), GPUs: parseGemm(string(out))}
+	if why := gemmUnmeasured(string(out), err, c.Python); why != "" {
+		return r, orchestrator.Unmeasured(c.Python, "%s: compute rate not measured", why)
+	}
+	if err == nil && !gemmDone(string(out)) {
+		err = errors.New("gemm.py ended without its done line")
+	}
+	if err != nil {
+		return r, fmt.Errorf("gemm.py: %w", err)
+	}
+	for _, g := range r.GPUs {
+		if g.Error != "" {
+			return r, fmt.Errorf("gemm.py: GPU %d: %s", g.GPU, g.Error)
+		}
+	}
+	if len(r.GPUs) == 0 {
+		return r, errors.New("gemm.py printed no GPU's figure")
+	}
+	return r, nil
+}
+
+// gemmCommand runs the pushed gemm.py with the node's Python; a simulated
+// window (the lab, the demo: no CUDA) lets it measure the CPU, labelled.
+func gemmCommand(w *orchestrator.Window, n *orchestrator.Node, c inventory.Compute) string {
+	py := remote.Quote(c.Python)
+	args := []string{fmt.Sprintf("--seconds=%d", c.Seconds), fmt.Sprintf("--size=%d", c.Size)}
+	if w.Inv.Simulated {
+		args = append(args, "--allow-cpu")
+	}
+	// Errors on stdout: the last line says why there is no figure.
+	return "command -v -- " + py + " >/dev/null 2>&1 || { echo no-python; exit 3; }; " +
+		toolCheck(w.RunID(), n.Name, "gemm.py") + " PYTHONUNBUFFERED=1 exec " + py + ` "$f" ` + strings.Join(args, " ") + " 2>&1"
+}
+
+// gemmUnmeasured says why gemm.py could not measure (no Python, no torch,
+// no CUDA: exit 3), "" when it could.
+func gemmUnmeasured(out string, err error, python string) string {
+	var ee *remote.ExitError
+	if !errors.As(err, &ee) || ee.Status != 3 {
+		return ""
+	}
+	last := lastLine(out)
+	switch {
+	case last == "no-python":
+		return python + " not installed"
+	case strings.HasPrefix(last, "no torch"):
+		return python + " cannot import torch"
+	case strings.HasPrefix(last, "no CUDA device"):
+		return "PyTorch sees no CUDA device (" + clip(gemmText(last), 80) + ")"
+	}
+	return ""
+}
+
+// gemmLine is a run's figures in a progress line: "GPU 0-7 661.2-668.9
+// TFLOP/s" or, on the CPU, "cpu 0.021 TFLOP/s".
+func gemmLine(gs []GemmGPU) string {
+	lo, hi, n := 0.0, 0.0, 0
+	on := ""
+	for _, g := range gs {
+		if g.Error != "" {
+			continue
+		}
+		if n == 0 || g.TFLOPS < lo {
+			lo = g.TFLOPS
+		}
+		hi = max(hi, g.TFLOPS)
+		n++
+		if g.On == "cpu" {
+			on = " on the CPU (simulated)"
+		}
+	}
+	if n == 0 {
+		return "no figure"
+	}
+	if lo == hi {
+		return fmt.Sprintf("%d GPU(s) %.4g TFLOP/s%s", n, lo, on)
+	}
+	return fmt.Sprintf("%d GPU(s) %.4g-%.4g TFLOP/s%s", n, lo, hi, on)
+}
+
+// BurninPlan is the burn-in's note in the plan `check` prints: what it
+// loads, and what it does not do yet (it must fit beside the phase's
+// name and deadline in 100 columns).
+func BurninPlan(inv *inventory.Inventory) string {
+	b := inv.Phases.Burnin
+	if !b.Compute.On() {
+		return "compute rate off: nothing loads the GPUs"
+	}
+	return fmt.Sprintf("gemm.py %d s a run; no collectives, no resume yet", b.Compute.Seconds)
+}

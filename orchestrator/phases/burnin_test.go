@@ -1,0 +1,225 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote/fake"
+)
+
+// gemmOut is gemm.py's output for rates (one per GPU), in its format.
+func gemmOut(on, device string, secs float64, size int, rates ...float64) string {
+	var b strings.Builder
+	for i, r := range rates {
+		iters := int64(r * 1e12 * secs / (2 * float64(size) * float64(size) * float64(size)))
+		fmt.Fprintf(&b, "GPUACCEPT gemm gpu=%d tflops=%.3f iters=%d secs=%.3f size=%d on=%s device=%s\n", i, r, iters, secs, size, on, device)
+	}
+	b.WriteString("GPUACCEPT gemm done\n")
+	return b.String()
+}
+
+func TestParseGemmKeepsOnlyWellFormedFigures(t *testing.T) {
+	out := "warning: torch says hello\n" +
+		gemmOut("cuda", "NVIDIA H200", 60.004, 8192, 668.7, 661.2) +
+		"GPUACCEPT gemm gpu=2 tflops=NaN iters=5 secs=1 device=x\n" +
+		"GPUACCEPT gemm gpu=3 tflops=1e9 iters=5 secs=1 device=x\n" +
+		"GPUACCEPT gemm gpu=0 tflops=999 iters=5 secs=1 device=again\n" +
+		"GPUACCEPT gemm gpu=4 tflops=600 iters=5 secs=1 on=cuda device=\x1b[31mred\x1b[0m\n" +
+		"GPUACCEPT gemm error gpu=5 msg=CUDA error: an illegal memory access was encountered\n" +
+		"GPUACCEPT gemm gpu=99999 tflops=1 iters=1 secs=1 device=x\n"
+	gs := parseGemm(out)
+	if len(gs) != 4 {
+		t.Fatalf("%d figures, want 4 (GPUs 0, 1, 4, 5): %+v", len(gs), gs)
+	}
+	if g := gs[0]; g.GPU != 0 || g.TFLOPS != 668.7 || g.Device != "NVIDIA H200" || g.On != "cuda" || g.Iters <= 0 {
+		t.Errorf("GPU 0: %+v", g)
+	}
+	if g := gs[2]; g.GPU != 4 || strings.ContainsRune(g.Device, 0x1b) {
+		t.Errorf("GPU 4's device must lose its escapes: %+v", g)
+	}
+	if g := gs[3]; g.GPU != 5 || !strings.Contains(g.Error, "illegal memory access") {
+		t.Errorf("GPU 5: %+v", g)
+	}
+	if !gemmDone(out) || gemmDone("GPUACCEPT gemm gpu=0 tflops=1 iters=1 secs=1 device=x\n") {
+		t.Error("gemmDone")
+	}
+}
+
+func TestGemmDriftAndSummaryUseEveryRun(t *testing.T) {
+	runs := []BurninRun{
+		{GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 670, 660))},
+		{GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 668, 640))},
+		{GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 669, 594))},
+	}
+	d := gemmDrift(runs)
+	if len(d) != 2 || d[1].First != 660 || d[1].Last != 594 || d[1].Pct > -9.9 || d[1].Pct < -10.1 {
+		t.Errorf("drift %+v, want GPU 1 660 -> 594 (-10%%)", d)
+	}
+	s := gemmSummary(runs)
+	if len(s.GPUs) != 2 || s.GPUs[0].TFLOPS != 669 || s.GPUs[1].TFLOPS != 640 {
+		t.Errorf("summary %+v, want each GPU's median (669, 640)", s.GPUs)
+	}
+	if gemmDrift(runs[:1]) != nil {
+		t.Error("one run has no drift")
+	}
+}
+
+func TestBurninLoopFillsTheDurationAndRefusesAnEarlyEnd(t *testing.T) {
+	var now time.Time
+	clock := func() time.Time { return now }
+	n := 0
+	once := func(took time.Duration) func(context.Context) (BurninRun, error) {
+		return func(context.Context) (BurninRun, error) {
+			n++
+			now = now.Add(took)
+			return BurninRun{GPUs: []GemmGPU{{GPU: 0, TFLOPS: 1}}}, nil
+		}
+	}
+	// 10 minutes of 60 s runs that take 70 s with the start: 8 fit.
+	runs, err := burninLoop(t.Context(), 10*time.Minute, time.Minute, clock, once(70*time.Second))
+	if err != nil || len(runs) != 8 {
+		t.Errorf("%d runs, %v; want 8", len(runs), err)
+	}
+	// Shorter than one run: one all the same.
+	n = 0
+	runs, err = burninLoop(t.Context(), time.Minute, 2*time.Minute, clock, once(130*time.Second))
+	if err != nil || len(runs) != 1 {
+		t.Errorf("%d runs, %v; want 1", len(runs), err)
+	}
+	// A node that answers at once did not multiply: no spinning.
+	n = 0
+	runs, err = burninLoop(t.Context(), time.Hour, time.Minute, clock, once(time.Millisecond))
+	if err == nil || len(runs) != 1 || n != 1 {
+		t.Errorf("%d runs of %d, %v; want one run and an error", len(runs), n, err)
+	}
+}
+
+func TestBurnVerdicts(t *testing.T) {
+	gpus := func(on string, rates ...float64) []GemmGPU { return parseGemm(gemmOut(on, "H", 60, 8192, rates...)) }
+	// Unquoted: held to the fleet's median; h3's GPU 1 at 0.8× is named.
+	nodes := []burnNode{
+		{Name: "h1", GPUs: gpus("cuda", 668, 670)},
+		{Name: "h2", GPUs: gpus("cuda", 669, 667)},
+		{Name: "h3", GPUs: gpus("cuda", 666, 535)},
+		{Name: "h4", Unmeasured: "python3 cannot import torch: compute rate not measured"},
+		{Name: "h5", Absent: "quarantined: preflight failed"},
+		{Name: "h6", Err: "gemm.py: exit 1"},
+	}
+	vs := burnVerdicts(nodes, 0, 0.9)
+	want := []record.Status{record.Pass, record.Pass, record.Fail, record.Skip, record.Skip, record.Fail}
+	for i, v := range vs {
+		if v.Status != want[i] {
+			t.Errorf("%s: %s (%s), want %s", v.Node, v.Status, v.Detail, want[i])
+		}
+		if utf8.RuneCountInString(v.Detail) > 100 {
+			t.Errorf("%s: detail of %d columns: %s", v.Node, len(v.Detail), v.Detail)
+		}
+	}
+	if d := vs[2].Detail; !strings.Contains(d, "GPU 1 535") || !strings.Contains(vs[2].Measured, "slowest GPU 1") {
+		t.Errorf("h3 must name GPU 1: %s / %s", vs[2].Measured, d)
+	}
+	if vs[3].Incomplete == "" {
+		t.Error("no torch is NOT MEASURED: the window is INCOMPLETE")
+	}
+	// Quoted: each GPU against 989 × 0.9; one at 0.8× the fleet but above
+	// the quote is a WARN.
+	vs = burnVerdicts([]burnNode{
+		{Name: "a", GPUs: gpus("cuda", 960, 995)},
+		{Name: "b", GPUs: gpus("cuda", 1200, 1210)},
+		{Name: "c", GPUs: gpus("cuda", 700, 1205)},
+	}, 989, 0.9)
+	if vs[0].Status != record.Warn || vs[1].Status != record.Pass || vs[2].Status != record.Fail {
+		t.Errorf("quoted: %s %s %s, want WARN PASS FAIL (%s)", vs[0].Status, vs[1].Status, vs[2].Status, vs[2].Detail)
+	}
+	if vs[2].Ratio == nil || *vs[2].Ratio > 0.71 || vs[2].Quoted == "" {
+		t.Errorf("c: ratio %v quoted %q", vs[2].Ratio, vs[2].Quoted)
+	}
+	// A node whose eight GPUs are all slow: named in a line that fits.
+	vs = burnVerdicts([]burnNode{
+		{Name: "gpu-0001", GPUs: gpus("cuda", 668, 668, 668, 668, 668, 668, 668, 668)},
+		{Name: "gpu-0002", GPUs: gpus("cuda", 668, 668, 668, 668, 668, 668, 668, 668)},
+		{Name: "gpu-0003", GPUs: gpus("cuda", 501.1, 502.2, 503.3, 504.4, 505.5, 506.6, 507.7, 508.8)},
+	}, 0, 0.9)
+	if d := vs[2].Detail; vs[2].Status != record.Fail || utf8.RuneCountInString(d) > 100 || !strings.Contains(d, "6 more") {
+		t.Errorf("eight slow GPUs: %s %q (%d)", vs[2].Status, d, len(d))
+	}
+	// CPU figures (the lab) are never held to a GPU's quote; one GPU in
+	// the fleet and no quote: nothing to judge.
+	vs = burnVerdicts([]burnNode{{Name: "lab", GPUs: gpus("cpu", 0.02)}}, 989, 0.9)
+	if vs[0].Status != record.Skip || vs[0].Incomplete != "" {
+		t.Errorf("one CPU figure: %s %q", vs[0].Status, vs[0].Detail)
+	}
+}
+
+func TestBurninDeadlineIsItsDurationNotPhasesDeadline(t *testing.T) {
+	inv := fakeInventory(t, 1, "phases:\n  deadline: 30m\n  burnin:\n    enabled: true\n    duration: 24h\n")
+	if got, want := orchestrator.PhaseDeadline(&Burnin, inv), 24*time.Hour+time.Minute+gemmStartWithin; got != want {
+		t.Errorf("deadline %s, want %s (the duration, one run and its start)", got, want)
+	}
+	if p := BurninPlan(inv); !strings.Contains(p, "60 s a run") || !strings.Contains(p, "no resume") {
+		t.Errorf("plan note %q", p)
+	}
+}
+
+// TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU: the body over fake
+// nodes answering as gemm.py does: h3 computes 20% slower and is named,
+// h4 has no torch and is NOT MEASURED.
+func TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU(t *testing.T) {
+	inv := fakeInventory(t, 4, "phases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
+	// A second's runs for 2.5 s: two runs a node.
+	inv.Phases.Burnin.Duration, inv.Phases.Burnin.Compute.Seconds = 2500*time.Millisecond, 1
+	f := fakeFleet(inv)
+	rates := map[string][]float64{"h1": {0.021, 0.020}, "h2": {0.020, 0.021}, "h3": {0.016, 0.021}}
+	var mu sync.Mutex
+	var args []string
+	for _, h := range f.Hosts() {
+		h := h
+		h.On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
+			m := toolPath.FindStringSubmatch(c.Command)
+			if m == nil {
+				return fake.Reply{Exit: 127, Stderr: "unscripted"}
+			}
+			if reply, ok := pushedCheck(c, m[1], m[3]); !ok {
+				return reply
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			args = shellWords(c.Command[strings.LastIndex(c.Command, `"$f"`):])
+			r, ok := rates[h.Name()]
+			if !ok {
+				return fake.Reply{Stdout: "no torch: No module named 'torch'\n", Exit: 3}
+			}
+			return fake.Reply{Stdout: gemmOut("cpu", "cpu", 1, 1024, r...), Delay: time.Second}
+		})
+	}
+	rec := runFake(t, inv, f, Burnin)
+	if fmt.Sprint(args) != "[$f --seconds=1 --size=1024 --allow-cpu 2>&1]" {
+		t.Errorf("gemm.py's arguments %q", args)
+	}
+	var res BurninNode
+	if err := jsonOf(resultOf(t, rec, "burnin", 2), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || res.Compute == nil || res.Compute.GPUs[0].TFLOPS != 0.016 || res.Compute.GPUs[0].On != "cpu" {
+		t.Errorf("h3: %+v", res)
+	}
+	for node, want := range map[string]record.Status{"h1": record.Pass, "h2": record.Pass, "h3": record.Fail, "h4": record.Skip} {
+		v := verdictOf(t, rec, "BURN-001", node)
+		if v.Status != want {
+			t.Errorf("%s: %s %s (%s), want %s", node, v.Status, v.Measured, v.Detail, want)
+		}
+	}
+	if v := verdictOf(t, rec, "BURN-001", "h4"); !strings.Contains(v.Incomplete, "cannot import torch") {
+		t.Errorf("h4: %+v", v)
+	}
+	if r := resultOf(t, rec, "burnin", 3); r.Outcome != record.NotMeasured {
+		t.Errorf("h4's outcome %s, want not measured", r.Outcome)
+	}
+}
