@@ -264,6 +264,7 @@ func plan(inv *inventory.Inventory, phases []Phase) []record.PlannedPhase {
 // execute runs the phases not yet done, then teardown, then judges.
 func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done map[string]bool, o Options) (*record.Run, string, error) {
 	defer w.closeClients()
+	defer w.stopBackground() // whichever way the window ends
 	defer w.Progress.Flush() // no node's line held past the window
 	w.j = j
 	defer func() { w.j = nil }()
@@ -303,6 +304,10 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		w.rec.Interrupted = true
 		w.Progress.Line("interrupted: stopping remote work and tearing down")
 	}
+	// The sampler's streams end before teardown begins: teardown kills
+	// the window's processes, and a stream still reading would call that
+	// a lost node.
+	w.stopBackground()
 	// Teardown must happen whatever befell the window, so each teardown
 	// phase gets a context of its own. Each node's part is bounded by the
 	// phase's deadline, and so the phase by the fleet's waves of them; a
@@ -347,6 +352,17 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		}
 	}
 	return w.rec, w.Dir, ioErr
+}
+
+// backgroundGrace bounds the wait for the background work at the end of
+// the window: each task's remote command is already told to stop, and its
+// guard ends it on the node when the connection closes if it does not.
+const backgroundGrace = 15 * time.Second
+
+func (w *Window) stopBackground() {
+	if err := w.StopBackground(backgroundGrace); err != nil {
+		w.Progress.Line("%s", firstLine(err.Error()))
+	}
 }
 
 // runPhase runs p on every node still in the window (all reached nodes for

@@ -39,6 +39,8 @@ type Window struct {
 	// bundleErr: the first write of the bundle (journal, raw log) that
 	// failed; the window ends at the next phase, tears down and says so.
 	bundleErr error
+	// bg: what runs beside the phases until teardown (Background).
+	bg background
 }
 
 // Deadline is when the window will be over at the latest: when it (or its

@@ -65,6 +65,7 @@ func Pushed() []File {
 		{"checkpoint.sh", Checkpoint},
 		{"failure.sh", Failure},
 		{"ddp_train.py", DDPTrain},
+		{"telemetry.sh", Telemetry},
 	}
 }
 
