@@ -198,6 +198,11 @@ type replayed struct {
 	notes      []entry
 	ended      bool
 	size       int64 // bytes of whole entries
+	// For `gpuaccept status`: when each phase was marked done, the last
+	// entry's time, and why the window ended.
+	doneAt    map[string]time.Time
+	last      time.Time
+	endReason string
 }
 
 // readJournal rebuilds a window from its journal. A torn last line (the
@@ -213,7 +218,7 @@ func readJournal(dir string) (*replayed, error) {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
 	defer f.Close()
-	r := &replayed{done: map[string]bool{}}
+	r := &replayed{done: map[string]bool{}, doneAt: map[string]time.Time{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var lines [][]byte
@@ -232,6 +237,7 @@ func readJournal(dir string) (*replayed, error) {
 			return nil, fmt.Errorf("resume: %s:%d: %w", path, i+1, err)
 		}
 		r.size += int64(len(line)) + 1
+		r.last = e.At
 		switch e.Type {
 		case "start":
 			r.run = e.Run
@@ -242,6 +248,7 @@ func readJournal(dir string) (*replayed, error) {
 			r.run.Phases = append(r.run.Phases, *e.Result)
 		case "done":
 			r.done[e.Phase] = true
+			r.doneAt[e.Phase] = e.At
 		case "quarantine":
 			r.quarantine = append(r.quarantine, e)
 		case "note":
@@ -251,7 +258,7 @@ func readJournal(dir string) (*replayed, error) {
 				r.run.Resumed = append(r.run.Resumed, e.At)
 			}
 		case "end":
-			r.ended = true
+			r.ended, r.endReason = true, e.Reason
 		}
 	}
 	if r.run == nil {
