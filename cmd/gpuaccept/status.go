@@ -1,0 +1,315 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/redact"
+	"gpuaccept/orchestrator/telemetry"
+)
+
+func newStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status RUN_DIR",
+		Short: "Where a window stands: its phase, time left, each node's last sample, findings so far",
+		Long: `Read a window's run directory while it runs (from another terminal, or another machine
+that sees the directory) or after: the phase under way, the time used and at most left, the
+quarantined nodes, each node's last telemetry sample (nodes that read alike on one line, as a
+host range), and what the telemetry shows so far (HEALTH-011..016 that did not pass).
+It reads the journal and the telemetry files only; it never talks to the nodes.
+Exit 0, or 2 when RUN_DIR holds no journal.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			now := time.Now()
+			st, err := orchestrator.ReadStatus(args[0], now)
+			if err != nil {
+				return exitWith(exitBadInput, err)
+			}
+			printStatus(cmd.OutOrStdout(), args[0], st, now)
+			return nil
+		},
+	}
+}
+
+// printStatus writes the status of the window in dir, as of now.
+func printStatus(w io.Writer, dir string, st *orchestrator.Status, now time.Time) {
+	run := st.Run
+	sim := ""
+	if run.Simulated {
+		sim = " (SIMULATED)"
+	}
+	enabled := 0
+	for _, p := range run.Plan {
+		if p.Enabled {
+			enabled++
+		}
+	}
+	if st.Ended {
+		fmt.Fprintf(w, "%s%s: ended (%s); %d of %d phases done\n", run.ID, sim, st.EndReason, len(st.Done), enabled)
+	} else {
+		fmt.Fprintf(w, "%s%s: %s for %s; %d of %d phases done\n", run.ID, sim, st.Current,
+			roundDur(now.Sub(st.Since)), len(st.Done), enabled)
+	}
+	fmt.Fprintf(w, "started %s, %s ago", run.Started.UTC().Format("2006-01-02 15:04:05 UTC"), roundDur(now.Sub(run.Started)))
+	if !st.Ended {
+		fmt.Fprintf(w, "; at most %s left (the bounds of the phases to run)", roundDur(st.Left))
+		if quiet := now.Sub(st.Last); quiet > 10*time.Minute {
+			fmt.Fprintf(w, "\nnothing journaled for %s: is the coordinator still running?", roundDur(quiet))
+		}
+	}
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(run.Nodes))
+	for _, n := range run.Nodes {
+		names = append(names, n.Name)
+	}
+	fmt.Fprintf(w, "nodes: %d", len(names))
+	if len(st.Quarantined) > 0 {
+		byWhy := map[string][]string{}
+		for n, why := range st.Quarantined {
+			byWhy[why] = append(byWhy[why], n)
+		}
+		fmt.Fprintf(w, ", %d quarantined", len(st.Quarantined))
+		for _, why := range sortedKeys(byWhy) {
+			fmt.Fprintf(w, "\n  %s: %s", nodesNamed(byWhy[why]), shownLine(why, 70))
+		}
+	}
+	fmt.Fprintln(w)
+	series := readSeries(dir, names)
+	printLastSamples(w, names, series, now)
+	printFindings(w, run, names, series)
+}
+
+// readSeries reads every node's telemetry file, a few at once; a node
+// without one has none.
+func readSeries(dir string, names []string) map[string]*telemetry.Series {
+	out := make(map[string]*telemetry.Series, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, n := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s, err := telemetry.ReadFile(filepath.Join(dir, "raw", n, telemetry.FileName))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return
+			}
+			if s != nil {
+				mu.Lock()
+				out[n] = s
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// lastSample is one node's GPUs at its last sample, in bands, so that
+// nodes that read alike share a line.
+type lastSample struct {
+	node                    string
+	temp, power, clock, use [2]float64 // min, max over the node's GPUs
+	age                     time.Duration
+}
+
+// band is what groups nodes: temperature by 10 °C, power by 50 W, busy or
+// idle, and whether the sample is fresh.
+func (s lastSample) band() string {
+	busy := "idle"
+	switch {
+	case s.use[0] >= 90:
+		busy = "busy"
+	case s.use[1] >= 10:
+		busy = "part"
+	}
+	return fmt.Sprintf("%v/%v/%s/%v", math.Floor(s.temp[1]/10), math.Floor(s.power[1]/50), busy, s.age > time.Minute)
+}
+
+func printLastSamples(w io.Writer, names []string, series map[string]*telemetry.Series, now time.Time) {
+	if len(series) == 0 {
+		fmt.Fprintln(w, "last samples: none (telemetry off, not started yet, or no nvidia-smi on the nodes)")
+		return
+	}
+	fmt.Fprintln(w, "last samples:")
+	groups := map[string][]lastSample{}
+	var none []string
+	for _, n := range names {
+		s, ok := last(n, series[n], now)
+		if !ok {
+			none = append(none, n)
+			continue
+		}
+		groups[s.band()] = append(groups[s.band()], s)
+	}
+	keys := sortedKeys(groups)
+	// The most alike first: at a thousand nodes the fleet's line, then its
+	// outliers one small group each.
+	slices.SortStableFunc(keys, func(a, b string) int { return len(groups[b]) - len(groups[a]) })
+	const shown = 8
+	for i, k := range keys {
+		if i == shown {
+			more := 0
+			for _, k := range keys[shown:] {
+				more += len(groups[k])
+			}
+			fmt.Fprintf(w, "  and %d more node(s) in %d other group(s)\n", more, len(keys)-shown)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", sampleLine(groups[k]))
+	}
+	if len(none) > 0 {
+		fmt.Fprintf(w, "  %s: no sample\n", nodesNamed(none))
+	}
+}
+
+// last is node's GPUs at its latest sample.
+func last(node string, s *telemetry.Series, now time.Time) (lastSample, bool) {
+	if s == nil || len(s.GPUs) == 0 {
+		return lastSample{}, false
+	}
+	at := s.GPUs[len(s.GPUs)-1].At
+	out := lastSample{node: node, age: now.Sub(at)}
+	first := true
+	for i := len(s.GPUs) - 1; i >= 0 && !s.GPUs[i].At.Before(at.Add(-time.Second)); i-- {
+		g := s.GPUs[i]
+		for _, f := range []struct {
+			v  *float64
+			mm *[2]float64
+		}{{g.TempC, &out.temp}, {g.PowerW, &out.power}, {g.SMClockMHz, &out.clock}, {g.UtilPct, &out.use}} {
+			if f.v == nil {
+				continue
+			}
+			if first || *f.v < f.mm[0] {
+				f.mm[0] = *f.v
+			}
+			if first || *f.v > f.mm[1] {
+				f.mm[1] = *f.v
+			}
+		}
+		first = false
+	}
+	return out, true
+}
+
+// sampleLine is one group of nodes: each figure's range over them.
+func sampleLine(g []lastSample) string {
+	span := func(get func(lastSample) [2]float64, unit string) string {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, s := range g {
+			lo, hi = math.Min(lo, get(s)[0]), math.Max(hi, get(s)[1])
+		}
+		if lo == hi {
+			return fmt.Sprintf("%.0f%s", lo, unit)
+		}
+		return fmt.Sprintf("%.0f-%.0f%s", lo, hi, unit)
+	}
+	var names []string
+	oldest := time.Duration(0)
+	for _, s := range g {
+		names = append(names, s.node)
+		oldest = max(oldest, s.age)
+	}
+	return fmt.Sprintf("%s: %s, %s, SM %s, %s busy, %s ago", nodesNamed(names),
+		span(func(s lastSample) [2]float64 { return s.temp }, " °C"),
+		span(func(s lastSample) [2]float64 { return s.power }, " W"),
+		span(func(s lastSample) [2]float64 { return s.clock }, " MHz"),
+		span(func(s lastSample) [2]float64 { return s.use }, " %"), roundDur(oldest))
+}
+
+// printFindings judges what the telemetry holds so far, as the window's
+// own judge will at its end, and lists what did not pass: one line per
+// requirement and finding, the nodes that share it as a host range.
+func printFindings(w io.Writer, run *record.Run, names []string, series map[string]*telemetry.Series) {
+	var base float64
+	var q struct {
+		Base float64 `json:"gpu_base_clock_mhz"`
+	}
+	if json.Unmarshal(run.Quote, &q) == nil {
+		base = q.Base
+	}
+	type key struct{ id, status, detail string }
+	byFinding := map[key][]string{}
+	var order []key
+	for _, n := range names {
+		s := series[n]
+		if s == nil {
+			continue
+		}
+		for _, v := range telemetry.Judge(n, s, phases.TelemetrySpans(run, n), base) {
+			if v.Status != record.Fail && v.Status != record.Warn {
+				continue
+			}
+			k := key{v.ID, string(v.Status), firstNonEmptyStr(v.Detail, v.Measured)}
+			if _, ok := byFinding[k]; !ok {
+				order = append(order, k)
+			}
+			byFinding[k] = append(byFinding[k], n)
+		}
+	}
+	if len(order) == 0 {
+		if len(series) > 0 {
+			fmt.Fprintln(w, "findings so far: none (HEALTH-011..016)")
+		}
+		return
+	}
+	slices.SortStableFunc(order, func(a, b key) int { return strings.Compare(a.id, b.id) })
+	fmt.Fprintln(w, "findings so far:")
+	for _, k := range order {
+		fmt.Fprintf(w, "  %s %s %s: %s\n", k.id, k.status, nodesNamed(byFinding[k]), shownLine(k.detail, 70))
+	}
+}
+
+// nodesNamed is a list of nodes as one host range, counted past one.
+func nodesNamed(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return fmt.Sprintf("%d nodes %s", len(names), hostlist.Compress(names))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// shownLine is node-made text on one line, escaped and short.
+func shownLine(s string, n int) string {
+	return clip(strings.Join(strings.Fields(redact.Shown(s)), " "), n)
+}
+
+func firstNonEmptyStr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// roundDur is d to the second, past an hour to the minute.
+func roundDur(d time.Duration) string {
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}

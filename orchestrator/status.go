@@ -1,0 +1,78 @@
+package orchestrator
+
+import (
+	"time"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// Status is what a run directory says of its window, from the journal
+// alone: `gpuaccept status` reads it from another terminal (or another
+// machine that sees the directory) while the window runs, and never talks
+// to the nodes.
+type Status struct {
+	// Run is the header and the phase results journaled so far.
+	Run *record.Run
+	// Done are the phases marked done, in the plan's order.
+	Done []string
+	// Current is the phase under way: the first one of the plan still to
+	// run; "" once the window ended.
+	Current string
+	// Since is when Current began: the end of the phase before it, the
+	// latest resumption, or the window's start, whichever came last.
+	Since time.Time
+	// Left is at most how long the window still has: the bounds of the
+	// phases still to run, Current's less what it has used.
+	Left time.Duration
+	// Last is the journal's last entry; Ended and EndReason say whether
+	// and how the window ended.
+	Last      time.Time
+	Ended     bool
+	EndReason string
+	// Quarantined: node name → "phase: reason".
+	Quarantined map[string]string
+}
+
+// ReadStatus reads the window's status from its run directory dir at now.
+func ReadStatus(dir string, now time.Time) (*Status, error) {
+	r, err := readJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{Run: r.run, Last: r.last, Ended: r.ended, EndReason: r.endReason, Quarantined: map[string]string{}}
+	for _, q := range r.quarantine {
+		st.Quarantined[q.Node] = q.Phase + ": " + q.Reason
+	}
+	st.Since = r.run.Started
+	for _, at := range r.run.Resumed {
+		st.Since = later(st.Since, at)
+	}
+	for _, p := range r.run.Plan {
+		if r.done[p.Name] {
+			st.Done = append(st.Done, p.Name)
+			st.Since = later(st.Since, r.doneAt[p.Name])
+		}
+	}
+	if r.ended {
+		return st, nil
+	}
+	for _, p := range r.run.Plan {
+		if !p.Enabled || r.done[p.Name] {
+			continue
+		}
+		d, _ := time.ParseDuration(p.Deadline)
+		if st.Current == "" {
+			st.Current = p.Name
+			d -= now.Sub(st.Since)
+		}
+		st.Left += max(d, 0)
+	}
+	return st, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
