@@ -465,6 +465,11 @@ func (c *Client) sftpError(ctx context.Context, what string, err error) error {
 	if l := c.lostErr(); l != nil {
 		return l
 	}
+	// The sftp channel can see the end of the connection before the
+	// connection's own watcher does: the same loss, named as one.
+	if errors.Is(err, sftp.ErrSSHFxConnectionLost) {
+		return c.connectionError(what, err)
+	}
 	return fmt.Errorf("%s: %s: %w", c.cfg.Name, what, err)
 }
 

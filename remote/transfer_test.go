@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pkg/sftp"
+
 	"gpuaccept/remote/sshtest"
 )
 
@@ -327,5 +329,23 @@ func TestUploadRefusesADirectoryOthersCanWrite(t *testing.T) {
 	if _, err := c.Upload(t.Context(), filepath.Join(src, "blob"), filepath.Join(shared, "sub", "blob"), TransferOptions{}); err == nil ||
 		!strings.Contains(err.Error(), "other users can write in "+shared+" above it (mode 777)") {
 		t.Fatalf("upload below a 0777 directory: %v", err)
+	}
+}
+
+// The sftp channel may report the end of the connection before the
+// connection's watcher has recorded it: it is still a lost connection, so
+// the phases name it as one ("connection lost"), not as a failed write.
+func TestSftpConnectionLostIsALostConnection(t *testing.T) {
+	c := &Client{cfg: &resolved{Config: Config{Name: "h3"}}, done: make(chan struct{})}
+	err := c.sftpError(t.Context(), "upload /srv/w: write", sftp.ErrSSHFxConnectionLost)
+	if !errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("%v: not a lost connection", err)
+	}
+	if got := err.Error(); !strings.HasPrefix(got, "h3: connection lost: upload /srv/w: write") {
+		t.Errorf("message %q", got)
+	}
+	err = c.sftpError(t.Context(), "upload /srv/w: create", os.ErrPermission)
+	if errors.Is(err, ErrConnectionLost) || !errors.Is(err, os.ErrPermission) {
+		t.Errorf("a refused create reads as %v", err)
 	}
 }

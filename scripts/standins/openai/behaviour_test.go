@@ -112,7 +112,10 @@ const lbl = `{engine="0",model_name="test-model"}`
 func TestCapacityQueue(t *testing.T) {
 	tun := testTunables()
 	tun.Capacity = 2
-	tun.TokenDelay = 150 * time.Millisecond // 5 tokens: 600 ms a request
+	// 5 tokens: 1.6 s a request, so that six posted one after another on a
+	// loaded machine are all in before the first two end (at 600 ms a
+	// request CI saw only three waiting).
+	tun.TokenDelay = 400 * time.Millisecond
 	_, ts := newTestServer(t, tun)
 	var wg sync.WaitGroup
 	for range 6 {
@@ -145,10 +148,10 @@ func TestCapacityQueue(t *testing.T) {
 	if n := metricValue(t, ts.URL, "vllm:request_queue_time_seconds_count"+lbl); n != 6 {
 		t.Errorf("queue time count %v, want 6", n)
 	}
-	// two waited one request's time (4 × 150 ms), two waited two: 3.6 s in all when the six arrive together,
+	// two waited one request's time (4 × 400 ms), two waited two: 9.6 s in all when the six arrive together,
 	// less by how much later than the first each arrived; without a queue it would be about 0
-	if sum := metricValue(t, ts.URL, "vllm:request_queue_time_seconds_sum"+lbl); sum < 2.5 || sum > 6 {
-		t.Errorf("queue time sum %v s, want about 3.6", sum)
+	if sum := metricValue(t, ts.URL, "vllm:request_queue_time_seconds_sum"+lbl); sum < 6.5 || sum > 16 {
+		t.Errorf("queue time sum %v s, want about 9.6", sum)
 	}
 	if n := metricValue(t, ts.URL, `vllm:request_success_total{engine="0",finished_reason="length",model_name="test-model"}`); n != 6 {
 		t.Errorf("request_success length %v, want 6", n)
