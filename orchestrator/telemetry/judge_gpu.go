@@ -11,6 +11,13 @@ import (
 
 const noLoad = "no phase loaded the GPUs"
 
+// busyPct: a sample at or above it shows the GPU under load (HEALTH-014);
+// stallBusyPct: a stalled GPU reads busy all the time (HEALTH-016).
+const (
+	busyPct      = 50
+	stallBusyPct = 90
+)
+
 // throttle: HEALTH-011. A fault reason active in a Load span fails the GPU
 // at the first such sample; SW Power Cap is the GPU at its power limit,
 // recorded as a share of the load samples.
@@ -80,7 +87,9 @@ func (j *judge) clocks(base float64) record.Verdict {
 		nCap := 0
 		first := ""
 		for _, g := range j.byGPU[i] {
-			if !j.load[g] || g.SMClockMHz == nil {
+			// A GPU between two collectives drops to its idle clock: only
+			// a busy sample says what the GPU holds under load.
+			if !j.load[g] || g.SMClockMHz == nil || g.UtilPct != nil && *g.UtilPct < busyPct {
 				continue
 			}
 			xs = append(xs, *g.SMClockMHz)
@@ -114,7 +123,9 @@ func (j *judge) clocks(base float64) record.Verdict {
 			thousands(st.Median), first)})
 	}
 	if lowGPU < 0 {
-		return notMeasured(id, j.node, "the GPUs reported no SM clock under load")
+		v := skip(id, j.node, fmt.Sprintf("no GPU was busy (%d%% or more) with its SM clock in a sample of a load phase", busyPct))
+		v.Incomplete = v.Detail
+		return v
 	}
 	v.Measured = fmt.Sprintf("%s MHz (GPU %d, median under load)", thousands(lowest), lowGPU)
 	v.Measure(lowest, record.UnitMHz)
@@ -150,7 +161,7 @@ func (j *judge) stall() record.Verdict {
 	// sampled only under load has no idle figure to compare with).
 	idle := math.Inf(1)
 	for _, g := range j.s.GPUs {
-		if g.PowerW != nil && (g.UtilPct == nil || *g.UtilPct < 90) {
+		if g.PowerW != nil && (g.UtilPct == nil || *g.UtilPct < stallBusyPct) {
 			idle = min(idle, *g.PowerW)
 		}
 	}
@@ -163,7 +174,7 @@ func (j *judge) stall() record.Verdict {
 	for _, i := range j.gpus {
 		run := 0
 		for _, g := range j.byGPU[i] {
-			on := j.load[g] && g.UtilPct != nil && *g.UtilPct >= 90 && g.PowerW != nil
+			on := j.load[g] && g.UtilPct != nil && *g.UtilPct >= stallBusyPct && g.PowerW != nil
 			if on {
 				busy++
 			}
@@ -180,6 +191,10 @@ func (j *judge) stall() record.Verdict {
 				break
 			}
 		}
+	}
+	if busy == 0 {
+		// Nothing to judge a stall by: not a PASS.
+		return skip(id, j.node, fmt.Sprintf("no GPU was busy (%d%% or more) in a sample of a load phase", stallBusyPct))
 	}
 	if len(stalled) > 0 {
 		v.Status = record.Fail

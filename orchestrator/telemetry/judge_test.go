@@ -339,3 +339,40 @@ func TestOffset(t *testing.T) {
 		}
 	}
 }
+
+// A load phase is not all load: between two collectives, or while a job
+// starts, a GPU idles at its idle clock. HEALTH-014 reads only the busy
+// samples of a load phase, and a load phase in which no GPU was ever busy
+// judges neither the clocks nor a stall: never a PASS over nothing.
+func TestJudgeIdleSamplesInALoadPhase(t *testing.T) {
+	w := newWindow(t, 2)
+	// Every other minute of the load phase idle (the genuine idle row).
+	w.edit = func(g int, d time.Duration, cells []string) {
+		if d >= time.Minute && d < 11*time.Minute && (d/time.Minute)%2 == 0 {
+			copy(cells, w.idle)
+			cells[col["index"]] = fmt.Sprint(g)
+			cells[col["pci.bus_id"]] = fmt.Sprintf("00000000:%02X:00.0", 0x18+g)
+		}
+	}
+	vs := Judge("gpu-01", w.series(), w.spans, 1500)
+	v := verdict(t, vs, "HEALTH-014")
+	want(t, v, record.Pass, "2 GPUs at or above 1,500 MHz")
+	if v.Value == nil || *v.Value != 1530 {
+		t.Errorf("HEALTH-014 median %v, want the busy samples' 1,530 MHz", v.Value)
+	}
+	want(t, verdict(t, vs, "HEALTH-016"), record.Pass, "none near idle power")
+
+	w = newWindow(t, 2)
+	w.noLoad = true // the load phase ran, the GPUs never left idle
+	vs = Judge("gpu-01", w.series(), w.spans, 1500)
+	v = verdict(t, vs, "HEALTH-014")
+	want(t, v, record.Skip, "no GPU was busy (50% or more)")
+	if v.Incomplete == "" {
+		t.Errorf("HEALTH-014: a quoted base clock nothing measured must leave the window incomplete: %+v", v)
+	}
+	v = verdict(t, vs, "HEALTH-016")
+	want(t, v, record.Skip, "no GPU was busy (90% or more)")
+	if v.Incomplete != "" {
+		t.Errorf("HEALTH-016: %+v", v)
+	}
+}
