@@ -215,7 +215,7 @@ func readJournal(dir string) (*replayed, error) {
 	}
 	f, err := OpenJournal(dir)
 	if err != nil {
-		return nil, fmt.Errorf("resume: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	r := &replayed{done: map[string]bool{}, doneAt: map[string]time.Time{}}
@@ -226,7 +226,7 @@ func readJournal(dir string) (*replayed, error) {
 		lines = append(lines, append([]byte(nil), sc.Bytes()...))
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("resume: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for i, line := range lines {
 		var e entry
@@ -234,7 +234,7 @@ func readJournal(dir string) (*replayed, error) {
 			if i == len(lines)-1 {
 				break // torn by a crash mid-write: the phase will run again
 			}
-			return nil, fmt.Errorf("resume: %s:%d: %w", path, i+1, err)
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
 		r.size += int64(len(line)) + 1
 		r.last = e.At
@@ -243,7 +243,7 @@ func readJournal(dir string) (*replayed, error) {
 			r.run = e.Run
 		case "result":
 			if r.run == nil || e.Result == nil {
-				return nil, fmt.Errorf("resume: %s:%d: result before start", path, i+1)
+				return nil, fmt.Errorf("%s:%d: result before start", path, i+1)
 			}
 			r.run.Phases = append(r.run.Phases, *e.Result)
 		case "done":
@@ -262,7 +262,7 @@ func readJournal(dir string) (*replayed, error) {
 		}
 	}
 	if r.run == nil {
-		return nil, errors.New("resume: " + path + ": no start record")
+		return nil, errors.New(path + ": no start record")
 	}
 	return r, nil
 }

@@ -155,7 +155,7 @@ func (p *Progress) flushHeld() {
 	}
 	p.clearLive()
 	for _, h := range p.pending {
-		who := nodesWho(h.nodes, p.whoWidth())
+		who := NodesWho(h.nodes, p.whoWidth())
 		msg := h.text()
 		if len(h.nodes) == 1 {
 			if a := p.addresses[who]; a != "" {

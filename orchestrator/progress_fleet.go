@@ -120,10 +120,10 @@ func (p *Progress) holdFor() time.Duration {
 	return groupFor
 }
 
-// nodesWho names nodes as a line's subject: the node, or "N nodes RANGE",
+// NodesWho names nodes as a line's subject: the node, or "N nodes RANGE",
 // the range cut to width columns ("gpu-[001-002,004,…]") so that what
 // they said still fits the line: the count says how many it stands for.
-func nodesWho(nodes []string, width int) string {
+func NodesWho(nodes []string, width int) string {
 	if len(nodes) == 1 {
 		return nodes[0]
 	}
@@ -179,7 +179,7 @@ func (p *Progress) sent(a *xferAgg, n int64) {
 		return
 	}
 	p.clearLive()
-	p.put(fmt.Sprintf("%s: %s: %d%% of %s sent\n", nodesWho(a.nodes, p.whoWidth()), a.what, a.done*100/a.total, inventory.Bytes(a.total)))
+	p.put(fmt.Sprintf("%s: %s: %d%% of %s sent\n", NodesWho(a.nodes, p.whoWidth()), a.what, a.done*100/a.total, inventory.Bytes(a.total)))
 	a.next = a.done*10/a.total + 1
 	p.drawLive()
 }

@@ -113,7 +113,7 @@ func TestALongRangeLeavesRoomForTheMessage(t *testing.T) {
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("no %q in\n%s", want, out.String())
 	}
-	if got := nodesWho([]string{"gpu-1", "gpu-3"}, 6); got != "2 nodes gpu-[…" {
+	if got := NodesWho([]string{"gpu-1", "gpu-3"}, 6); got != "2 nodes gpu-[…" {
 		t.Errorf("a range with no comma to cut at: %q", got)
 	}
 }

@@ -105,7 +105,7 @@ func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Opti
 func Resume(ctx context.Context, dir string, load func(path string) (*inventory.Inventory, error), phases []Phase, o Options) (*record.Run, string, error) {
 	r, err := readJournal(dir)
 	if err != nil {
-		return nil, dir, err
+		return nil, dir, fmt.Errorf("resume: %w", err)
 	}
 	if r.ended {
 		return nil, dir, fmt.Errorf("resume %s: the window already ended; start a new one", dir)

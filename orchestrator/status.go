@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"fmt"
 	"time"
 
 	"gpuaccept/orchestrator/record"
@@ -37,7 +38,7 @@ type Status struct {
 func ReadStatus(dir string, now time.Time) (*Status, error) {
 	r, err := readJournal(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("status: %w", err)
 	}
 	st := &Status{Run: r.run, Last: r.last, Ended: r.ended, EndReason: r.endReason, Quarantined: map[string]string{}}
 	for _, q := range r.quarantine {

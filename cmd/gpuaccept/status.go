@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
-	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
@@ -85,8 +85,15 @@ func printStatus(w io.Writer, dir string, st *orchestrator.Status, now time.Time
 			byWhy[why] = append(byWhy[why], n)
 		}
 		fmt.Fprintf(w, ", %d quarantined", len(st.Quarantined))
-		for _, why := range sortedKeys(byWhy) {
-			fmt.Fprintf(w, "\n  %s: %s", nodesNamed(byWhy[why]), shownLine(why, 70))
+		whys := sortedKeys(byWhy)
+		slices.SortStableFunc(whys, func(a, b string) int { return len(byWhy[b]) - len(byWhy[a]) })
+		for i, why := range whys {
+			if i == 8 {
+				fmt.Fprintf(w, "\n  and %d more reason(s)", len(whys)-i)
+				break
+			}
+			who := orchestrator.NodesWho(byWhy[why], 30)
+			fmt.Fprintf(w, "\n  %s: %s", who, shownLine(why, max(20, 100-4-len(who))))
 		}
 	}
 	fmt.Fprintln(w)
@@ -130,9 +137,10 @@ type lastSample struct {
 	age                     time.Duration
 }
 
-// band is what groups nodes: temperature by 10 °C, power by 50 W, busy or
-// idle, and whether the sample is fresh.
-func (s lastSample) band() string {
+// band is what groups nodes: a node within a few degrees and watts of
+// the fleet's median reads as the fleet; others by temperature (10 °C),
+// power (50 W), busy or idle, and whether the sample is stale.
+func (s lastSample) band(med lastSample) string {
 	busy := "idle"
 	switch {
 	case s.use[0] >= 90:
@@ -140,7 +148,32 @@ func (s lastSample) band() string {
 	case s.use[1] >= 10:
 		busy = "part"
 	}
-	return fmt.Sprintf("%v/%v/%s/%v", math.Floor(s.temp[1]/10), math.Floor(s.power[1]/50), busy, s.age > time.Minute)
+	temp, power := "fleet", "fleet"
+	if math.Abs(s.temp[1]-med.temp[1]) > 5 {
+		temp = fmt.Sprint(math.Floor(s.temp[1] / 10))
+	}
+	if math.Abs(s.power[1]-med.power[1]) > max(25, med.power[1]/20) {
+		power = fmt.Sprint(math.Floor(s.power[1] / 50))
+	}
+	return fmt.Sprintf("%s/%s/%s/%v", temp, power, busy, s.age > time.Minute)
+}
+
+// median is the fleet's typical node: the median of each node's hottest
+// GPU and of its highest power.
+func median(ss []lastSample) lastSample {
+	var m lastSample
+	if len(ss) == 0 {
+		return m
+	}
+	ts := make([]float64, len(ss))
+	ps := make([]float64, len(ss))
+	for i, s := range ss {
+		ts[i], ps[i] = s.temp[1], s.power[1]
+	}
+	slices.Sort(ts)
+	slices.Sort(ps)
+	m.temp[1], m.power[1] = ts[len(ts)/2], ps[len(ps)/2]
+	return m
 }
 
 func printLastSamples(w io.Writer, names []string, series map[string]*telemetry.Series, now time.Time) {
@@ -149,7 +182,7 @@ func printLastSamples(w io.Writer, names []string, series map[string]*telemetry.
 		return
 	}
 	fmt.Fprintln(w, "last samples:")
-	groups := map[string][]lastSample{}
+	var all []lastSample
 	var none []string
 	for _, n := range names {
 		s, ok := last(n, series[n], now)
@@ -157,7 +190,12 @@ func printLastSamples(w io.Writer, names []string, series map[string]*telemetry.
 			none = append(none, n)
 			continue
 		}
-		groups[s.band()] = append(groups[s.band()], s)
+		all = append(all, s)
+	}
+	med := median(all)
+	groups := map[string][]lastSample{}
+	for _, s := range all {
+		groups[s.band(med)] = append(groups[s.band(med)], s)
 	}
 	keys := sortedKeys(groups)
 	// The most alike first: at a thousand nodes the fleet's line, then its
@@ -176,7 +214,7 @@ func printLastSamples(w io.Writer, names []string, series map[string]*telemetry.
 		fmt.Fprintf(w, "  %s\n", sampleLine(groups[k]))
 	}
 	if len(none) > 0 {
-		fmt.Fprintf(w, "  %s: no sample\n", nodesNamed(none))
+		fmt.Fprintf(w, "  %s: no sample\n", orchestrator.NodesWho(none, 60))
 	}
 }
 
@@ -227,11 +265,13 @@ func sampleLine(g []lastSample) string {
 		names = append(names, s.node)
 		oldest = max(oldest, s.age)
 	}
-	return fmt.Sprintf("%s: %s, %s, SM %s, %s busy, %s ago", nodesNamed(names),
+	rest := fmt.Sprintf("%s, %s, SM %s, %s busy, %s ago",
 		span(func(s lastSample) [2]float64 { return s.temp }, " °C"),
 		span(func(s lastSample) [2]float64 { return s.power }, " W"),
 		span(func(s lastSample) [2]float64 { return s.clock }, " MHz"),
-		span(func(s lastSample) [2]float64 { return s.use }, " %"), roundDur(oldest))
+		span(func(s lastSample) [2]float64 { return s.use }, "%"), roundDur(oldest))
+	// The range takes what the figures leave of 100 columns ("  N nodes ").
+	return orchestrator.NodesWho(names, max(20, 100-2-len("9999 nodes : ")-utf8.RuneCountInString(rest))) + ": " + rest
 }
 
 // printFindings judges what the telemetry holds so far, as the window's
@@ -272,17 +312,24 @@ func printFindings(w io.Writer, run *record.Run, names []string, series map[stri
 	}
 	slices.SortStableFunc(order, func(a, b key) int { return strings.Compare(a.id, b.id) })
 	fmt.Fprintln(w, "findings so far:")
-	for _, k := range order {
-		fmt.Fprintf(w, "  %s %s %s: %s\n", k.id, k.status, nodesNamed(byFinding[k]), shownLine(k.detail, 70))
+	// Details name a GPU and a moment, so at fleet size most findings are
+	// a node's own: the first few, then how many more.
+	const shown = 12
+	for i, k := range order {
+		if i == shown {
+			more := map[string]bool{}
+			for _, k := range order[shown:] {
+				for _, n := range byFinding[k] {
+					more[n] = true
+				}
+			}
+			fmt.Fprintf(w, "  and %d more finding(s) on %d node(s): the report lists them when the window ends\n",
+				len(order)-shown, len(more))
+			break
+		}
+		who := orchestrator.NodesWho(byFinding[k], 30)
+		fmt.Fprintf(w, "  %s %s %s: %s\n", k.id, k.status, who, shownLine(k.detail, max(20, 100-2-len(k.id)-len(k.status)-4-len(who))))
 	}
-}
-
-// nodesNamed is a list of nodes as one host range, counted past one.
-func nodesNamed(names []string) string {
-	if len(names) == 1 {
-		return names[0]
-	}
-	return fmt.Sprintf("%d nodes %s", len(names), hostlist.Compress(names))
 }
 
 func sortedKeys[V any](m map[string]V) []string {
