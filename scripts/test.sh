@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole suite (make test, and so CI), in two halves at once so that it fits a 2-core machine's half hour:
 # one package at a time in each, the lab tests on labs of their own. The window lab tests are split in two: the
-# PyTorch jobs (failure test, training), which mostly wait on detection and rendezvous timeouts, beside the
+# PyTorch jobs (failure test, training, burn-in), which mostly wait on detection and rendezvous timeouts, beside the
 # rest, which measure tc-shaped links. A package's timing-sensitive tests never share the machine with a second
 # lab package's burst of CPU: the pure packages follow the PyTorch half, the other lab packages the window half.
 # Both halves' output is printed whole; the suite fails if either does.
@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 flags=(-race -count=1 -p 1 -timeout 40m)
-torch='^(TestFailure|TestTraining)'
+torch='^(TestFailure|TestTraining|TestBurnin)'
 labpkgs=(./remote ./remote/labtest ./scripts/lab ./scripts/standins)
 mapfile -t pure < <($GO list ./... | grep -v -x -e gpuaccept/orchestrator/labtest -e gpuaccept/remote \
 	-e gpuaccept/remote/labtest -e gpuaccept/scripts/lab -e gpuaccept/scripts/standins)

@@ -42,6 +42,11 @@ func demoProfile(i, nodes int) string {
 // NVLink (intra-node) is sound. The third node, with three or more.
 const demoSlow = 2
 
+// demoXid is what the slow node's telemetry shows besides: Xid 94 (a
+// contained ECC error, a genuine line's text) on its GPU 5, four seconds
+// after its sampler started, which HEALTH-012 names.
+const demoXid = "xid:94@4:gpu=5"
+
 // maxDemoNodes bounds demo --nodes: each is an SSH server in this process.
 const maxDemoNodes = 2000
 
@@ -337,6 +342,17 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 		if err := standins.Install(bin, demoProfile(i, len(inv.Nodes)), argv0); err != nil {
 			return servers, err
 		}
+		// Telemetry: the node's stand-in state (a workload's busy marker
+		// makes its GPUs read loaded) and, on the slow node, an Xid in its
+		// kernel log a few seconds into the sampler, as a genuine one reads.
+		state := filepath.Join(home, "standin-state")
+		tel := standins.Telemetry{State: state}
+		if i == demoSlow {
+			tel.Plant = demoXid
+		}
+		if err := standins.InstallTelemetry(bin, demoProfile(i, len(inv.Nodes)), argv0, tel); err != nil {
+			return servers, err
+		}
 		if err := standins.InstallFabric(bin, argv0); err != nil {
 			return servers, err
 		}
@@ -358,7 +374,8 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 			standins.FabricNodeEnv + "=" + n.Name,
 			standins.FabricRunsEnv + "=" + filepath.Join(home, "fabric-runs"),
 			standins.PodmanStoreEnv + "=" + demoStore(work, n.Name),
-			standins.LoopbackEnv + "=" + demoLoopback(i)}
+			standins.LoopbackEnv + "=" + demoLoopback(i),
+			standins.StateEnv + "=" + state}
 		if inv.Phases.Burnin.Enabled {
 			if err := demoGemmScript(bin, i); err != nil {
 				return servers, err

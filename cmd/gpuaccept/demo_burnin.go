@@ -44,6 +44,14 @@ secs=%d size=8192
 for a in "$@"; do
   case $a in --seconds=*) secs=${a#*=} ;; --size=*) size=${a#*=} ;; esac
 done
+# The simulated GPUs read busy while it runs (the stand-in nvidia-smi
+# reads the marker; a marker whose process is gone is stale).
+busy=
+if [ -n "${GPUACCEPT_STANDIN_STATE:-}" ] && mkdir -p "$GPUACCEPT_STANDIN_STATE/busy" 2>/dev/null; then
+  busy=$GPUACCEPT_STANDIN_STATE/busy/gemm.$$
+  echo $$ > "$busy.tmp" && mv -f "$busy.tmp" "$busy"
+  trap 'rm -f "$busy"' EXIT
+fi
 sleep "$secs"
 awk -v secs="$secs" -v size="$size" -v rate=%g -v slowgpu=%d -v slow=%g 'BEGIN {
   for (g = 0; g < 8; g++) {

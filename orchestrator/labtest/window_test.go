@@ -226,7 +226,8 @@ func ours(ps string) string {
 		if strings.Contains(args, "gpuaccept-guard") || strings.Contains(args, " standin ") ||
 			strings.HasPrefix(args, "sleep ") || strings.Contains(args, "/usr/local/bin/") ||
 			strings.Contains(args, "_perf") || strings.Contains(args, "orted") || strings.Contains(args, "mpirun") ||
-			strings.Contains(args, "torch.distributed.run") || strings.Contains(args, "ddp_train.py") {
+			strings.Contains(args, "torch.distributed.run") || strings.Contains(args, "ddp_train.py") ||
+			strings.Contains(args, "telemetry.sh") || strings.Contains(args, "gemm.py") {
 			left = append(left, line)
 		}
 	}
