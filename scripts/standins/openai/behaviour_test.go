@@ -110,14 +110,33 @@ const lbl = `{engine="0",model_name="test-model"}`
 // TestCapacityQueue: past --capacity, requests wait; /metrics shows the running and waiting counts, the queue
 // time and the KV-cache share.
 func TestCapacityQueue(t *testing.T) {
+	// The counts hold only while the six posted one after another are all in
+	// before the first two end. On a loaded machine the posts can take longer
+	// than a request lasts (CI saw three waiting at 600 ms and at 1.6 s a
+	// request): a round whose posts and first read took longer than a request
+	// is not a reading of the queue, and runs again with slower tokens.
+	for delay := 400 * time.Millisecond; ; delay *= 2 {
+		if capacityRound(t, delay) {
+			return
+		}
+		if delay >= 3200*time.Millisecond {
+			t.Fatalf("six requests could not be posted within one request's time even at %v a token", delay)
+		}
+		t.Logf("the posts took longer than a request at %v a token; again at %v", delay, 2*delay)
+	}
+}
+
+// capacityRound posts six 5-token streams at capacity 2 with delay a token and
+// checks /metrics; false when the machine was too slow for it to say anything.
+func capacityRound(t *testing.T, delay time.Duration) bool {
 	tun := testTunables()
 	tun.Capacity = 2
-	// 5 tokens: 1.6 s a request, so that six posted one after another on a
-	// loaded machine are all in before the first two end (at 600 ms a
-	// request CI saw only three waiting).
-	tun.TokenDelay = 400 * time.Millisecond
+	tun.TokenDelay = delay
 	_, ts := newTestServer(t, tun)
+	defer ts.Close()
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	t0 := time.Now()
 	for range 6 {
 		// a stream's headers come before its queue (as vLLM's): once Post returns, the request is in
 		resp, err := http.Post(ts.URL+"/v1/completions", "application/json",
@@ -135,23 +154,31 @@ func TestCapacityQueue(t *testing.T) {
 			}
 		}()
 	}
-	if w := metricValue(t, ts.URL, "vllm:num_requests_waiting"+lbl); w != 4 {
-		t.Errorf("vllm:num_requests_waiting %v with 6 requests at capacity 2, want 4", w)
+	waiting := metricValue(t, ts.URL, "vllm:num_requests_waiting"+lbl)
+	running := metricValue(t, ts.URL, "vllm:num_requests_running"+lbl)
+	kv := metricValue(t, ts.URL, "vllm:kv_cache_usage_perc"+lbl)
+	// a request lasts its first token and four delays after it
+	if time.Since(t0) >= 4*delay {
+		return false
 	}
-	if r := metricValue(t, ts.URL, "vllm:num_requests_running"+lbl); r != 2 {
-		t.Errorf("running %v, want 2", r)
+	if waiting != 4 {
+		t.Errorf("vllm:num_requests_waiting %v with 6 requests at capacity 2, want 4", waiting)
 	}
-	if kv := metricValue(t, ts.URL, "vllm:kv_cache_usage_perc"+lbl); kv != 1 {
+	if running != 2 {
+		t.Errorf("running %v, want 2", running)
+	}
+	if kv != 1 {
 		t.Errorf("kv_cache_usage_perc %v with a full batch, want 1", kv)
 	}
 	wg.Wait()
 	if n := metricValue(t, ts.URL, "vllm:request_queue_time_seconds_count"+lbl); n != 6 {
 		t.Errorf("queue time count %v, want 6", n)
 	}
-	// two waited one request's time (4 × 400 ms), two waited two: 9.6 s in all when the six arrive together,
-	// less by how much later than the first each arrived; without a queue it would be about 0
-	if sum := metricValue(t, ts.URL, "vllm:request_queue_time_seconds_sum"+lbl); sum < 6.5 || sum > 16 {
-		t.Errorf("queue time sum %v s, want about 9.6", sum)
+	// two waited one request's time (4 delays), two waited two: 24 delays in all when the six arrive
+	// together, less by how much later than the first each arrived; without a queue it would be about 0
+	want := 24 * delay.Seconds()
+	if sum := metricValue(t, ts.URL, "vllm:request_queue_time_seconds_sum"+lbl); sum < 0.68*want || sum > 1.67*want {
+		t.Errorf("queue time sum %v s, want about %.1f", sum, want)
 	}
 	if n := metricValue(t, ts.URL, `vllm:request_success_total{engine="0",finished_reason="length",model_name="test-model"}`); n != 6 {
 		t.Errorf("request_success length %v, want 6", n)
@@ -162,6 +189,7 @@ func TestCapacityQueue(t *testing.T) {
 	if r := metricValue(t, ts.URL, "vllm:num_requests_running"+lbl); r != 0 {
 		t.Errorf("running %v after all ended, want 0", r)
 	}
+	return true
 }
 
 // TestTimings: TTFT is prefill (input tokens / rate), then one chunk every token delay, as the client sees it.
