@@ -42,10 +42,22 @@ func demoProfile(i, nodes int) string {
 // NVLink (intra-node) is sound. The third node, with three or more.
 const demoSlow = 2
 
-// demoXid is what the slow node's telemetry shows besides: Xid 94 (a
-// contained ECC error, a genuine line's text) on its GPU 5, four seconds
-// after its sampler started, which HEALTH-012 names.
+// demoXid is what the degraded node's telemetry shows besides (gpu-03 at
+// seed 0, none with a seed that degrades no node): Xid 94 (a contained ECC
+// error, a genuine line's text) on its GPU 5, four seconds after its
+// sampler started, which HEALTH-012 names.
 const demoXid = "xid:94@4:gpu=5"
+
+// demoXidOn is the node demoXid is planted on: the one whose inter-node
+// links the seed degraded (demoFabricText's rule), "" when none is.
+func demoXidOn(hosts []standins.FabricHost, hw inventory.Quote) string {
+	for _, h := range hosts {
+		if h.InterGBs < 0.96*hw.InterBusBWGBs {
+			return h.Name
+		}
+	}
+	return ""
+}
 
 // maxDemoNodes bounds demo --nodes: each is an SSH server in this process.
 const maxDemoNodes = 2000
@@ -128,7 +140,7 @@ H200's 668.7 TFLOP/s); gpu-03's GPU 3 computes 20% slower and is named.`,
 				return exitWith(exitCouldNotRun, err)
 			}
 			fabric := demoFabric(inv.Nodes, hw, seed)
-			servers, err := demoNodes(work, exe, inv, fabric)
+			servers, err := demoNodes(work, exe, inv, fabric, demoXidOn(fabric, hw))
 			defer func() {
 				for _, s := range servers {
 					s.Close()
@@ -164,6 +176,9 @@ H200's 668.7 TFLOP/s); gpu-03's GPU 3 computes 20% slower and is named.`,
 				o.Progress.Line("demo: %d simulated nodes on loopback", len(servers))
 			}
 			o.Progress.Line("demo: seed %d: %s", seed, demoFabricText(fabric, hw))
+			if x := demoXidOn(fabric, hw); x != "" {
+				o.Progress.Line("demo: %s's GPU 5 logs an Xid 94 (contained ECC error) a few seconds in", x)
+			}
 			if quoteFile != "" {
 				o.Progress.Line("demo: the quote of %s", quoteFile)
 			}
@@ -324,7 +339,7 @@ func demoWithoutQuote(demo []byte) ([]byte, error) {
 // run exe's hidden `standin` command): nvidia-smi, dcgmi and ibstat of the
 // node's profile, and the fabric model's mpirun and nccl-tests binaries (a
 // simulation of fabric: standins.FabricMain). It points inv at them.
-func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.FabricHost) ([]*sshtest.Server, error) {
+func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.FabricHost, xidOn string) ([]*sshtest.Server, error) {
 	authorized, keyFile, err := demoKey(work)
 	if err != nil {
 		return nil, err
@@ -347,7 +362,7 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 		// kernel log a few seconds into the sampler, as a genuine one reads.
 		state := filepath.Join(home, "standin-state")
 		tel := standins.Telemetry{State: state}
-		if i == demoSlow {
+		if n.Name == xidOn {
 			tel.Plant = demoXid
 		}
 		if err := standins.InstallTelemetry(bin, demoProfile(i, len(inv.Nodes)), argv0, tel); err != nil {

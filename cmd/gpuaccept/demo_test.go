@@ -19,7 +19,7 @@ func TestDemoNodesRunTheFabricModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0))
+	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0), "")
 	defer func() {
 		for _, s := range servers {
 			s.Close()

@@ -104,7 +104,7 @@ func TestDemoServedInventoryKeepsTheWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	servers, err := demoNodes(work, binary, inv, demoFabric(inv.Nodes, hw, 0))
+	servers, err := demoNodes(work, binary, inv, demoFabric(inv.Nodes, hw, 0), "")
 	defer func() {
 		for _, s := range servers {
 			s.Close()
@@ -138,7 +138,7 @@ func TestDemoNodesServeInference(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	servers, err := demoNodes(work, binary, inv, demoFabric(inv.Nodes, hw, 0))
+	servers, err := demoNodes(work, binary, inv, demoFabric(inv.Nodes, hw, 0), "")
 	defer func() {
 		for _, s := range servers {
 			s.Close()

@@ -17,7 +17,7 @@ func TestExecGroupsIdenticalOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0))
+	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0), "")
 	defer func() {
 		for _, s := range servers {
 			s.Close()
@@ -56,7 +56,7 @@ func execDemo(t *testing.T, nodes string) *inventory.Inventory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0))
+	servers, err := demoNodes(t.TempDir(), binary, inv, demoFabric(inv.Nodes, hw, 0), "")
 	t.Cleanup(func() {
 		for _, s := range servers {
 			s.Close()

@@ -24,7 +24,7 @@ func TestDemoNodeWithoutDcgmiIsNotMeasured(t *testing.T) {
 	}
 	demoResize(inv, 2)
 	work := t.TempDir()
-	servers, err := demoNodes(work, binary, inv, demoFabric(inv.Nodes, hw, 0))
+	servers, err := demoNodes(work, binary, inv, demoFabric(inv.Nodes, hw, 0), "")
 	defer func() {
 		for _, s := range servers {
 			s.Close()

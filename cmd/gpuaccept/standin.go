@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,11 @@ func newStandinCmd() *cobra.Command {
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A stand-in ends on SIGINT and SIGTERM as the tool it answers
+			// for does: run's handler would keep a following dmesg or an
+			// nvidia-smi loop alive past the sampler that signalled it.
+			// (The server stand-in sets its own.)
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
 			return exitWith(standins.Command(args, os.Stdout, os.Stderr), nil)
 		},
 	}

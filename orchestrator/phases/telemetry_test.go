@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -8,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +25,7 @@ import (
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/telemetry"
 	"gpuaccept/remote/fake"
+	"gpuaccept/scripts"
 )
 
 // idleRows are the genuine H200's idle rows as the sampler's query asks
@@ -355,4 +360,100 @@ func resultData(rec *record.Run, phase, node string, v any) (record.PhaseResult,
 		}
 	}
 	return record.PhaseResult{}, false
+}
+
+// TestTelemetryScriptPassesKernelLinesAsTheyCome runs telemetry.sh for real
+// with a dmesg that follows as the real one does (the ring first, then new
+// lines, never an end): a new Xid must reach stdout while the follower is
+// still open, the ring's old NVIDIA line must not, and closing stdin ends
+// every process the script started. (tail -n +N held the follower's lines
+// until its input ended, so no Xid came before teardown killed it.)
+func TestTelemetryScriptPassesKernelLinesAsTheyCome(t *testing.T) {
+	bin := t.TempDir()
+	mark := filepath.Join(bin, "followed")
+	dmesg := `#!/bin/bash
+echo '[    1.000000] Linux version 6.8.0'
+echo '[    2.000000] NVRM: Xid (PCI:0000:18:00): 79, old line from before the window'
+case "$1" in -w|--follow) ;; *) exit 0 ;; esac
+echo $$ > ` + mark + `
+sleep 0.5
+echo '[   10.000000] usb 1-1: new device'
+echo '[   11.000000] NVRM: Xid (PCI:0000:53:00): 94, pid=1, Contained: SM (0x1). RST: No, D-RST: No'
+exec sleep 600
+`
+	if err := os.WriteFile(filepath.Join(bin, "dmesg"), []byte(dmesg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", scripts.Telemetry, "telemetry", "1000", "--query-gpu=index")
+	cmd.Env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin", "GPUACCEPT_SYSFS_IB="+filepath.Join(bin, "no-ib"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(20 * time.Second)
+	var got []string
+	for xid := false; !xid; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the script ended before the new Xid came:\n%s", strings.Join(got, "\n"))
+			}
+			got = append(got, l)
+			xid = strings.HasPrefix(l, "kern ") && strings.Contains(l, "): 94,")
+		case <-deadline:
+			t.Fatalf("no kern line for the new Xid in 20 s while dmesg still follows:\n%s", strings.Join(got, "\n"))
+		}
+	}
+	for _, l := range got {
+		if strings.Contains(l, "old line") || strings.Contains(l, "usb") {
+			t.Errorf("passed on %q: only the NVIDIA lines that came after the start", l)
+		}
+	}
+	if !slices.Contains(got, "note source dmesg") || !slices.Contains(got, "note missing nvidia-smi: not found on the node") {
+		t.Errorf("notes: %q", got)
+	}
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() {
+		for range lines {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the script after its stdin closed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the script did not end within 10 s of its stdin closing")
+	}
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatalf("dmesg was never asked to follow: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the follower (exec'd into its sleep, same PID) ends with the script
+	if err := syscall.Kill(pid, 0); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the following dmesg (pid %d) outlived the script", pid)
+	}
 }

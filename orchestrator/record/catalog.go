@@ -149,12 +149,12 @@ var catalog = []Requirement{
 	req("WORK-011", "the workload ran without errors or restarts", CardLoad),
 	// Under load: what the window's telemetry saw while it held the node
 	// (the card's load test row: "without throttling, Xid or ECC errors").
-	req("HEALTH-011", "no GPU slowed for a fault under load (HW, thermal or power-brake slowdown)", CardLoad),
-	req("HEALTH-012", "no Xid or SXid while the window held the node", CardLoad),
-	req("HEALTH-013", "no ECC count rose, no row remapped or pending during the window", CardLoad),
+	req("HEALTH-011", "no fault slowdown under load (HW, thermal, power brake)", CardLoad),
+	req("HEALTH-012", "no Xid or SXid during the window", CardLoad),
+	req("HEALTH-013", "no ECC count rose, no row remapped or pending", CardLoad),
 	req("HEALTH-014", "SM clocks under load at or above the quoted base clock", CardLoad).measured(UnitMHz).
 		quoted("telemetry.enabled", "gpu_base_clock_mhz"),
-	req("HEALTH-015", "no IB port went down or counted errors during the window", CardLoad),
+	req("HEALTH-015", "no IB port went down or counted errors", CardLoad),
 	req("HEALTH-016", "no GPU stalled under load (busy, drawing idle power)", CardLoad),
 	req("BURN-001", "per-GPU compute rate (dense bf16) matches the quote and the fleet", CardLoad).measured(UnitTFLOPS).
 		againstQuote().quoted("phases.burnin.enabled", "gpu_tflops_bf16"),

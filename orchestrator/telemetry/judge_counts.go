@@ -3,6 +3,7 @@ package telemetry
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,21 +17,21 @@ func (j *judge) xid() record.Verdict {
 	const id = "HEALTH-012"
 	var evs []string
 	for _, e := range j.s.Kernel {
-		dev := clean(e.BusID, 20)
-		if dev == "" {
-			dev = "?"
-		}
+		dev := j.device(e.BusID)
 		switch e.Kind {
 		case "xid":
-			evs = append(evs, fmt.Sprintf("Xid %d (%s) on %s at %s", e.Xid, parse.XidSeverity(e.Xid), dev,
-				j.moment(e.At)))
+			class := ""
+			if parse.XidSeverity(e.Xid) == "warn" {
+				class = " (a code most often the application's)"
+			}
+			evs = append(evs, fmt.Sprintf("Xid %d%s on %s at %s", e.Xid, class, dev, j.moment(e.At)))
 		case "sxid":
 			evs = append(evs, fmt.Sprintf("SXid %d on %s at %s", e.Xid, dev, j.moment(e.At)))
 		case "off-bus":
 			if len(evs) > 0 && strings.HasPrefix(evs[len(evs)-1], "Xid 79 ") {
 				continue // the Xid 79 line said it
 			}
-			evs = append(evs, fmt.Sprintf("GPU %s fell off the bus at %s", dev, j.moment(e.At)))
+			evs = append(evs, fmt.Sprintf("%s fell off the bus at %s", dev, j.moment(e.At)))
 		}
 	}
 	if len(evs) > 0 {
@@ -49,6 +50,43 @@ func (j *judge) xid() record.Verdict {
 	v.Status = record.Pass
 	v.Detail = "no Xid or SXid in " + j.window() + " of the kernel log"
 	return v
+}
+
+// device names a kernel line's PCI device as the GPU whose samples carry
+// that bus id ("GPU 5 (0000:a8:00)"): the kernel writes 0000:a8:00,
+// nvidia-smi 00000000:A8:00.0. An id no sampled GPU has (an NVSwitch, a
+// GPU the sampler never read) is named as the kernel wrote it.
+func (j *judge) device(bus string) string {
+	dev := clean(bus, 20)
+	if dev == "" {
+		return "GPU ?"
+	}
+	key := busKey(bus)
+	for _, i := range j.gpus {
+		if gs := j.byGPU[i]; len(gs) > 0 && key != "" && busKey(gs[0].BusID) == key {
+			return fmt.Sprintf("GPU %d (%s)", i, dev)
+		}
+	}
+	return "device " + dev
+}
+
+// busKey: a PCI address's domain, bus and device as numbers, the function
+// left out ("0000:a8:00" and "00000000:A8:00.0" both read 0:168:0).
+func busKey(id string) string {
+	id, _, _ = strings.Cut(strings.TrimSpace(id), ".")
+	parts := strings.Split(id, ":")
+	if len(parts) != 3 {
+		return ""
+	}
+	var n [3]uint64
+	for k, p := range parts {
+		v, err := strconv.ParseUint(p, 16, 32)
+		if err != nil {
+			return ""
+		}
+		n[k] = v
+	}
+	return fmt.Sprintf("%d:%d:%d", n[0], n[1], n[2])
 }
 
 // window: from the first start (or sample) to the last line seen.

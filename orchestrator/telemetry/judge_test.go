@@ -191,7 +191,7 @@ func TestJudgeECC(t *testing.T) {
 }
 
 func TestJudgeXid(t *testing.T) {
-	w := newWindow(t, 1)
+	w := newWindow(t, 2) // GPU 1 is 00000000:19:00.0
 	xid := ""
 	for _, l := range strings.Split(sample(t, "kernel", "gpud-dmesg-iso-xid48-63-94-dbe-rowremap-peermem.txt"), "\n") {
 		if strings.Contains(l, "Xid") && strings.Contains(l, ": 48,") {
@@ -202,7 +202,13 @@ func TestJudgeXid(t *testing.T) {
 	w.extra = line(7*time.Minute, TagKernel, xid) +
 		line(8*time.Minute, TagKernel, "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
 	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-012"), record.Fail,
-		"1 kernel event: Xid 48 (fail) on 0000:19:00 at +7m00s (intranode)")
+		"1 kernel event: Xid 48 on GPU 1 (0000:19:00) at +7m00s (intranode)")
+	// A device no sampled GPU has is named as the kernel wrote it; a code
+	// most often the application's says so.
+	w.extra = line(7*time.Minute, TagKernel, strings.Replace(strings.Replace(xid, "0000:19:00", "0000:c1:00", 1),
+		": 48,", ": 13,", 1))
+	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-012"), record.Fail,
+		"1 kernel event: Xid 13 (a code most often the application's) on device 0000:c1:00 at +7m00s")
 	// A note of the sources found says nothing missing.
 	w.extra = line(0, TagNote, "sources: nvidia-smi, dmesg; no ib")
 	want(t, verdict(t, Judge("gpu-03", w.series(), w.spans, 0), "HEALTH-012"), record.Pass)

@@ -77,10 +77,18 @@ fi
 # first, so the lines there now are skipped; journalctl -n0 starts at the
 # end by itself. Unreadable (kernel.dmesg_restrict, no journal access):
 # said once, the rest goes on.
+# Each line must pass as it comes: tail -n +N (and mawk) hold a pipe's
+# lines until their input ends, which a follower's never does (an Xid
+# waited for teardown and died with it). read takes a pipe a byte at a
+# time, so grep goes on at the first line not skipped.
 kern_filter() { grep --line-buffered -aE 'NVRM:|SXid|nvidia-nvswitch'; }
+skip_lines() {
+  local n=0 _l
+  while [ "$n" -lt "$1" ] && IFS= read -r _l; do n=$((n + 1)); done
+}
 if have=$(dmesg 2>/dev/null | wc -l) && dmesg >/dev/null 2>&1; then
   echo "note source dmesg"
-  { dmesg --follow 2>/dev/null | tail -n +$((have + 1)) | kern_filter | prefix kern; } &
+  { dmesg --follow 2>/dev/null | { skip_lines "$have"; kern_filter; } | prefix kern; } &
 elif command -v journalctl >/dev/null 2>&1 && journalctl -k -n1 --no-pager -q >/dev/null 2>&1 &&
   [ -n "$(journalctl -k -n1 --no-pager -q 2>/dev/null)" ]; then
   echo "note source journal"
