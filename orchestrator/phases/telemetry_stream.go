@@ -1,9 +1,13 @@
 package phases
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,6 +67,9 @@ func openTelemetrySink(path string, interval time.Duration, fields int, limit in
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
+	if err := mendTornTelemetry(path); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -80,6 +87,85 @@ func openTelemetrySink(path string, interval time.Duration, fields int, limit in
 		return nil, err
 	}
 	return s, nil
+}
+
+// mendTornTelemetry rewrites a file whose last gzip member tore (the
+// coordinator was killed mid-write) as one whole member of what reads, to
+// its last full line. A reader stops at a tear, so the member a resumed
+// window appends after one would never be read: the resumed sampler's
+// rows were lost from the verdicts and the status. A whole file, or none,
+// is left as it is.
+func mendTornTelemetry(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	torn := func(err error) bool {
+		return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader)
+	}
+	// First pass: is it whole? (Reading, not holding: a day's file is large.)
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil // empty
+	case err == nil:
+		_, err = io.Copy(io.Discard, io.LimitReader(zr, telemetry.MaxUnpacked))
+		if err == nil {
+			return nil
+		}
+	}
+	if !torn(err) {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".telemetry-mend-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	gz := gzip.NewWriter(tmp)
+	if zr, err := gzip.NewReader(bufio.NewReader(f)); err == nil {
+		br := bufio.NewReaderSize(io.LimitReader(zr, telemetry.MaxUnpacked), telemetry.MaxLine+1)
+		for {
+			line, err := br.ReadSlice('\n')
+			if err == nil {
+				if _, err := gz.Write(line); err != nil {
+					return err
+				}
+				continue
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				// A line longer than the buffer: the reader drops such lines.
+				for errors.Is(err, bufio.ErrBufferFull) {
+					_, err = br.ReadSlice('\n')
+				}
+				if err == nil {
+					continue
+				}
+			}
+			if err == io.EOF || torn(err) {
+				break // a last line without its end is left out, as the reader does
+			}
+			return err
+		}
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // Write takes the node's stdout as it comes.

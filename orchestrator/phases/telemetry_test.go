@@ -451,9 +451,86 @@ exec sleep 600
 	if err != nil {
 		t.Fatal(err)
 	}
-	// the follower (exec'd into its sleep, same PID) ends with the script
-	if err := syscall.Kill(pid, 0); err == nil {
+	// The follower (exec'd into its sleep, same PID) ends with the script.
+	// Killed, it may stay a zombie until whoever inherited it reaps it: gone
+	// all the same.
+	alive := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		_, rest, _ := strings.Cut(string(b), ") ")
+		return !strings.HasPrefix(rest, "Z")
+	}
+	for end := time.Now().Add(3 * time.Second); alive() && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive() {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the following dmesg (pid %d) outlived the script", pid)
+	}
+}
+
+// TestTelemetryAfterATornMember: a coordinator killed mid-write leaves the
+// file's last gzip member without its end; the member a resumed window
+// appends must still be read (a reader stops at a tear, and the lab's
+// killed-then-resumed window lost every row the resumed sampler sent).
+func TestTelemetryAfterATornMember(t *testing.T) {
+	path := filepath.Join(t.TempDir(), telemetry.FileName)
+	clock := time.Now()
+	now := func() time.Time { return clock }
+	row := "gpu " + idleRows(t)[0] + "\n"
+	first, err := openTelemetrySink(path, time.Second, len(telemetry.Fields), 1<<20, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Write([]byte(row))
+	clock = clock.Add(telemetryFlushEvery)
+	first.Write([]byte(row + "gpu a torn last li"))
+	// Killed: flushed, never closed (no gzip trailer), the file left open.
+	if got, _ := telemetry.ReadFile(path); got == nil || len(got.GPUs) != 2 {
+		t.Fatalf("the killed coordinator's part: %+v", got)
+	}
+	for round := 2; round <= 3; round++ {
+		clock = clock.Add(time.Minute)
+		s, err := openTelemetrySink(path, time.Second, len(telemetry.Fields), 1<<20, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write([]byte(row))
+		if round == 3 {
+			s.Close() // the last one ends whole
+		} else {
+			clock = clock.Add(telemetryFlushEvery)
+			s.Write([]byte("note flushed\n"))
+		}
+		got, err := telemetry.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Starts) != round || len(got.GPUs) != round+1 || got.Bad != 0 {
+			t.Errorf("after resume %d: %d starts, %d rows, %d bad; want %d, %d, 0", round-1, len(got.Starts),
+				len(got.GPUs), got.Bad, round, round+1)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".telemetry-mend-*"))
+	if len(left) > 0 {
+		t.Errorf("mending left %v", left)
+	}
+	// A whole file is left byte for byte as it was.
+	before, _ := os.ReadFile(path)
+	if err := mendTornTelemetry(path); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("a whole file was rewritten")
+	}
+	// A file torn inside its first header reads as empty and is mended to one.
+	os.WriteFile(path, []byte{0x1f, 0x8b}, 0o644)
+	if err := mendTornTelemetry(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := telemetry.ReadFile(path); err != nil || len(got.Starts) != 0 {
+		t.Errorf("a torn header mended: %+v %v", got, err)
 	}
 }
