@@ -56,11 +56,13 @@ lab-down:
 # whole window at 256 and 1,000 simulated nodes (coordinator CPU, memory,
 # bundle, report load time, per phase); mpirun's launch over 16..128 lab
 # hosts; the bisection on 64 lab hosts in leaves with a slow host, link and
-# leaf uplink; the load generator's streams and requests per core.
+# leaf uplink; the load generator's streams and requests per core; the
+# coordinator's telemetry sinks at 100 and 1,000 nodes (CPU, heap, bundle).
 bench: deps
 	@rc=0; $(GO) run ./remote/bench || rc=$$?; $(LAB) down --name bench; \
 	  $(GO) run ./orchestrator/bench || rc=$$?; $(LAB) down --name ibench; \
 	  $(GO) run ./orchestrator/launchbench || rc=$$?; $(LAB) down --name lbench; \
 	  $(GO) run ./orchestrator/bisectbench -hosts 64,128 || rc=$$?; $(LAB) down --name bbench; \
 	  $(GO) run ./orchestrator/fleetbench -nodes 256,1000 || rc=$$?; \
-	  GOMAXPROCS=1 $(GO) test -run '^$$' -bench Streams -benchtime 1x ./loadgen || rc=$$?; exit $$rc
+	  GOMAXPROCS=1 $(GO) test -run '^$$' -bench Streams -benchtime 1x ./loadgen || rc=$$?; \
+	  $(GO) test -run '^$$' -bench TelemetryFleet -benchtime 1x ./orchestrator/phases || rc=$$?; exit $$rc

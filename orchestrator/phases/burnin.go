@@ -2,8 +2,10 @@ package phases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,9 +20,9 @@ import (
 // part the load is the per-GPU compute rate (scripts/node/gemm.py: dense
 // bf16 matrix products on every GPU at once), run again and again until
 // the duration is spent; each run's TFLOP/s per GPU is kept, and each
-// GPU's drift from the first run to the last. Looping the collectives
-// and resuming the remaining time after a lost coordinator come later: a
-// resumed window runs the burn-in again from its start.
+// GPU's drift from the first run to the last. A window lost mid burn-in
+// resumes the time left, after the runs it had finished (journaled as
+// node notes). Looping the collectives comes later.
 var Burnin = orchestrator.Phase{
 	Name:    burninPhase,
 	Enabled: burninOn,
@@ -69,17 +71,26 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	if !b.Compute.On() {
 		return nil, orchestrator.Unmeasured("gemm.py", "phases.burnin.compute.enabled is false and nothing else loads the GPUs yet: burn-in not measured")
 	}
+	// A window lost mid burn-in resumes the time left: the runs it had
+	// finished, and the load time they took, are in the journal's notes.
+	earlier, done := burninNoted(n)
+	res.Resumed = len(earlier)
+	if len(earlier) > 0 {
+		w.Progress.Node(n.Name, "burn-in: %d run(s) and %s done before the window was resumed; %s left",
+			len(earlier), done.Round(time.Second), max(b.Duration-done, 0).Round(time.Second))
+	}
 	start := time.Now()
 	var err error
-	res.Runs, err = burninLoop(ctx, b.Duration, time.Duration(b.Compute.Seconds)*time.Second, time.Now,
+	res.Runs, err = burninLoop(ctx, b.Duration, time.Duration(b.Compute.Seconds)*time.Second, time.Now, earlier, done,
 		func(ctx context.Context) (BurninRun, error) {
 			r, err := gemmOnce(ctx, w, n, b.Compute)
 			if len(r.GPUs) > 0 {
 				w.Progress.Node(n.Name, "burn-in: %s", gemmLine(r.GPUs))
 			}
 			return r, err
-		})
-	res.ElapsedS = time.Since(start).Seconds()
+		},
+		func(i int, r BurninRun, elapsed time.Duration) { burninNote(w, n, i, r, elapsed) })
+	res.ElapsedS = (done + time.Since(start)).Seconds()
 	res.Drift = gemmDrift(res.Runs)
 	res.Compute = gemmSummary(res.Runs)
 	if err != nil {
@@ -94,15 +105,51 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	return res, err
 }
 
+// burninRunKey is the note of a node's i-th finished run: the run and the
+// load time spent when it ended (burninNoted reads them back).
+func burninRunKey(i int) string { return fmt.Sprintf("burnin.run.%d", i) }
+
+type burninNoteValue struct {
+	ElapsedS float64   `json:"elapsed_s"`
+	Run      BurninRun `json:"run"`
+}
+
+func burninNote(w *orchestrator.Window, n *orchestrator.Node, i int, r BurninRun, elapsed time.Duration) {
+	b, err := json.Marshal(burninNoteValue{ElapsedS: elapsed.Seconds(), Run: r})
+	if err == nil {
+		_ = w.Note(n, burninRunKey(i), string(b))
+	}
+}
+
+// burninNoted: the runs an earlier try of this window finished on n, in
+// order, and the load time they had taken. A note that does not read
+// (an older build's, a torn journal) ends the list there.
+func burninNoted(n *orchestrator.Node) ([]BurninRun, time.Duration) {
+	var runs []BurninRun
+	var done time.Duration
+	for i := 0; ; i++ {
+		v := n.Noted(burninRunKey(i))
+		var nv burninNoteValue
+		if v == "" || json.Unmarshal([]byte(v), &nv) != nil || nv.ElapsedS < 0 || len(nv.Run.GPUs) == 0 {
+			return runs, done
+		}
+		runs = append(runs, nv.Run)
+		done = time.Duration(nv.ElapsedS * float64(time.Second))
+	}
+}
+
 // burninLoop runs once again and again while another run fits in
 // duration (at least once: a burn-in shorter than one run still measures
-// the rate). A run that ends before its seconds did not multiply for them
-// (gemm.py waits them out): the loop stops there rather than spin.
-func burninLoop(ctx context.Context, duration, run time.Duration, now func() time.Time,
-	once func(context.Context) (BurninRun, error)) ([]BurninRun, error) {
-	var runs []BurninRun
+// the rate), after the runs an earlier try finished (earlier, which took
+// done of the duration). A run that ends before its seconds did not
+// multiply for them (gemm.py waits them out): the loop stops there rather
+// than spin. kept hears of each run that finished with a figure, with its
+// index and the load time spent so far.
+func burninLoop(ctx context.Context, duration, run time.Duration, now func() time.Time, earlier []BurninRun,
+	done time.Duration, once func(context.Context) (BurninRun, error), kept func(int, BurninRun, time.Duration)) ([]BurninRun, error) {
+	runs := slices.Clone(earlier)
 	start := now()
-	for len(runs) == 0 || now().Sub(start)+run <= duration {
+	for len(runs) == 0 || done+now().Sub(start)+run <= duration {
 		if err := ctx.Err(); err != nil {
 			return runs, err
 		}
@@ -110,6 +157,9 @@ func burninLoop(ctx context.Context, duration, run time.Duration, now func() tim
 		r, err := once(ctx)
 		if len(r.GPUs) > 0 {
 			runs = append(runs, r)
+			if err == nil && kept != nil {
+				kept(len(runs)-1, r, done+now().Sub(start))
+			}
 		}
 		if err != nil {
 			return runs, err

@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"fmt"
+	"gpuaccept/orchestrator/inventory"
 	"strings"
 	"sync"
 	"testing"
@@ -83,21 +84,40 @@ func TestBurninLoopFillsTheDurationAndRefusesAnEarlyEnd(t *testing.T) {
 		}
 	}
 	// 10 minutes of 60 s runs that take 70 s with the start: 8 fit.
-	runs, err := burninLoop(t.Context(), 10*time.Minute, time.Minute, clock, once(70*time.Second))
+	runs, err := burninLoop(t.Context(), 10*time.Minute, time.Minute, clock, nil, 0, once(70*time.Second), nil)
 	if err != nil || len(runs) != 8 {
 		t.Errorf("%d runs, %v; want 8", len(runs), err)
 	}
 	// Shorter than one run: one all the same.
 	n = 0
-	runs, err = burninLoop(t.Context(), time.Minute, 2*time.Minute, clock, once(130*time.Second))
+	runs, err = burninLoop(t.Context(), time.Minute, 2*time.Minute, clock, nil, 0, once(130*time.Second), nil)
 	if err != nil || len(runs) != 1 {
 		t.Errorf("%d runs, %v; want 1", len(runs), err)
 	}
 	// A node that answers at once did not multiply: no spinning.
 	n = 0
-	runs, err = burninLoop(t.Context(), time.Hour, time.Minute, clock, once(time.Millisecond))
+	runs, err = burninLoop(t.Context(), time.Hour, time.Minute, clock, nil, 0, once(time.Millisecond), nil)
 	if err == nil || len(runs) != 1 || n != 1 {
 		t.Errorf("%d runs of %d, %v; want one run and an error", len(runs), n, err)
+	}
+	// Resumed after 3 runs and 210 s of 10 minutes: 5 more fit, and each
+	// kept run is heard with its index and the time spent.
+	n = 0
+	earlier := make([]BurninRun, 3)
+	var heard []string
+	runs, err = burninLoop(t.Context(), 10*time.Minute, time.Minute, clock, earlier, 210*time.Second, once(70*time.Second),
+		func(i int, _ BurninRun, spent time.Duration) { heard = append(heard, fmt.Sprintf("%d@%s", i, spent)) })
+	if err != nil || len(runs) != 8 || n != 5 {
+		t.Errorf("resumed: %d runs, %d new, %v; want 8 and 5", len(runs), n, err)
+	}
+	if fmt.Sprint(heard) != "[3@4m40s 4@5m50s 5@7m0s 6@8m10s 7@9m20s]" {
+		t.Errorf("heard %v", heard)
+	}
+	// Resumed with less left than a run: nothing more.
+	n = 0
+	runs, err = burninLoop(t.Context(), 10*time.Minute, time.Minute, clock, earlier, 9*time.Minute+30*time.Second, once(70*time.Second), nil)
+	if err != nil || len(runs) != 3 || n != 0 {
+		t.Errorf("nothing left: %d runs, %d new, %v", len(runs), n, err)
 	}
 }
 
@@ -221,5 +241,79 @@ func TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU(t *testing.T) {
 	}
 	if r := resultOf(t, rec, "burnin", 3); r.Outcome != record.NotMeasured {
 		t.Errorf("h4's outcome %s, want not measured", r.Outcome)
+	}
+}
+
+// TestBurninResumesTheTimeLeft: a coordinator lost in the second run of a
+// 2.5 s burn-in of 1 s runs; the resumed window keeps the finished run
+// (journaled) and runs only what is left: one more run, not two.
+func TestBurninResumesTheTimeLeft(t *testing.T) {
+	inv := fakeInventory(t, 1, "phases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
+	inv.Phases.Burnin.Duration, inv.Phases.Burnin.Compute.Seconds = 2500*time.Millisecond, 1
+	f := fakeFleet(inv)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var mu sync.Mutex
+	calls := 0
+	f.Host("h1").On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
+		m := toolPath.FindStringSubmatch(c.Command)
+		if m == nil {
+			return fake.Reply{Exit: 127, Stderr: "unscripted"}
+		}
+		if reply, ok := pushedCheck(c, m[1], m[3]); !ok {
+			return reply
+		}
+		mu.Lock()
+		calls++
+		k := calls
+		mu.Unlock()
+		if k == 2 {
+			// The coordinator is lost during the second run, which is
+			// killed before it prints a figure.
+			cancel()
+			return fake.Reply{Delay: time.Second}
+		}
+		return fake.Reply{Stdout: gemmOut("cpu", "cpu", 1, 1024, 0.020+float64(k)/1000), Delay: time.Second}
+	})
+	ps := []orchestrator.Phase{Connect, Tools, Burnin, Teardown}
+	lost, dir, _ := orchestrator.Start(ctx, inv, ps, orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test"})
+	if dir == "" || lost == nil {
+		t.Fatal("no run directory")
+	}
+	// Cut short (as by Ctrl-C): INTERRUPTED, with the figures so far.
+	var cut BurninNode
+	if r := resultOf(t, lost, "burnin", 0); r.Outcome != record.Interrupted || jsonOf(r, &cut) != nil || len(cut.Runs) != 1 {
+		t.Errorf("the cut window's burn-in: %s, %d run(s); want interrupted with 1", r.Outcome, len(cut.Runs))
+	}
+	mu.Lock()
+	before := calls
+	mu.Unlock()
+	if before != 2 {
+		t.Fatalf("gemm.py ran %d times before the coordinator was lost, want 2", before)
+	}
+	load := func(string) (*inventory.Inventory, error) { return inv, nil }
+	rec, _, err := orchestrator.Resume(t.Context(), dir, load, ps, orchestrator.Options{Dial: f.Dial, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res BurninNode
+	if err := jsonOf(resultOf(t, rec, "burnin", 0), &res); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	after := calls - before
+	mu.Unlock()
+	if after != 1 || len(res.Runs) != 2 || res.Resumed != 1 {
+		t.Fatalf("resumed: %d new run(s), %d runs recorded (%d carried over); want 1, 2, 1", after, len(res.Runs), res.Resumed)
+	}
+	// The first run is the lost window's (its figure, 0.021), the second the resumed one's (0.023).
+	if g := res.Runs[0].GPUs; len(g) != 1 || g[0].TFLOPS != 0.021 {
+		t.Errorf("the carried-over run: %+v", res.Runs[0])
+	}
+	if g := res.Runs[1].GPUs; len(g) != 1 || g[0].TFLOPS != 0.023 {
+		t.Errorf("the resumed run: %+v", res.Runs[1])
+	}
+	if res.ElapsedS < 2 || res.ElapsedS > 3.5 {
+		t.Errorf("elapsed %.2f s, want the two runs' load time (about 2 s), not the lost one's too", res.ElapsedS)
 	}
 }

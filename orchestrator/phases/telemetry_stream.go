@@ -34,15 +34,19 @@ var nodeTags = map[string]bool{telemetry.TagGPU: true, telemetry.TagKernel: true
 
 // telemetrySink is the coordinator's end of one node's stream: each line
 // the node sends is stamped with the time it arrived and appended, gzip,
-// to raw/<node>/telemetry.txt.gz (a member of its own per start of the
-// sampler), within the bounds above.
+// to raw/<node>/telemetry.txt.gz, within the bounds above. Lines wait in
+// memory and go to the file as a gzip member of their own at each flush:
+// an open gzip writer holds some 800 KiB (deflate's tables), which a sink
+// per node made 1.5 GiB at 1,000 nodes (BenchmarkTelemetryFleet), so the
+// writers are shared, and each member is whole once written.
 type telemetrySink struct {
-	mu    sync.Mutex
-	f     *os.File
-	gz    *gzip.Writer
-	now   func() time.Time
-	limit int64 // bytes the file may reach (see openTelemetrySink)
-	kept  int64
+	mu sync.Mutex
+	f  *os.File
+	// pending: the lines not yet in the file (at most pendingMax).
+	pending bytes.Buffer
+	now     func() time.Time
+	limit   int64 // bytes the file may reach (see openTelemetrySink)
+	kept    int64
 
 	line []byte // the line so far
 	long bool   // the line so far passed maxTelemetryLine: the rest is not kept
@@ -79,7 +83,7 @@ func openTelemetrySink(path string, interval time.Duration, fields int, limit in
 		f.Close()
 		return nil, err
 	}
-	s := &telemetrySink{f: f, gz: gzip.NewWriter(f), now: now, limit: limit, kept: st.Size(),
+	s := &telemetrySink{f: f, now: now, limit: limit, kept: st.Size(),
 		ready: make(chan struct{}), lastFlush: now()}
 	s.put(fmt.Sprintf("%s interval=%d fields=%d", telemetry.TagStart, interval.Milliseconds(), fields))
 	if err := s.flush(); err != nil {
@@ -254,13 +258,22 @@ func (s *telemetrySink) put(line string) {
 }
 
 func (s *telemetrySink) write(rec string) {
-	if _, err := s.gz.Write([]byte(rec)); err != nil {
-		s.err = err
+	s.pending.WriteString(rec)
+	if s.pending.Len() >= pendingMax {
+		s.flushLocked()
 	}
 }
 
-// Flush makes what arrived so far readable from the file (a gzip sync
-// flush: gpuaccept status reads a member not yet closed).
+// pendingMax bounds what waits in memory between flushes (30 s of a node's
+// rows are some 30 KiB).
+const pendingMax = 256 << 10
+
+// gzipWriters are shared by every sink: a writer is held only while a
+// member is written.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
+
+// Flush makes what arrived so far readable from the file: a member of its
+// own, whole (gpuaccept status reads the file while the window runs).
 func (s *telemetrySink) Flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,9 +282,21 @@ func (s *telemetrySink) Flush() error {
 
 func (s *telemetrySink) flushLocked() error {
 	s.lastFlush = s.now()
-	if s.err == nil {
-		s.err = s.gz.Flush()
+	if s.err != nil || s.pending.Len() == 0 {
+		s.pending.Reset()
+		return s.err
 	}
+	gz := gzipWriters.Get().(*gzip.Writer)
+	gz.Reset(s.f)
+	if _, err := gz.Write(s.pending.Bytes()); err != nil {
+		s.err = err
+	}
+	if err := gz.Close(); err != nil && s.err == nil {
+		s.err = err
+	}
+	gz.Reset(io.Discard) // let go of the file
+	gzipWriters.Put(gz)
+	s.pending.Reset()
 	return s.err
 }
 
@@ -303,9 +328,7 @@ func (s *telemetrySink) Close() error {
 			s.write(fmt.Sprintf("%d %s %s\n", s.now().UnixMilli(), telemetry.TagNote, telemetry.DroppedNote(d.n, d.why)))
 		}
 	}
-	if err := s.gz.Close(); err != nil && s.err == nil {
-		s.err = err
-	}
+	s.flushLocked()
 	if err := s.f.Sync(); err != nil && s.err == nil {
 		s.err = err
 	}

@@ -486,9 +486,20 @@ func TestTelemetryAfterATornMember(t *testing.T) {
 	}
 	first.Write([]byte(row))
 	clock = clock.Add(telemetryFlushEvery)
-	first.Write([]byte(row + "gpu a torn last li"))
-	// Killed: flushed, never closed (no gzip trailer), the file left open.
-	if got, _ := telemetry.ReadFile(path); got == nil || len(got.GPUs) != 2 {
+	first.Write([]byte(row)) // flushed: a whole member
+	// Killed while it wrote its next member: that member's data is in the
+	// file (one row, then a torn line), its trailer is not.
+	var member bytes.Buffer
+	zw := gzip.NewWriter(&member)
+	fmt.Fprintf(zw, "%d %s%d gpu a torn last li", clock.UnixMilli(), row, clock.UnixMilli())
+	zw.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(member.Bytes()[:member.Len()-8])
+	f.Close()
+	if got, _ := telemetry.ReadFile(path); got == nil || len(got.GPUs) != 3 {
 		t.Fatalf("the killed coordinator's part: %+v", got)
 	}
 	for round := 2; round <= 3; round++ {
@@ -508,9 +519,9 @@ func TestTelemetryAfterATornMember(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Starts) != round || len(got.GPUs) != round+1 || got.Bad != 0 {
+		if len(got.Starts) != round || len(got.GPUs) != round+2 || got.Bad != 0 {
 			t.Errorf("after resume %d: %d starts, %d rows, %d bad; want %d, %d, 0", round-1, len(got.Starts),
-				len(got.GPUs), got.Bad, round, round+1)
+				len(got.GPUs), got.Bad, round, round+2)
 		}
 	}
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".telemetry-mend-*"))

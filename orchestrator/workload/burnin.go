@@ -9,9 +9,12 @@ type Burnin struct {
 	DurationS float64 `json:"duration_s"`
 	ElapsedS  float64 `json:"elapsed_s"`
 	// Seconds and Size are each run's (phases.burnin.compute).
-	Seconds int          `json:"seconds"`
-	Size    int          `json:"size"`
-	Runs    []BurninRun  `json:"runs,omitempty"`
+	Seconds int         `json:"seconds"`
+	Size    int         `json:"size"`
+	Runs    []BurninRun `json:"runs,omitempty"`
+	// Resumed is how many of Runs a window lost mid burn-in had finished:
+	// its resume ran only the time left (ElapsedS counts both).
+	Resumed int          `json:"resumed_runs,omitempty"`
 	Drift   []GemmDrift  `json:"drift,omitempty"`
 	Error   string       `json:"error,omitempty"`
 	Compute *GemmSummary `json:"compute,omitempty"`
