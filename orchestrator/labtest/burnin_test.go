@@ -1,9 +1,12 @@
 package labtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/telemetry"
 	"gpuaccept/scripts/lab"
 )
 
@@ -145,4 +150,98 @@ func capGemm(t *testing.T, l *lab.Lab, host string, percent int) {
 		}
 		t.Logf("%s: %d gemm.py process(es) capped at %d%% of a CPU (%s)", host, moved.Load(), percent, dir)
 	})
+}
+
+// TestBurninResumedAfterTheCoordinatorDied: a one-minute burn-in of 10 s
+// runs on h1 and h2; the coordinator is SIGKILLed once each node has
+// finished a run (journaled), and nothing of the window is left running.
+// The resumed window keeps those runs and runs only the time left, and
+// each node's telemetry reads whole across both samplers.
+func TestBurninResumedAfterTheCoordinatorDied(t *testing.T) {
+	l := needLab(t)
+	if out, err := l.Exec(t.Context(), "h1", "/usr/bin/python3", "-c", "import torch"); err != nil {
+		t.Skipf("the lab's python3 has no torch (apt-get install python3-torch): %v %s", err, out)
+	}
+	prepare(t, l, nil)
+	hosts := []string{"h1", "h2"}
+	inv := writeInventory(t, l, hosts, "", `  burnin:
+    enabled: true
+    duration: 1m
+    compute:
+      seconds: 10
+      size: 1024
+      python: /usr/bin/python3
+`)
+	runs := t.TempDir()
+	only := []string{"--only", "connect,tools,telemetry,burnin,teardown"}
+	cmd := exec.CommandContext(t.Context(), binary, append([]string{"run", inv, "--runs-dir", runs}, only...)...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	noted := func() bool {
+		entries, _ := os.ReadDir(runs)
+		if len(entries) != 1 {
+			return false
+		}
+		f, err := orchestrator.OpenJournal(filepath.Join(runs, entries[0].Name()))
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		for _, h := range hosts {
+			if !bytes.Contains(b, []byte(`"node":"`+h+`","key":"burnin.run.0"`)) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 3*time.Minute, "a finished burn-in run on each node", noted)
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	killed := time.Now()
+	waitFor(t, 15*time.Second, "no process of ours left after the coordinator died", func() bool {
+		for _, h := range hosts {
+			if ps, _ := l.Ps(t.Context(), h); ours(ps) != "" {
+				return false
+			}
+		}
+		return true
+	})
+	dir := runDir(t, runs)
+	res := gpuaccept(t, "run", "--resume", dir)
+	r := readRun(t, dir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("before the kill:\n%s\nresume: exit %d\n%s", errb.String(), res.code, res.stderr)
+		}
+	})
+	if len(r.Resumed) != 1 || !strings.Contains(res.stderr, "done before the window was resumed") {
+		t.Errorf("resumed %d time(s); the progress does not say what was done before", len(r.Resumed))
+	}
+	for i, h := range hosts {
+		var b phases.BurninNode
+		pr := phaseData(t, r, "burnin", i, &b)
+		t.Logf("%s: %s, %d run(s), %d carried over, %.0f s of load", h, pr.Outcome, len(b.Runs), b.Resumed, b.ElapsedS)
+		if pr.Outcome != record.OK || b.Resumed < 1 || len(b.Runs) <= b.Resumed {
+			t.Errorf("%s: %s %s; %d run(s), %d carried over: want the earlier runs kept and more run", h, pr.Outcome,
+				pr.Error, len(b.Runs), b.Resumed)
+			continue
+		}
+		if !b.Runs[0].At.Before(killed) || !b.Runs[b.Resumed].At.After(killed) {
+			t.Errorf("%s: run 0 at %s, run %d at %s; the coordinator died at %s", h, b.Runs[0].At, b.Resumed,
+				b.Runs[b.Resumed].At, killed)
+		}
+		// The minute, and at most one run past it: not a minute more.
+		if b.ElapsedS < 50 || b.ElapsedS > 100 {
+			t.Errorf("%s: %.0f s of load for a burn-in of 60 s", h, b.ElapsedS)
+		}
+		s, err := telemetry.ReadFile(filepath.Join(dir, "raw", h, telemetry.FileName))
+		if err != nil || len(s.Starts) != 2 || len(s.GPUs) == 0 || !s.GPUs[len(s.GPUs)-1].At.After(killed) {
+			t.Errorf("%s: telemetry after the resume: %v; %d start(s), %d rows", h, err, len(s.Starts), len(s.GPUs))
+		}
+	}
+	nothingLeft(t, l)
 }
