@@ -75,6 +75,16 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	// finished, and the load time they took, are in the journal's notes.
 	earlier, done := burninNoted(n)
 	res.Resumed = len(earlier)
+	if why := n.Noted(burninFailedKey); why != "" {
+		// The earlier try failed on this node: the resume keeps that
+		// verdict rather than run the time left on a node that failed.
+		res.Runs, res.ElapsedS, res.Error = earlier, done.Seconds(), why
+		res.Drift, res.Compute = gemmDrift(res.Runs), gemmSummary(res.Runs)
+		if len(res.Runs) == 0 {
+			return nil, errors.New(why)
+		}
+		return res, errors.New(why)
+	}
 	if len(earlier) > 0 {
 		w.Progress.Node(n.Name, "burn-in: %d run(s) and %s done before the window was resumed; %s left",
 			len(earlier), done.Round(time.Second), max(b.Duration-done, 0).Round(time.Second))
@@ -93,6 +103,9 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	res.ElapsedS = (done + time.Since(start)).Seconds()
 	res.Drift = gemmDrift(res.Runs)
 	res.Compute = gemmSummary(res.Runs)
+	if _, nm := orchestrator.IsNotMeasured(err); err != nil && ctx.Err() == nil && !nm {
+		_ = w.Note(n, burninFailedKey, clip(err.Error(), 400))
+	}
 	if err != nil {
 		if _, nm := orchestrator.IsNotMeasured(err); nm && len(res.Runs) == 0 {
 			return nil, err
@@ -104,6 +117,10 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	}
 	return res, err
 }
+
+// burninFailedKey notes why a node's burn-in failed (not why it was cut
+// short): a resume does not run it again.
+const burninFailedKey = "burnin.failed"
 
 // burninRunKey is the note of a node's i-th finished run: the run and the
 // load time spent when it ended (burninNoted reads them back).
@@ -130,7 +147,9 @@ func burninNoted(n *orchestrator.Node) ([]BurninRun, time.Duration) {
 	for i := 0; ; i++ {
 		v := n.Noted(burninRunKey(i))
 		var nv burninNoteValue
-		if v == "" || json.Unmarshal([]byte(v), &nv) != nil || nv.ElapsedS < 0 || len(nv.Run.GPUs) == 0 {
+		// (An elapsed time past any burn-in's is no note of ours: a
+		// Duration would overflow.)
+		if v == "" || json.Unmarshal([]byte(v), &nv) != nil || nv.ElapsedS < 0 || nv.ElapsedS > 1e8 || len(nv.Run.GPUs) == 0 {
 			return runs, done
 		}
 		runs = append(runs, nv.Run)
@@ -157,15 +176,16 @@ func burninLoop(ctx context.Context, duration, run time.Duration, now func() tim
 		r, err := once(ctx)
 		if len(r.GPUs) > 0 {
 			runs = append(runs, r)
-			if err == nil && kept != nil {
-				kept(len(runs)-1, r, done+now().Sub(start))
-			}
 		}
 		if err != nil {
 			return runs, err
 		}
 		if took := now().Sub(began); took < run {
 			return runs, fmt.Errorf("gemm.py ended after %s, before its %s of products", took.Round(time.Millisecond), run)
+		}
+		// Only a run that is whole is carried over by a resume.
+		if kept != nil {
+			kept(len(runs)-1, r, done+now().Sub(start))
 		}
 	}
 	return runs, nil

@@ -245,11 +245,12 @@ func TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU(t *testing.T) {
 }
 
 // TestBurninResumesTheTimeLeft: a coordinator lost in the second run of a
-// 2.5 s burn-in of 1 s runs; the resumed window keeps the finished run
-// (journaled) and runs only what is left: one more run, not two.
+// 2.9 s burn-in of 1 s runs; the resumed window keeps the finished run
+// (journaled) and runs only what is left: one more run, not two (the first
+// run may take up to 1.9 s on a loaded machine and still leave room).
 func TestBurninResumesTheTimeLeft(t *testing.T) {
-	inv := fakeInventory(t, 1, "phases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
-	inv.Phases.Burnin.Duration, inv.Phases.Burnin.Compute.Seconds = 2500*time.Millisecond, 1
+	inv := fakeInventory(t, 2, "phases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
+	inv.Phases.Burnin.Duration, inv.Phases.Burnin.Compute.Seconds = 2900*time.Millisecond, 1
 	f := fakeFleet(inv)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -274,6 +275,15 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 			return fake.Reply{Delay: time.Second}
 		}
 		return fake.Reply{Stdout: gemmOut("cpu", "cpu", 1, 1024, 0.020+float64(k)/1000), Delay: time.Second}
+	})
+	// h2's burn-in fails in its first run (a GPU's error): a resume must
+	// keep that failure, not run h2 again for the time left.
+	h2calls := 0
+	f.Host("h2").On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
+		mu.Lock()
+		h2calls++
+		mu.Unlock()
+		return fake.Reply{Stdout: gemmOut("cpu", "cpu", 1, 1024, 0.020) + "GPU 0 error: CUDA error: an illegal memory access\n", Exit: 1}
 	})
 	ps := []orchestrator.Phase{Connect, Tools, Burnin, Teardown}
 	lost, dir, _ := orchestrator.Start(ctx, inv, ps, orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test"})
@@ -315,5 +325,10 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 	}
 	if res.ElapsedS < 2 || res.ElapsedS > 3.5 {
 		t.Errorf("elapsed %.2f s, want the two runs' load time (about 2 s), not the lost one's too", res.ElapsedS)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r := resultOf(t, rec, "burnin", 1); h2calls != 1 || r.Outcome != record.Failed || !strings.Contains(r.Error, "exit 1") {
+		t.Errorf("h2 after the resume: gemm.py ran %d time(s), %s %q; want once, and its failure kept", h2calls, r.Outcome, r.Error)
 	}
 }

@@ -3,6 +3,7 @@ package phases
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -109,7 +110,11 @@ func mendTornTelemetry(path string) error {
 	}
 	defer f.Close()
 	torn := func(err error) bool {
-		return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader)
+		// A tail of zeros (a crash before the data reached the disk)
+		// reads as corrupt deflate data.
+		var corrupt flate.CorruptInputError
+		return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) ||
+			errors.Is(err, gzip.ErrHeader) || errors.As(err, &corrupt)
 	}
 	// First pass: is it whole? (Reading, not holding: a day's file is large.)
 	zr, err := gzip.NewReader(bufio.NewReader(f))
@@ -163,6 +168,9 @@ func mendTornTelemetry(path string) error {
 	if err := gz.Close(); err != nil {
 		return err
 	}
+	if err := tmp.Chmod(0o644); err != nil { // as the sink makes it, not CreateTemp's 0600
+		return err
+	}
 	if err := tmp.Sync(); err != nil {
 		return err
 	}
@@ -177,6 +185,11 @@ func (s *telemetrySink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(p)
+	if s.f == nil {
+		// Closed: what the stream's copier still hands over is not kept
+		// (the counts are already in the file's last notes).
+		return n, nil
+	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		chunk := p
@@ -220,6 +233,12 @@ func (s *telemetrySink) take(line string, long bool) {
 		s.firstNote(payload)
 	}
 	s.put(line)
+	if tag == telemetry.TagKernel {
+		// Rare and not sent again: a coordinator killed within the next
+		// 30 s must not lose an Xid (the resumed sampler skips the
+		// kernel lines already there).
+		s.flushLocked()
+	}
 }
 
 // firstNote reads the sampler's notes before "ready": which sources it
@@ -282,7 +301,7 @@ func (s *telemetrySink) Flush() error {
 
 func (s *telemetrySink) flushLocked() error {
 	s.lastFlush = s.now()
-	if s.err != nil || s.pending.Len() == 0 {
+	if s.err != nil || s.pending.Len() == 0 || s.f == nil {
 		s.pending.Reset()
 		return s.err
 	}

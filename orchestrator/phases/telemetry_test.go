@@ -111,7 +111,7 @@ func readTelemetry(t *testing.T, path string) *telemetry.Series {
 // TestTelemetrySinkBounds: a line past 8 KiB (a node sending 1 MiB in one
 // line) is cut and counted, a node that floods past the file's limit has
 // its lines counted and not kept, a node cannot forge a start line, and
-// each open appends a gzip member of its own (a resumed window).
+// each open appends to the file (a resumed window), in gzip members of its own.
 func TestTelemetrySinkBounds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "raw", "h1", telemetry.FileName)
 	clock := time.UnixMilli(1_764_900_000_000)
@@ -138,7 +138,7 @@ func TestTelemetrySinkBounds(t *testing.T) {
 		t.Errorf("dropped %d, want 2 (a cut line, a forged start)", got.Dropped)
 	}
 
-	// The second start: a member of its own, and a flood past the limit.
+	// The second start: members of its own, and a flood past the limit.
 	s, err = openTelemetrySink(path, time.Second, len(telemetry.Fields), 1<<20, now)
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +193,21 @@ func TestTelemetrySinkFlushes(t *testing.T) {
 	got, _ := telemetry.ReadFile(path)
 	if got == nil || len(got.GPUs) != 1 || len(got.Starts) != 1 {
 		t.Fatalf("read while open: %+v", got)
+	}
+	// A kernel line is in the file at once: a coordinator killed in the
+	// next 30 s must not lose an Xid.
+	s.Write([]byte("kern NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n"))
+	if got, _ := telemetry.ReadFile(path); got == nil || len(got.Kernel) != 1 {
+		t.Errorf("a kernel line waited for the next flush: %+v", got)
+	}
+	// After Close, what a stream's copier still hands over is not written.
+	s.Close()
+	before, _ := os.ReadFile(path)
+	s.Write([]byte("gpu " + idleRows(t)[0] + "\n"))
+	clock = clock.Add(telemetryFlushEvery)
+	s.Write([]byte("note later\n"))
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Error("a write after Close reached the file")
 	}
 }
 
@@ -528,6 +543,9 @@ func TestTelemetryAfterATornMember(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("mending left %v", left)
 	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("a mended file's mode: %v %v, want 0644 as the sink makes it", fi.Mode(), err)
+	}
 	// A whole file is left byte for byte as it was.
 	before, _ := os.ReadFile(path)
 	if err := mendTornTelemetry(path); err != nil {
@@ -535,6 +553,15 @@ func TestTelemetryAfterATornMember(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 		t.Error("a whole file was rewritten")
+	}
+	// A tail of zeros (a crash before the data reached the disk) is a tear too.
+	whole, _ := os.ReadFile(path)
+	os.WriteFile(path, append(slices.Clone(whole), make([]byte, 4096)...), 0o644)
+	if err := mendTornTelemetry(path); err != nil {
+		t.Errorf("a tail of zeros: %v", err)
+	}
+	if got, err := telemetry.ReadFile(path); err != nil || len(got.GPUs) != 5 {
+		t.Errorf("a tail of zeros mended: %v, %+v", err, got)
 	}
 	// A file torn inside its first header reads as empty and is mended to one.
 	os.WriteFile(path, []byte{0x1f, 0x8b}, 0o644)

@@ -87,7 +87,7 @@ func ReadFile(path string) (*Series, error) {
 	return s, nil
 }
 
-// Read reads a stream of gzip members (one per start of the sampler). A
+// Read reads a stream of gzip members (the sink writes one per flush). A
 // torn last line (the coordinator stopped mid-write) is left out; a torn
 // gzip member ends the series where it tore, without an error, since the
 // file of a window that is still running or was killed ends that way.

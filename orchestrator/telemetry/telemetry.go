@@ -7,8 +7,8 @@
 // scripts/node/telemetry.sh.
 //
 // The file contract, raw/<node>/telemetry.txt.gz in the bundle: one or
-// more gzip members (one per start of the sampler: a resumed window
-// appends one), each of lines
+// more gzip members (the coordinator writes one each time it flushes, at
+// most every 30 s; a resumed window appends its own), each of lines
 //
 //	<unix ms, the coordinator's clock when the line arrived> <tag> <payload>
 //
