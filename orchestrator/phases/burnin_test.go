@@ -201,14 +201,7 @@ func TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU(t *testing.T) {
 	var args []string
 	for _, h := range f.Hosts() {
 		h := h
-		h.On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
-			m := toolPath.FindStringSubmatch(c.Command)
-			if m == nil {
-				return fake.Reply{Exit: 127, Stderr: "unscripted"}
-			}
-			if reply, ok := pushedCheck(c, m[1], m[3]); !ok {
-				return reply
-			}
+		onGemm(h, func(c *fake.Call) fake.Reply {
 			mu.Lock()
 			defer mu.Unlock()
 			args = shellWords(c.Command[strings.LastIndex(c.Command, `"$f"`):])
@@ -256,14 +249,7 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	calls := 0
-	f.Host("h1").On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
-		m := toolPath.FindStringSubmatch(c.Command)
-		if m == nil {
-			return fake.Reply{Exit: 127, Stderr: "unscripted"}
-		}
-		if reply, ok := pushedCheck(c, m[1], m[3]); !ok {
-			return reply
-		}
+	onGemm(f.Host("h1"), func(*fake.Call) fake.Reply {
 		mu.Lock()
 		calls++
 		k := calls
@@ -279,7 +265,7 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 	// h2's burn-in fails in its first run (a GPU's error): a resume must
 	// keep that failure, not run h2 again for the time left.
 	h2calls := 0
-	f.Host("h2").On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
+	onGemm(f.Host("h2"), func(*fake.Call) fake.Reply {
 		mu.Lock()
 		h2calls++
 		mu.Unlock()
@@ -331,4 +317,19 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 	if r := resultOf(t, rec, "burnin", 1); h2calls != 1 || r.Outcome != record.Failed || !strings.Contains(r.Error, "exit 1") {
 		t.Errorf("h2 after the resume: gemm.py ran %d time(s), %s %q; want once, and its failure kept", h2calls, r.Outcome, r.Error)
 	}
+}
+
+// onGemm answers h's runs of the pushed gemm.py with reply, once the
+// check of the copy the tools phase pushed passes (toolCheck's).
+func onGemm(h *fake.Host, reply func(c *fake.Call) fake.Reply) {
+	h.On(`/bin/[^/]+/gemm\.py"`, func(c *fake.Call) fake.Reply {
+		m := toolPath.FindStringSubmatch(c.Command)
+		if m == nil {
+			return fake.Reply{Exit: 127, Stderr: "unscripted"}
+		}
+		if r, ok := pushedCheck(c, m[1], m[3]); !ok {
+			return r
+		}
+		return reply(c)
+	})
 }
