@@ -207,8 +207,8 @@ func plainPasses(reqs []requirement) int {
 }
 
 // asciiRule is a rule as the terminal shows it: ASCII, whose width no
-// locale changes.
-var asciiRule = strings.NewReplacer("≥", ">=", "≤", "<=", "×", "x")
+// locale changes (µs as us: a µ made the latency rows a byte past 100).
+var asciiRule = strings.NewReplacer("≥", ">=", "≤", "<=", "×", "x", "µ", "u")
 
 // requirementTable is one line per requirement, the last column wrapped
 // to what the others leave of width.
