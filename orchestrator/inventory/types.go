@@ -35,7 +35,53 @@ type Inventory struct {
 	// Telemetry is the sampler that runs on every node for the whole
 	// window (from the tools phase to teardown).
 	Telemetry Telemetry `mapstructure:"telemetry" json:"telemetry"`
+	// Idle is the idle guard: a node whose GPUs sit idle while it is
+	// held for nothing is signalled (and, if asked, released).
+	Idle Idle `mapstructure:"idle" json:"idle"`
 }
+
+// Idle configures the idle guard. It watches the telemetry's utilisation:
+// a node whose every GPU stays under UtilPct for After, outside any phase
+// meant to leave the GPUs idle, is signalled.
+type Idle struct {
+	// After: how long the GPUs may sit idle; 0 (absent) turns the guard
+	// off. 10s to 24h.
+	After time.Duration `mapstructure:"after" json:"after,omitempty"`
+	// UtilPct: a GPU under it is idle; default 5.
+	UtilPct float64 `mapstructure:"util_pct" json:"util_pct,omitempty"`
+	// Notify is run on the coordinator (sh -c) when a node is signalled,
+	// with GPUACCEPT_IDLE_NODE, GPUACCEPT_IDLE_MINUTES and the rest in
+	// its environment (DESIGN: never a secret in the bundle, so the
+	// command is recorded, its output is not).
+	Notify string `mapstructure:"notify" json:"notify,omitempty"`
+	// Action: "signal" (default) or "release": end the window's use of
+	// the node early, its teardown run at once.
+	Action string `mapstructure:"action" json:"action,omitempty"`
+	// ProviderCheck holds one node idle past quote.terms.idle_shutdown_after
+	// at the end of the window and records whether the provider stopped
+	// or signalled it (IDLE-002).
+	ProviderCheck ProviderIdleCheck `mapstructure:"provider_check" json:"provider_check"`
+}
+
+// ProviderIdleCheck is idle.provider_check.
+type ProviderIdleCheck struct {
+	Enabled bool `mapstructure:"enabled" json:"enabled,omitempty"`
+	// Grace: how long past the quoted time the node may still answer;
+	// default 5m.
+	Grace time.Duration `mapstructure:"grace" json:"grace,omitempty"`
+	// Signal is run on the coordinator every poll; exit 0 says the
+	// provider has signalled the idle node (a mail, an API's event).
+	Signal string `mapstructure:"signal" json:"signal,omitempty"`
+}
+
+// Idle actions.
+const (
+	IdleSignal  = "signal"
+	IdleRelease = "release"
+)
+
+// On says whether the window runs the idle guard.
+func (i Idle) On() bool { return i.After > 0 }
 
 // Telemetry configures the window's sampler: every GPU's temperature,
 // power, clocks, utilisation, clock event reasons, ECC and remapped rows,
@@ -187,6 +233,9 @@ type Terms struct {
 	// DataDeletion: how data is handled and deleted at the end.
 	Compliance   []string `mapstructure:"compliance" json:"compliance,omitempty"`
 	DataDeletion string   `mapstructure:"data_deletion" json:"data_deletion,omitempty"`
+	// IdleShutdownAfter: the provider stops (or signals) a node idle this
+	// long; 0 is "not stated". idle.provider_check tests it.
+	IdleShutdownAfter time.Duration `mapstructure:"idle_shutdown_after" json:"idle_shutdown_after,omitempty"`
 }
 
 // Cost is what the window used besides the nodes' time, and what counts

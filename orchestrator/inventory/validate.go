@@ -80,6 +80,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	v.slurm()
 	v.phases()
 	v.telemetry()
+	v.idle()
 	v.cost()
 }
 

@@ -75,6 +75,9 @@ func (v *validator) terms(t *Terms) {
 		v.problem(k+"support_response", "must be more than 0 (the promised time to a first response, e.g. 1h), got %v", t.SupportResponse)
 	}
 	v.nonNegativeDuration(k+"benchmark_window", t.BenchmarkWindow)
+	if v.given(k+"idle_shutdown_after") && t.IdleShutdownAfter <= 0 {
+		v.problem(k+"idle_shutdown_after", "must be more than 0 (how long a node may sit idle before the provider stops or signals it, e.g. 30m), got %v", t.IdleShutdownAfter)
+	}
 	seen := map[string]int{}
 	for i, c := range t.Compliance {
 		key := fmt.Sprintf("%scompliance[%d]", k, i)
