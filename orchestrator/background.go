@@ -23,6 +23,7 @@ type background struct {
 
 type bgTask struct {
 	node, name string
+	cancel     context.CancelFunc
 	done       chan struct{}
 	err        error
 }
@@ -48,11 +49,14 @@ func (w *Window) Background(n *Node, name string, fn func(ctx context.Context) e
 		// that is meant to run until teardown.
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 	}
-	t := &bgTask{node: n.Name, name: name, done: make(chan struct{})}
+	// Each task's own context: a node the idle guard releases has its
+	// sampler stopped while the others' go on.
+	ctx, cancel := context.WithCancel(b.ctx)
+	t := &bgTask{node: n.Name, name: name, cancel: cancel, done: make(chan struct{})}
 	b.tasks = append(b.tasks, t)
-	ctx := b.ctx
 	go func() {
 		defer close(t.done)
+		defer cancel()
 		_, t.err = guarded(func() (struct{}, error) { return struct{}{}, fn(ctx) })
 		if t.err != nil && ctx.Err() == nil {
 			w.Progress.Node(n.Name, "%s ended: %s", name, firstLine(t.err.Error()))
@@ -75,6 +79,26 @@ func (w *Window) StopBackground(timeout time.Duration) error {
 	}
 	tasks := append([]*bgTask(nil), b.tasks...)
 	b.mu.Unlock()
+	return waitTasks(tasks, timeout)
+}
+
+// StopBackgroundOf cancels node's background tasks and waits up to timeout
+// for them to end, as StopBackground does for all of them.
+func (w *Window) StopBackgroundOf(node string, timeout time.Duration) error {
+	b := &w.bg
+	b.mu.Lock()
+	var tasks []*bgTask
+	for _, t := range b.tasks {
+		if t.node == node {
+			t.cancel()
+			tasks = append(tasks, t)
+		}
+	}
+	b.mu.Unlock()
+	return waitTasks(tasks, timeout)
+}
+
+func waitTasks(tasks []*bgTask, timeout time.Duration) error {
 	deadline := time.After(timeout)
 	spent := false
 	var left []string

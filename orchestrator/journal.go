@@ -196,8 +196,13 @@ type replayed struct {
 	done       map[string]bool
 	quarantine []entry
 	notes      []entry
-	ended      bool
-	size       int64 // bytes of whole entries
+	// idle and release: the idle guard's signals and releases.
+	idle, release []entry
+	// teardown names the teardown phases (set before keep): a released
+	// node's teardown results are kept, as the node is not torn down again.
+	teardown map[string]bool
+	ended    bool
+	size     int64 // bytes of whole entries
 	// For `gpuaccept status`: when each phase was marked done, the last
 	// entry's time, and why the window ended.
 	doneAt    map[string]time.Time
@@ -253,6 +258,10 @@ func readJournal(dir string) (*replayed, error) {
 			r.quarantine = append(r.quarantine, e)
 		case "note":
 			r.notes = append(r.notes, e)
+		case "idle":
+			r.idle = append(r.idle, e)
+		case "release":
+			r.release = append(r.release, e)
 		case "resume":
 			if r.run != nil {
 				r.run.Resumed = append(r.run.Resumed, e.At)
@@ -285,9 +294,13 @@ func (r *replayed) keep(rerun func(phase string) bool) {
 		}
 	}
 	r.quarantine = q
+	released := map[string]bool{}
+	for _, e := range r.release {
+		released[e.Node] = true
+	}
 	kept := r.run.Phases[:0]
 	for _, p := range r.run.Phases {
-		if keep(p.Phase) || r.done[p.Phase] && rerun(p.Phase) && out[p.Node] {
+		if keep(p.Phase) || r.done[p.Phase] && rerun(p.Phase) && out[p.Node] || r.teardown[p.Phase] && released[p.Node] {
 			kept = append(kept, p)
 		}
 	}

@@ -31,6 +31,10 @@ type Phase struct {
 	// Teardown phases run after everything else, also when the window was
 	// interrupted or aborted, on every node that was reached.
 	Teardown bool
+	// Loads: its work keeps the GPUs busy, so a node whose GPUs sit idle
+	// under it is held for nothing (the idle guard); every other phase is
+	// meant to leave them idle.
+	Loads bool
 	// Enabled says whether the inventory wants it; nil means always.
 	Enabled func(inv *inventory.Inventory) bool
 	// Skipped says why the window's selection (--only, --skip) leaves it

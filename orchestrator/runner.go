@@ -135,6 +135,12 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 			reached[p.Node] = true
 		}
 	}
+	r.teardown = map[string]bool{}
+	for _, p := range phases {
+		if p.Teardown {
+			r.teardown[p.Name] = true
+		}
+	}
 	r.keep(func(name string) bool { return again[name] })
 	if !validRunID(r.run.ID) || filepath.Base(filepath.Clean(dir)) != r.run.ID {
 		// The ID names directories on every node that teardown removes: a
@@ -149,13 +155,15 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	for _, q := range r.quarantine {
 		for _, n := range w.Nodes {
 			if n.Name == q.Node {
-				n.quarantined, n.reason, n.quarantinedAt = true, q.Reason, q.At
+				n.setQuarantined(q.Reason, q.At)
 			}
 		}
 	}
 	for _, n := range w.Nodes {
 		n.reached = reached[n.Name]
 	}
+	w.resumeReleased(r.release)
+	w.idle.resumeIdle(r.idle)
 	for _, e := range r.notes {
 		for _, n := range w.Nodes {
 			if n.Name == e.Node {
@@ -216,6 +224,7 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 	for i, n := range inv.Nodes {
 		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: NodeConfig(inv, n, hk)})
 	}
+	w.idle = newIdleGuard(w)
 	return w, nil
 }
 
@@ -268,6 +277,11 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	defer w.Progress.Flush() // no node's line held past the window
 	w.j = j
 	defer func() { w.j = nil }()
+	for i := range phases {
+		if phases[i].Teardown {
+			w.teardowns = append(w.teardowns, &phases[i])
+		}
+	}
 	ends := time.Now()
 	for i := range phases {
 		if p := &phases[i]; p.enabled(w.Inv) && (!done[p.Name] || p.runsAgain(phases, w.Inv, done)) {
@@ -289,6 +303,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		if done[p.Name] && !p.runsAgain(phases, w.Inv, done) {
 			continue
 		}
+		w.releasePending()
 		if err := w.runPhase(ctx, p, j, o); err != nil {
 			ioErr = err
 			break
@@ -308,6 +323,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	// the window's processes, and a stream still reading would call that
 	// a lost node.
 	w.stopBackground()
+	// The guard's last word: its stretches end with the sampling, and the
+	// nodes it is releasing finish their teardown first.
+	w.rec.Idle = w.idle.finish()
 	// Teardown must happen whatever befell the window, so each teardown
 	// phase gets a context of its own. Each node's part is bounded by the
 	// phase's deadline, and so the phase by the fleet's waves of them; a
@@ -381,6 +399,8 @@ func (w *Window) runTeardown(ctx context.Context, p *Phase, j *journal, o Option
 
 func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) error {
 	ctx = withPhase(ctx, p.Name)
+	w.idle.setPhase(p)
+	defer w.idle.setPhase(nil)
 	if !p.enabled(w.Inv) {
 		why := "disabled in the inventory"
 		if p.Skipped != "" {
@@ -398,7 +418,8 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 	if p.Teardown {
 		nodes = nil
 		for _, n := range w.Nodes {
-			if n.reached {
+			// A node the idle guard released was torn down then.
+			if n.reached && !n.released.Load() {
 				nodes = append(nodes, n)
 			}
 		}
@@ -460,7 +481,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 			if o.Strict || w.Inv.Acceptance.Strict {
 				w.rec.Aborted = fmt.Sprintf("%s: %s (--strict)", n.Name, reason)
 			} else {
-				n.quarantined, n.reason, n.quarantinedAt = true, reason, pr.Ended
+				n.setQuarantined(reason, pr.Ended)
 				quarantine = &entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason}
 				w.Progress.Node(n.Name, "quarantined: %s", reason)
 			}
@@ -528,7 +549,7 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 				continue
 			}
 			reason = fmt.Sprintf("%s: %s", p.Name, reason)
-			n.quarantined, n.reason, n.quarantinedAt = true, reason, pr.Ended
+			n.setQuarantined(reason, pr.Ended)
 			w.Progress.Node(n.Name, "quarantined: %s", reason)
 			w.journal(j, entry{Type: "quarantine", Phase: p.Name, Node: n.Name, Reason: reason})
 		}
@@ -584,9 +605,11 @@ func (w *Window) judge(phases []Phase) {
 			w.rec.Verdicts = append(w.rec.Verdicts, vs...)
 		}
 	}
+	w.rec.Verdicts = append(w.rec.Verdicts, w.idleVerdicts()...)
 	for _, n := range w.Nodes {
 		rn := &w.rec.Nodes[n.Index]
 		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt
+		rn.ReleasedAt = n.releasedAt()
 	}
 }
 

@@ -41,6 +41,10 @@ type Window struct {
 	bundleErr error
 	// bg: what runs beside the phases until teardown (Background).
 	bg background
+	// idle is the idle guard; nil when it is off. teardowns are the
+	// window's teardown phases, which a released node runs at once.
+	idle      *idleGuard
+	teardowns []*Phase
 }
 
 // Deadline is when the window will be over at the latest: when it (or its
@@ -75,6 +79,22 @@ type Node struct {
 	quarantinedAt time.Time
 	// reached: some phase ran on the node; teardown visits every such node.
 	reached bool
+	// released: the idle guard ended the window's use of the node.
+	released releasedMark
+}
+
+// setQuarantined takes n out of the window's later phases. Under n.mu:
+// the idle guard reads it from the sampler's goroutine.
+func (n *Node) setQuarantined(reason string, at time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.quarantined, n.reason, n.quarantinedAt = true, reason, at
+}
+
+func (n *Node) quarantinedNow() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.quarantined
 }
 
 // Exec is the node's executor; nil when it is not connected (never
@@ -282,7 +302,7 @@ func (w *Window) Log(ctx context.Context, n *Node) (io.WriteCloser, string, erro
 func (w *Window) Active() []*Node {
 	var out []*Node
 	for _, n := range w.Nodes {
-		if !n.quarantined {
+		if !n.quarantined && !n.released.Load() {
 			out = append(out, n)
 		}
 	}

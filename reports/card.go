@@ -36,6 +36,7 @@ var cardEnable = map[string]string{
 	record.CardFailure:    "phases.failure.enabled",
 	record.CardSecurity:   "phases.security.enabled",
 	record.CardLoad:       "phases.workload.enabled",
+	record.CardBilling:    "idle.after (the idle guard) or a quote.price_per_gpu_hour (the cost ledger)",
 }
 
 // Statuses of a card row besides a verdict's.
@@ -70,6 +71,13 @@ func card(run *record.Run) []cardRow {
 		row := cardRow{Test: name, Condition: cardConditions[name]}
 		reqs := byCard[name]
 		switch {
+		case name == record.CardBilling && len(reqs) > 0:
+			// The idle guard's verdicts decide; the ledger says what the
+			// window cost beside them.
+			row.Status, row.Figure = cardJudge(name, reqs)
+			if run.Ledger != nil {
+				row.Figure += "; cost ledger: " + costBrief(run.Ledger) + " (see Cost)"
+			}
 		case name == record.CardBilling && run.Ledger != nil:
 			row.Status, row.Figure = cardRecorded, "cost ledger: "+costBrief(run.Ledger)+" (see Cost)"
 		case len(reqs) == 0:

@@ -40,7 +40,8 @@ func Granularity(s string) (time.Duration, error) {
 }
 
 // Compute fills the ledger of a finished run. Every rented node is billed
-// for the whole window, from its start to its end, rounded up to the
+// for the whole window, from its start to its end (a node the idle guard
+// released, to its release), rounded up to the
 // quote's billing granularity; idle and failed time are diagnostics inside
 // that, never added to it. The result is nil (and no error) when there is
 // nothing to price: no GPU price, no extra component and no monthly TCO.
@@ -86,6 +87,14 @@ func Compute(run *record.Run, inv *inventory.Inventory) (*record.Ledger, error) 
 	for _, n := range run.Nodes {
 		gpus := gpusOf(q, run.NodeFacts(n.Name))
 		qAt := quarantinedAt(run, n)
+		// A node the idle guard released is billed to its release (its
+		// teardown's end), as the provider bills one given back then.
+		span, billed, billedEnd := span, billed, billedEnd
+		if r := n.ReleasedAt; !r.IsZero() && r.After(start) && r.Before(end) {
+			span = r.Sub(start)
+			billed = roundUp(span, step)
+			billedEnd = start.Add(billed)
+		}
 		var busy, failed []interval
 		for _, p := range run.Phases {
 			if p.Outcome == record.Skipped || p.Started.IsZero() || p.Ended.Before(p.Started) {

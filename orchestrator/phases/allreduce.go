@@ -45,6 +45,7 @@ func (s Sweeps) Quarantine() map[string]string { return s.Lost }
 // its own timeout, because a hung collective never fails by itself.
 var AllReduce = orchestrator.Phase{
 	Name:    "allreduce",
+	Loads:   true,
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Enabled },
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {

@@ -31,6 +31,7 @@ func (b Bisected) Quarantine() map[string]string { return b.Lost }
 // a bounded number of rounds.
 var Bisection = orchestrator.Phase{
 	Name:    "bisect",
+	Loads:   true,
 	Enabled: bisectionEnabled,
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {

@@ -25,6 +25,7 @@ import (
 // node notes). Looping the collectives comes later.
 var Burnin = orchestrator.Phase{
 	Name:    burninPhase,
+	Loads:   true,
 	Enabled: burninOn,
 	// The duration sets the bound: phases.deadline (minutes) must never
 	// cut a burn-in of hours.

@@ -68,6 +68,7 @@ type FailureAction struct {
 // window's mark; the cut's restore is scheduled on the node itself.
 var FailurePhase = orchestrator.Phase{
 	Name:    "failure",
+	Loads:   true,
 	Enabled: func(inv *inventory.Inventory) bool { return inv.Phases.Failure.Enabled },
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.Failure.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {

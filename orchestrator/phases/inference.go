@@ -35,6 +35,7 @@ const containerLabel = "gpuaccept.window"
 // generator: one workload.Inference per node.
 var Inference = orchestrator.Phase{
 	Name:    inferencePhase,
+	Loads:   true,
 	Enabled: inferenceEnabled,
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.Workload.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {

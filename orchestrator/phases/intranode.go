@@ -31,6 +31,7 @@ type Intra struct {
 // before the fabric is blamed for what a node does on its own.
 var IntraNode = orchestrator.Phase{
 	Name:    "intranode",
+	Loads:   true,
 	Enabled: intraEnabled,
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.AllReduce.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {

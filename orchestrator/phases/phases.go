@@ -14,7 +14,7 @@ import (
 // All is the window in order. Teardown runs last, whatever happened.
 func All() []orchestrator.Phase {
 	return []orchestrator.Phase{Connect, Tools, Telemetry, Preflight, Security, Diag, WindowKey, Image, Staging, IntraNode, AllReduce, Bisection,
-		CheckpointWrite, CheckpointRestore, Training, Inference, Burnin, FailurePhase, Teardown, Deletion}
+		CheckpointWrite, CheckpointRestore, Training, Inference, Burnin, FailurePhase, IdleCheck, Teardown, Deletion}
 }
 
 // runOn runs command on the node with the window's mark in its

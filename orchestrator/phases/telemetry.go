@@ -71,6 +71,13 @@ func startTelemetry(ctx context.Context, w *orchestrator.Window, n *orchestrator
 	if err != nil {
 		return res, fmt.Errorf("%s: the telemetry file: %w", n.Name, err)
 	}
+	if w.IdleOn() {
+		sink.onGPU = func(at time.Time, row string) {
+			if g, err := telemetry.ParseGPURow(row, at); err == nil {
+				w.IdleSample(n, at, g.UtilPct)
+			}
+		}
+	}
 	// The sampler's own complaints (stderr) go to the phase's raw log.
 	log, _, err := w.LogFile(n, "telemetry")
 	if err != nil {

@@ -58,6 +58,10 @@ type telemetrySink struct {
 	lastFlush              time.Time
 	err                    error
 
+	// onGPU hears each GPU row as it is kept (the idle guard); nil when
+	// nothing listens. Called under mu: it must not block.
+	onGPU func(at time.Time, row string)
+
 	// The sampler's first notes, until "note ready".
 	sources, missing []string
 	ready            chan struct{}
@@ -233,6 +237,9 @@ func (s *telemetrySink) take(line string, long bool) {
 		s.firstNote(payload)
 	}
 	s.put(line)
+	if tag == telemetry.TagGPU && s.onGPU != nil && !long {
+		s.onGPU(s.now(), payload)
+	}
 	if tag == telemetry.TagKernel {
 		// Rare and not sent again: a coordinator killed within the next
 		// 30 s must not lose an Xid (the resumed sampler skips the

@@ -26,6 +26,7 @@ import (
 // allows when a throughput or straggler figure fails.
 var Training = orchestrator.Phase{
 	Name:    "training",
+	Loads:   true,
 	Enabled: trainingOn,
 	Own:     func(inv *inventory.Inventory) bool { return inv.Phases.Workload.Timeout > 0 },
 	Deadline: func(inv *inventory.Inventory) time.Duration {

@@ -159,6 +159,13 @@ var catalog = []Requirement{
 	req("BURN-001", "per-GPU compute rate (dense bf16) matches the quote and the fleet", CardLoad).measured(UnitTFLOPS).
 		againstQuote().quoted("phases.burnin.enabled", "gpu_tflops_bf16"),
 
+	// The idle guard and the provider's idle shutdown (the card's idle
+	// shutdown / billing row).
+	req("IDLE-001", "no node held idle past idle.after outside a phase meant to be idle", CardBilling).measured(UnitSeconds),
+	// A term, not a figure: a quote that states it and a window that
+	// did not check it is not incomplete (the check costs a node).
+	req("IDLE-002", "the provider stops or signals an idle node as quoted", CardBilling),
+
 	req("SEC-001", "access: key login only, no other key for the window's user", CardSecurity),
 	req("SEC-002", "isolation: no other user's or GPU process, no container running", CardSecurity),
 	req("SEC-003", "no residue of an earlier tenant before the window", CardSecurity),

@@ -75,6 +75,8 @@ type Run struct {
 	// Ledger is what the window cost and what that bought (absent when the
 	// quote has no price).
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// Idle is what the idle guard saw; nil when it was off.
+	Idle *IdleGuard `json:"idle,omitempty"`
 	// Telemetry is each node's GPUs summarised per phase (min / median /
 	// max of what the window's sampler recorded; the series itself is
 	// raw/<node>/telemetry.txt.gz). Absent when the sampler did not run.
@@ -235,6 +237,10 @@ type Node struct {
 	// QuarantinedAt is when it happened (the end of the phase that found it
 	// unfit); zero in runs recorded before it existed.
 	QuarantinedAt time.Time `json:"quarantined_at,omitzero"`
+	// ReleasedAt: the idle guard ended the window's use of the node then
+	// (idle.action release; its teardown ended); the ledger bills it to
+	// here.
+	ReleasedAt time.Time `json:"released_at,omitzero"`
 	// Facts are what preflight found (GPU models, versions, NICs...), as
 	// runs recorded them before the schema kept them once, in the node's
 	// preflight result: read them with Run.NodeFacts.
@@ -355,3 +361,39 @@ func (v *Verdict) Measure(x float64, unit string) {
 
 // Accepted reports whether the window's outcome is ACCEPTED (Result).
 func (r *Run) Accepted() bool { return r.Result().Outcome == OutcomeAccepted }
+
+// IdleGuard is the idle guard's settings and the stretches it signalled.
+type IdleGuard struct {
+	AfterS  float64 `json:"after_s"`
+	UtilPct float64 `json:"util_pct"`
+	Action  string  `json:"action"`
+	// Notify is idle.notify as written (its output stays in the raw log).
+	Notify    string        `json:"notify,omitempty"`
+	Stretches []IdleStretch `json:"stretches"`
+}
+
+// IdleStretch is one node's GPUs idle, every one of them, from Since to
+// Until while the node was held for nothing.
+type IdleStretch struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+	// Until is the last sample of the stretch: the GPUs' first busy
+	// sample, the start of a phase meant to be idle, the release, or the
+	// end of the sampling.
+	Until time.Time `json:"until"`
+	// Signalled is when the guard said so (Since + idle.after).
+	Signalled time.Time `json:"signalled"`
+	// Phase is the phase under way when it was signalled ("" between
+	// phases); Quarantined says the node was out of the window then.
+	Phase       string `json:"phase,omitempty"`
+	Quarantined bool   `json:"quarantined,omitempty"`
+	// Notify is how idle.notify ended: "exit 0", "exit 3", "timed out
+	// after 1m0s", "not run: ..."; "" when there is none.
+	Notify string `json:"notify,omitempty"`
+	// Released is when the node's release teardown ended (idle.action
+	// release); zero when it was not released.
+	Released time.Time `json:"released,omitzero"`
+}
+
+// Seconds is the stretch's length.
+func (s IdleStretch) Seconds() float64 { return max(s.Until.Sub(s.Since).Seconds(), 0) }

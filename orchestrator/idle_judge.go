@@ -1,0 +1,86 @@
+package orchestrator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator/record"
+)
+
+// idleVerdicts is IDLE-001 of every node from the guard's record: WARN
+// for a node held idle (the idle work the card asks to be visible, not a
+// fault of the node), PASS for one that never was, SKIP where the guard
+// had no utilisation to read.
+func (w *Window) idleVerdicts() []record.Verdict {
+	g := w.rec.Idle
+	if g == nil {
+		return nil
+	}
+	const id = "IDLE-001"
+	title := record.TitleOf(id, id)
+	after := time.Duration(g.AfterS * float64(time.Second))
+	byNode := map[string][]record.IdleStretch{}
+	for _, st := range g.Stretches {
+		byNode[st.Node] = append(byNode[st.Node], st)
+	}
+	var out []record.Verdict
+	for _, n := range w.Nodes {
+		v := record.Verdict{ID: id, Title: title, Node: n.Name}
+		sts := byNode[n.Name]
+		if len(sts) == 0 {
+			if r, ok := w.Result("telemetry", n.Index, nil); !ok || r.Outcome != record.OK {
+				why := "the sampler did not run on it"
+				if ok && r.Error != "" {
+					why = "no utilisation samples: " + firstLine(r.Error)
+				}
+				v.Status, v.Detail = record.Skip, why
+				out = append(out, v)
+				continue
+			}
+			v.Status, v.Detail = record.Pass, fmt.Sprintf("never idle %s outside a phase meant to be idle", after)
+			out = append(out, v)
+			continue
+		}
+		var secs float64
+		var parts []string
+		for i, st := range sts {
+			secs += st.Seconds()
+			if i < 3 {
+				parts = append(parts, w.idleStretchText(st))
+			}
+		}
+		if len(sts) > 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(sts)-3))
+		}
+		v.Status = record.Warn
+		v.Value, v.Unit = &secs, record.UnitSeconds
+		v.Detail = fmt.Sprintf("idle %s in all: %s", (time.Duration(secs) * time.Second).Round(time.Second), strings.Join(parts, "; "))
+		out = append(out, v)
+	}
+	return out
+}
+
+// idleStretchText says one stretch: when, where, its price, what was done.
+func (w *Window) idleStretchText(st record.IdleStretch) string {
+	d := (time.Duration(st.Seconds()) * time.Second).Round(time.Second)
+	where := "in " + st.Phase
+	switch {
+	case st.Quarantined:
+		where = "quarantined"
+	case st.Phase == "":
+		where = "between phases"
+	}
+	s := fmt.Sprintf("%s from +%s (%s)", d, st.Since.Sub(w.rec.Started).Round(time.Second), where)
+	if q := w.Inv.Quote; q.PricePerGPUHr > 0 {
+		gpus := max(q.GPUsPerNode, 1)
+		s += fmt.Sprintf(", %.2f %s", d.Hours()*float64(gpus)*q.PricePerGPUHr, strings.TrimSpace(q.Currency))
+	}
+	if st.Notify != "" {
+		s += ", idle.notify " + st.Notify
+	}
+	if !st.Released.IsZero() {
+		s += fmt.Sprintf(", released at +%s", st.Released.Sub(w.rec.Started).Round(time.Second))
+	}
+	return s
+}
