@@ -35,7 +35,9 @@ func (w *Window) releaseMarked(n *Node, why string) {
 		w.Progress.Node(n.Name, "%s", firstLine(err.Error()))
 	}
 	for _, p := range w.teardowns {
-		w.teardownOne(p, n)
+		if p.Release {
+			w.teardownOne(p, n)
+		}
 	}
 	end := time.Now().UTC()
 	n.released.at.Store(end.UnixNano())

@@ -45,7 +45,7 @@ func idleWindow(t *testing.T, g inventory.Idle) (*Window, *bytes.Buffer, func() 
 	w.j = j
 	var mu sync.Mutex
 	var torn []string
-	td := &Phase{Name: "teardown", Teardown: true, PerNode: func(ctx context.Context, w *Window, n *Node) (any, error) {
+	td := &Phase{Name: "teardown", Teardown: true, Release: true, PerNode: func(ctx context.Context, w *Window, n *Node) (any, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		torn = append(torn, n.Name)

@@ -31,6 +31,9 @@ type Phase struct {
 	// Teardown phases run after everything else, also when the window was
 	// interrupted or aborted, on every node that was reached.
 	Teardown bool
+	// Release: this teardown phase also runs on a node the idle guard
+	// releases early, at its release (what only checks runs at the end).
+	Release bool
 	// Loads: its work keeps the GPUs busy, so a node whose GPUs sit idle
 	// under it is held for nothing (the idle guard); every other phase is
 	// meant to leave them idle.

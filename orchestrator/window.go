@@ -91,6 +91,10 @@ func (n *Node) setQuarantined(reason string, at time.Time) {
 	n.quarantined, n.reason, n.quarantinedAt = true, reason, at
 }
 
+// Released says the idle guard ended the window's use of n: its teardown
+// is under way or done, while the others go on.
+func (n *Node) Released() bool { return n.released.Load() }
+
 func (n *Node) quarantinedNow() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -50,8 +50,8 @@ type IdleCheckResult struct {
 	// HeldS: how long it was watched; Polls: how many times it was asked.
 	HeldS float64 `json:"held_s"`
 	Polls int     `json:"polls"`
-	// StoppedS: when, after the hold began, it stopped answering (the
-	// first of two failed polls in a row); SignalledS: when the signal
+	// StoppedS: when, after the hold began, it stopped answering (a poll
+	// failed, and the one asked again a moment later); SignalledS: when the signal
 	// command first said the provider signalled it. Nil: it did not.
 	StoppedS   *float64 `json:"stopped_s,omitempty"`
 	SignalledS *float64 `json:"signalled_s,omitempty"`
@@ -81,7 +81,6 @@ func runIdleCheck(ctx context.Context, w *orchestrator.Window) (any, error) {
 		inv.Quote.Terms.IdleShutdownAfter, inv.Idle.ProviderCheck.Grace)
 	start := time.Now()
 	every := idlePollEvery(hold)
-	failedAt := time.Duration(-1)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -105,13 +104,12 @@ func runIdleCheck(ctx context.Context, w *orchestrator.Window) (any, error) {
 			}
 		}
 		if idleAnswers(ctx, w, n, every) {
-			res.LastAnswerS, failedAt = el.Seconds(), -1
-		} else if failedAt < 0 {
-			failedAt = el
-		} else {
-			s := failedAt.Seconds()
+			res.LastAnswerS = el.Seconds()
+		} else if idleConfirmGone(ctx, w, n, every) {
+			// Asked again at once: one lost answer is not a stopped node.
+			s := el.Seconds()
 			res.StoppedS = &s
-			w.Progress.Node(n.Name, "stopped answering after %s idle", failedAt.Round(time.Second))
+			w.Progress.Node(n.Name, "stopped answering after %s idle", el.Round(time.Second))
 		}
 		if res.StoppedS != nil || el >= hold {
 			res.HeldS = el.Seconds()
@@ -132,6 +130,17 @@ func idleCheckNode(w *orchestrator.Window) *orchestrator.Node {
 		return a[len(a)-1]
 	}
 	return nil
+}
+
+// idleConfirmGone asks a node that did not answer once more, a moment
+// later: true when it again does not.
+func idleConfirmGone(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, every time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(min(every/2, 5*time.Second)):
+	}
+	return !idleAnswers(ctx, w, n, every)
 }
 
 // idleAnswers asks the node for nothing (`true`), over its connection or

@@ -69,7 +69,7 @@ func runCaptured(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	}
 	err = e.Run(ctx, remote.Cmd{
 		Command: command,
-		Env:     map[string]string{"GPUACCEPT_RUN": w.RunID()},
+		Env:     nodeEnv(w, n),
 		Stdin:   stdin,
 		Stdout:  stdout,
 		Stderr:  stderr,
@@ -86,6 +86,14 @@ func runCaptured(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 }
 
 // execOf is n's executor, or why there is none.
+// nodeEnv marks a command of the window on node n: teardown finds the
+// window's processes by GPUACCEPT_RUN, and a node released early (the idle
+// guard) only its own by GPUACCEPT_NODE, where nodes share one machine's
+// processes (the lab, the demo).
+func nodeEnv(w *orchestrator.Window, n *orchestrator.Node) map[string]string {
+	return map[string]string{"GPUACCEPT_RUN": w.RunID(), "GPUACCEPT_NODE": n.Name}
+}
+
 func execOf(n *orchestrator.Node) (remote.Executor, error) {
 	e := n.Exec()
 	if e == nil {

@@ -24,6 +24,7 @@ type Cleaned struct {
 var Teardown = orchestrator.Phase{
 	Name:     "teardown",
 	Teardown: true,
+	Release:  true,
 	Deadline: func(*inventory.Inventory) time.Duration { return 45 * time.Second },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		e, err := w.Reconnect(ctx, n)
@@ -45,6 +46,11 @@ var Teardown = orchestrator.Phase{
 		}
 		for _, d := range WindowDirs(w) {
 			cmd += " " + remote.Quote(d)
+		}
+		if n.Released() {
+			// The window goes on without it: where the node shares its
+			// home or its processes with others, only its own go.
+			cmd = "GPUACCEPT_RELEASE_NODE=" + remote.Quote(n.Name) + " " + cmd
 		}
 		err = e.Run(ctx, remote.Cmd{Command: cmd, Stdout: &out, Stderr: log})
 		log.Write([]byte(out.String()))

@@ -96,7 +96,7 @@ func startTelemetry(ctx context.Context, w *orchestrator.Window, n *orchestrator
 		defer log.Close()
 		rctx, cancel := context.WithCancel(bctx)
 		defer cancel()
-		err := streamTelemetry(rctx, abort, e, w.RunID(), command, sink, log)
+		err := streamTelemetry(rctx, abort, e, nodeEnv(w, n), command, sink, log)
 		if cerr := sink.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("%s: the telemetry file: %w", n.Name, cerr)
 		}
@@ -143,7 +143,7 @@ func startTelemetry(ctx context.Context, w *orchestrator.Window, n *orchestrator
 // closed, or the node ends it), its stdout into sink. Cancelling ctx ends
 // the remote command's process group (the executor's guard), as does a
 // lost connection: nothing of the sampler outlives the session.
-func streamTelemetry(ctx context.Context, abort <-chan struct{}, e remote.Executor, runID, command string, sink *telemetrySink, log io.Writer) error {
+func streamTelemetry(ctx context.Context, abort <-chan struct{}, e remote.Executor, env map[string]string, command string, sink *telemetrySink, log io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -164,7 +164,7 @@ func streamTelemetry(ctx context.Context, abort <-chan struct{}, e remote.Execut
 	}()
 	return e.Run(ctx, remote.Cmd{
 		Command: command,
-		Env:     map[string]string{"GPUACCEPT_RUN": runID},
+		Env:     env,
 		Stdout:  sink,
 		Stderr:  log,
 		Grace:   3 * time.Second,

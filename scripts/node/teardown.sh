@@ -23,17 +23,37 @@ case $state in
 *) state= ;;
 esac
 mine() { [ -n "$state" ] && [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]; }
+# A node the idle guard releases while the window goes on
+# (GPUACCEPT_RELEASE_NODE). Where its home holds other nodes' copies of the
+# window's scripts (a shared home; the lab's and the demo's nodes also
+# share one machine's processes), only what is its own goes: its processes
+# (GPUACCEPT_NODE), its copy, its private directory. The window key, the
+# window's directory, containers and images are the others' too: their
+# teardown removes them at the window's end.
+only=
+case ${GPUACCEPT_RELEASE_NODE:-} in
+'' | *[!A-Za-z0-9._-]* | .*) ;;
+*)
+  if [ -d "$dir/bin" ] && [ ! -L "$dir/bin" ] &&
+    [ -n "$(ls -A -- "$dir/bin" 2>/dev/null | grep -vxF -- "$GPUACCEPT_RELEASE_NODE")" ]; then
+    only=$GPUACCEPT_RELEASE_NODE
+    echo "released alone: $dir is shared with other nodes of the window"
+  fi
+  ;;
+esac
 # One grep reads every process's environment (NUL-separated entries).
 for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
   pid=${env#/proc/}
   pid=${pid%/environ}
   [ "$pid" = "$$" ] && continue
+  [ -z "$only" ] || grep -qsxzF "GPUACCEPT_NODE=$only" "$env" || continue
   echo "ended $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
   kill -KILL "$pid" 2>/dev/null
   found=$((found + 1))
 done
 # The window's containers (the failure test's job in the pinned image),
 # when the window ran any.
+[ -n "$only" ] && GPUACCEPT_TEARDOWN_CONTAINERS=
 for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
   command -v "$rt" >/dev/null 2>&1 || continue
   for c in $("$rt" ps -q --filter "label=gpuaccept.run=$run" 2>/dev/null); do
@@ -58,7 +78,7 @@ done
 # image the node had before the window is not listed. rmi -f also removes
 # the window's stopped containers of it.
 added="$state/images"
-if mine "$added"; then
+if [ -z "$only" ] && mine "$added"; then
   while read -r rt id; do
     case $rt in docker | podman) ;; *) continue ;; esac
     # Only an image ID: never a name, never an option.
@@ -85,7 +105,7 @@ fi
 keys="$HOME/.ssh/authorized_keys"
 mark="gpuaccept-window-$run"
 haskey() { awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$1"; }
-if [ -f "$keys" ] && haskey "$keys"; then
+if [ -z "$only" ] && [ -f "$keys" ] && haskey "$keys"; then
   (
     flock -w 30 9 || exit 1 # every node at once on a shared home (windowkey.sh); the phase has 45 s
     real=$(readlink -f -- "$keys") && [ -f "$real" ] || exit 1
@@ -109,6 +129,10 @@ fi
 restore="$state/restore.sh"
 mine "$restore" && bash "$restore"
 shift 3 2>/dev/null || shift $#
+if [ -n "$only" ]; then
+  dir=$dir/bin/$only
+  set --
+fi
 # Only what is this user's: a directory another user made at one of the
 # window's names (the window refused to use it) is theirs, not ours to
 # remove; a link goes, never what it names.
