@@ -255,7 +255,11 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 	if q.Driver != "" || q.CUDA != "" {
 		fmt.Fprintf(w, "       driver %s, CUDA %s\n", orDash(q.Driver), orDash(q.CUDA))
 	}
-	fmt.Fprintf(w, "acceptance: tolerance %.2f%s\n\n", inv.Acceptance.Tolerance, thresholds(inv.Acceptance.Thresholds))
+	fmt.Fprintf(w, "acceptance: tolerance %.2f%s\n", inv.Acceptance.Tolerance, thresholds(inv.Acceptance.Thresholds))
+	if line := idleGuardLine(inv); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
 
 	fmt.Fprintln(w, "phases:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -309,6 +313,26 @@ func thresholds(m map[string]float64) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// idleGuardLine says what the idle guard will do; "" when it is off.
+func idleGuardLine(inv *inventory.Inventory) string {
+	g := inv.Idle
+	if !g.On() {
+		return ""
+	}
+	s := fmt.Sprintf("idle guard: a node idle %s (every GPU under %g%%) while held for nothing is signalled", g.After, g.UtilPct)
+	if g.Notify != "" {
+		s += "\n    idle.notify: " + shownLine(g.Notify, 80)
+	}
+	if g.Action == inventory.IdleRelease {
+		s += "\n    and released: torn down at once, billed to its release"
+	}
+	if g.ProviderCheck.Enabled {
+		s += fmt.Sprintf("\n    provider check: one node held idle %s + %s grace (quote.terms.idle_shutdown_after)",
+			inv.Quote.Terms.IdleShutdownAfter, g.ProviderCheck.Grace)
 	}
 	return s
 }

@@ -42,7 +42,8 @@ func TestCheckPlanHonoursPhasesDeadline(t *testing.T) {
 		"windowkey": "7m0s", "image": "7m0s", "intranode": "7m0s", "allreduce": "7m0s", "bisect": "7m0s",
 		"checkpoint-write": "7m0s", "checkpoint-restore": "7m0s", "training": "7m0s", "inference": "7m0s", "failure": "7m0s",
 		"teardown": "45s", "deletion": "2m0s", // cleanup keeps its own budget
-		"burnin": "7m0s", // off here; on, phases.burnin.duration sets its own bound
+		"burnin":     "7m0s", // off here; on, phases.burnin.duration sets its own bound
+		"idle-check": "7m0s", // off here; on, the quoted idle shutdown and its grace set its bound
 	}
 	line := regexp.MustCompile(`(?m)^  \d+\. (\S+) +\S+ +deadline (\S+)`)
 	got := map[string]string{}
