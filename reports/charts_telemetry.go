@@ -572,7 +572,7 @@ func telemetryChart(m int, ax telAxis, nodes, lines []*telNode, band telBand, ph
 			l.Color, l.Width = medianColor, vg.Points(1)
 			p.Add(l)
 			if first {
-				p.Legend.Add(fmt.Sprintf("fleet median (%d nodes), band p5–p95", len(nodes)), l)
+				p.Legend.Add(fmt.Sprintf("%d nodes: median, p5-p95", len(nodes)), l)
 				first = false
 			}
 		}

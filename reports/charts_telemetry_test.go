@@ -163,7 +163,7 @@ func TestTelemetryChartsOutlierAndBand(t *testing.T) {
 	if m := regexp.MustCompile(`>gpu-\d\d</text>`).FindString(temp); m != "" {
 		t.Errorf("an alike node is drawn as a line: %s", m)
 	}
-	if !strings.Contains(temp, "fleet median (51 nodes), band p5–p95") {
+	if !strings.Contains(temp, "51 nodes: median, p5-p95") {
 		t.Error("the fleet is not a band")
 	}
 	// The phases' labels in the order they ran.
