@@ -30,6 +30,7 @@ var Burnin = orchestrator.Phase{
 	// cut a burn-in of hours.
 	Own:      burninOn,
 	Deadline: burninDeadline,
+	Duration: func(inv *inventory.Inventory) time.Duration { return inv.Phases.Burnin.Duration },
 	PerNode:  runBurnin,
 	Judge:    judgeBurnin,
 }
