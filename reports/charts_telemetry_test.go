@@ -28,11 +28,16 @@ type telFixture struct {
 	xid map[int]bool
 }
 
+// h200Idle is a genuine row of the sampler's query (an idle H200, driver
+// 580.159.04: ../shared/samples/nvidia-smi/h200-580.159.04-query-gpu-
+// telemetry-csv-nounits-idle.txt), so the rows parse as real ones do.
+const h200Idle = "2026/12/04 15:18:15.768, 0, NVIDIA H200, 00000000:00:06.0, 580.159.04, P0, 40, 39, 82.23, 82.23, " +
+	"82.06, 700.00, 700.00, 700.00, 345, 345, 3201, 765, 1980, 3201, 0, 0, 0, 143771, [N/A], 0x00000000000001FF, " +
+	"0x0000000000000001, Active, Not Active, Not Active, Not Active, Not Active, Not Active, Not Active, Not Active, " +
+	"Enabled, 0, 0, 0, 0, [N/A], [N/A], [N/A], 0, 0, No, No"
+
 func telRow(gpu int, temp, power, clock, util float64) string {
-	cells := make([]string, len(telemetry.Fields))
-	for i := range cells {
-		cells[i] = "[N/A]"
-	}
+	cells := strings.Split(h200Idle, ", ")
 	set := func(f, v string) {
 		for i, g := range telemetry.Fields {
 			if g == f {
