@@ -332,3 +332,42 @@ func BenchmarkTelemetryCharts(b *testing.B) {
 		b.Fatal("no telemetry section, or the hot node is not named")
 	}
 }
+
+// What a node wrote is bounded: a figure no GPU could report is not
+// charted (the axis stays the fleet's), a file that is a link is not
+// followed, and a node's name never leads out of raw/.
+func TestTelemetryChartsHostile(t *testing.T) {
+	f := telFixture{span: 10 * time.Minute, nodes: []string{"gpu-01", "gpu-02", "gpu-03"}}
+	f.temp = func(i int, at time.Duration) float64 {
+		if i == 1 {
+			return 90000 // and power 900 kW
+		}
+		return alike(i, at)
+	}
+	dir := t.TempDir()
+	r := f.write(t, dir)
+	// gpu-03's file is a link to another's.
+	p := filepath.Join(dir, "raw", "gpu-03", telemetry.FileName)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "raw", "gpu-01", telemetry.FileName), p); err != nil {
+		t.Fatal(err)
+	}
+	sec := telSection(telHTML(t, r, dir))
+	temp := sec[strings.Index(sec, `id="chart-telemetry-temp"`):strings.Index(sec, `id="chart-telemetry-power"`)]
+	for _, tick := range []string{">1000<", ">10000<", ">20000<", ">90000<"} {
+		if strings.Contains(temp, tick) {
+			t.Errorf("the temperature axis reaches %s", tick)
+		}
+	}
+	if strings.Contains(sec, ">gpu-03</text>") {
+		t.Error("a link was followed")
+	}
+	for _, name := range []string{"..", ".", "", "a/b", `a\b`, "../raw"} {
+		if f, ok := telemetryFile(dir, name); ok {
+			f.Close()
+			t.Errorf("node name %q opened a file", name)
+		}
+	}
+}
