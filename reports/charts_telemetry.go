@@ -44,7 +44,8 @@ type telMetric struct {
 	id, title, unit string
 	get             func(*telemetry.GPUSample) *float64
 	// floor: the least spread counted when judging how far a node is from
-	// the fleet (alike nodes differ by noise a band narrower than it).
+	// the fleet (the band of alike nodes can be narrower than the noise of
+	// one node's figure).
 	floor float64
 	// most: the largest figure a GPU could report; a node's figure past
 	// it (or below 0) is not charted, so a hostile node cannot squash the
