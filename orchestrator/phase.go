@@ -51,6 +51,10 @@ type Phase struct {
 	// (phases.<name>.timeout, or a setting Deadline is computed from, such
 	// as the all-reduce's per-sweep timeout); nil means it never does.
 	Own func(inv *inventory.Inventory) bool
+	// Duration is how long the phase is set to run, whatever its work (a
+	// burn-in's duration), recorded in the plan for `gpuaccept status`;
+	// nil for a phase that runs as long as its work takes.
+	Duration func(inv *inventory.Inventory) time.Duration
 	// PerNode runs on every node still in the window, all at once. Its
 	// value is recorded as the node's result data (JSON).
 	PerNode func(ctx context.Context, w *Window, n *Node) (any, error)

@@ -265,7 +265,13 @@ func plan(inv *inventory.Inventory, phases []Phase) []record.PlannedPhase {
 	out := make([]record.PlannedPhase, 0, len(phases))
 	for i := range phases {
 		p := &phases[i]
-		out = append(out, record.PlannedPhase{Name: p.Name, Enabled: p.enabled(inv), Deadline: PhaseDeadline(p, inv).String(), Gating: p.Gating, Skipped: p.Skipped})
+		pp := record.PlannedPhase{Name: p.Name, Enabled: p.enabled(inv), Deadline: PhaseDeadline(p, inv).String(), Gating: p.Gating, Skipped: p.Skipped}
+		if p.Duration != nil && pp.Enabled {
+			if d := p.Duration(inv); d > 0 {
+				pp.Duration = d.String()
+			}
+		}
+		out = append(out, pp)
 	}
 	return out
 }

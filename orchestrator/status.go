@@ -32,6 +32,12 @@ type Status struct {
 	EndReason string
 	// Quarantined: node name → "phase: reason".
 	Quarantined map[string]string
+	// Notes: node name → what the phases noted of it by key (the latest
+	// value of each, a resumed window's earlier tries included), as a
+	// resumed window reads them back.
+	Notes map[string]map[string]string
+	// Plan is the plan entry of each phase by name.
+	Plan map[string]record.PlannedPhase
 }
 
 // ReadStatus reads the window's status from its run directory dir at now.
@@ -40,9 +46,19 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	st := &Status{Run: r.run, Last: r.last, Ended: r.ended, EndReason: r.endReason, Quarantined: map[string]string{}}
+	st := &Status{Run: r.run, Last: r.last, Ended: r.ended, EndReason: r.endReason, Quarantined: map[string]string{},
+		Notes: map[string]map[string]string{}, Plan: map[string]record.PlannedPhase{}}
 	for _, q := range r.quarantine {
 		st.Quarantined[q.Node] = q.Phase + ": " + q.Reason
+	}
+	for _, e := range r.notes {
+		if st.Notes[e.Node] == nil {
+			st.Notes[e.Node] = map[string]string{}
+		}
+		st.Notes[e.Node][e.Key] = e.Value
+	}
+	for _, p := range r.run.Plan {
+		st.Plan[p.Name] = p
 	}
 	st.Since = r.run.Started
 	for _, at := range r.run.Resumed {

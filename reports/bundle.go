@@ -107,7 +107,7 @@ func WriteBundle(dir string, run *record.Run) error {
 	if err != nil {
 		return err
 	}
-	bf := &BundleFacts{Evidence: evidence, Digest: EvidenceDigest(manifestOf(evidence))}
+	bf := &BundleFacts{Evidence: evidence, Digest: EvidenceDigest(manifestOf(evidence)), Dir: dir}
 	for name, data := range renderReports(run, bf) {
 		if data.err != nil {
 			return fmt.Errorf("bundle %s: %w", dir, data.err)
@@ -281,7 +281,7 @@ func verifyReports(dir string, manifest []byte, tool string) ([]Problem, error) 
 	if err != nil {
 		return nil, err
 	}
-	bf := &BundleFacts{Evidence: evidence, Digest: EvidenceDigest(manifest)}
+	bf := &BundleFacts{Evidence: evidence, Digest: EvidenceDigest(manifest), Dir: dir}
 	var problems []Problem
 	for name, want := range renderReports(&run, bf) {
 		got, err := os.ReadFile(filepath.Join(dir, name))

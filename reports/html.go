@@ -20,8 +20,10 @@ type EvidenceFile struct {
 // HTML writes the run as one self-contained page (no script, no external
 // file: it opens offline and prints as it shows): the verdicts with their
 // requirement IDs, the nodes and their facts, the charts (SVG drawn with
-// gonum/plot), the pairwise bisection matrix, the failure test's timeline
-// and the evidence with checksums (nil: see MANIFEST.sha256).
+// gonum/plot), the telemetry of every node over the window (read from
+// bf.Dir's raw/<node>/telemetry.txt.gz), the pairwise bisection matrix,
+// the failure test's timeline and the evidence with checksums (nil: see
+// MANIFEST.sha256).
 func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	if run == nil {
 		return fmt.Errorf("html: nil run")
@@ -76,6 +78,15 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 			page.Charts = append(page.Charts, htmlChart{chart: *c, SVG: template.HTML(c.SVG)})
 		}
 	}
+	if bf != nil {
+		tcs, err := telemetryCharts(run, bf.Dir)
+		if err != nil {
+			return fmt.Errorf("html: telemetry: %w", err)
+		}
+		for _, c := range tcs {
+			page.Telemetry = append(page.Telemetry, htmlChart{chart: *c, SVG: template.HTML(c.SVG)})
+		}
+	}
 	page.Cost = newHTMLCost(run.Ledger)
 	page.Workload = newHTMLWorkload(run)
 	var fd struct {
@@ -103,6 +114,7 @@ type htmlPage struct {
 	Verdicts                []htmlVerdict
 	Nodes                   []htmlNode
 	Charts                  []htmlChart
+	Telemetry               []htmlChart
 	Bisect                  *bisectMatrix
 	Timeline                string
 	Evidence                []EvidenceFile
@@ -335,6 +347,13 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 {{end}}</table>
 <figcaption>Pairwise bisection over {{len .Nodes}} nodes: the {{len .Pairs}} slowest of the {{.Total}} pairs that ran, each pair's all-reduce busbw over the typical pair's ({{printf "%.4g" .Reference}} GB/s), median of its runs, in {{.Rounds}} round(s); every pair is in run.json.</figcaption>
 {{end}}</figure>
+{{end}}</section>{{end}}
+
+{{if .Telemetry}}<section id="telemetry"><h2>Telemetry over the window</h2>
+{{range .Telemetry}}<figure class="chart" id="{{.ID}}">
+{{.SVG}}
+<figcaption>{{.Title}}. {{.Caption}}</figcaption>
+</figure>
 {{end}}</section>{{end}}
 
 <section id="more">

@@ -27,6 +27,9 @@ type BundleFacts struct {
 	// MANIFEST.sha256's lines but the reports', which the manifest lists
 	// too but which cannot show the digest of what lists them.
 	Digest string
+	// Dir is the bundle's directory, whose raw/<node>/telemetry.txt.gz
+	// report.html charts; "" for none.
+	Dir string
 }
 
 // Markdown writes report.md outside a bundle (no digest to sign).

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,17 +13,20 @@ import (
 
 // The demo's burn-in, that phase alone: ten seconds of the compute rate,
 // gpu-03's GPU 3 at 0.8 × the others' is named by BURN-001 against the
-// fleet's median; every other node passes.
+// fleet's median; every other node passes. The plan records the
+// duration, and status shows each node's time of it.
 func TestDemoBurninNamesTheSlowGPU(t *testing.T) {
 	began := time.Now()
-	res := gpuaccept(t, t.TempDir(), "demo", "--burnin", "--only", "burnin", "--runs-dir", "runs", "-o", "json")
+	work := t.TempDir()
+	res := gpuaccept(t, work, "demo", "--burnin", "--only", "burnin", "--runs-dir", "runs", "-o", "json")
 	took := time.Since(began)
 	t.Logf("demo --burnin --only burnin: %v", took.Round(100*time.Millisecond))
 	if res.code != 1 {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
 	var rec struct {
-		Verdicts []record.Verdict `json:"verdicts"`
+		Verdicts []record.Verdict      `json:"verdicts"`
+		Plan     []record.PlannedPhase `json:"plan"`
 	}
 	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil {
 		t.Fatalf("%v\n%.500s", err, res.stdout)
@@ -44,5 +49,19 @@ func TestDemoBurninNamesTheSlowGPU(t *testing.T) {
 	}
 	if !strings.Contains(res.stderr, "demo: a 10s burn-in; GPU 3 of gpu-03 computes 20% slower") {
 		t.Errorf("no demo line saying the slow GPU:\n%s", res.stderr)
+	}
+	for _, p := range rec.Plan {
+		if p.Name == "burnin" && p.Duration != "10s" {
+			t.Errorf("the plan's burn-in duration %q, want 10s", p.Duration)
+		}
+	}
+	runs, _ := filepath.Glob(filepath.Join(work, "runs", "*"))
+	if len(runs) != 1 {
+		t.Fatalf("runs: %v", runs)
+	}
+	st := gpuaccept(t, work, "status", runs[0])
+	if st.code != 0 || !strings.Contains(st.stdout, "burn-in, 10s per node, done (") ||
+		!regexp.MustCompile(`4 nodes gpu-\[01-04\]: burn-in \d+s of 10s, \d+ runs?\n`).MatchString(st.stdout) {
+		t.Errorf("status: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 	}
 }

@@ -27,9 +27,10 @@ func TestDemoReportPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Five: the card and why not; the quote and the requirements; the
-	// per-node tables; the charts, the node-kill test's timeline and the
-	// cost; the list of nodes and verdicts. (It was four before the six
-	// HEALTH rows of the telemetry under load; the README says five.)
+	// per-node tables; the charts; the telemetry charts, the node-kill
+	// test's timeline, the cost and the list of nodes and verdicts. (It was
+	// four before the six HEALTH rows of the telemetry under load; the
+	// README says five.)
 	browser.CheckPrint(t, runs[0], "demo-report.pdf", 5)
 }
 

@@ -30,8 +30,9 @@ func newStatusCmd() *cobra.Command {
 		Short: "Where a window stands: its phase, time left, each node's last sample, findings so far",
 		Long: `Read a window's run directory while it runs (from another terminal, or another machine
 that sees the directory) or after: the phase under way, the time used and at most left, the
-quarantined nodes, each node's last telemetry sample (nodes that read alike on one line, as a
-host range), and what the telemetry shows so far (HEALTH-011..016 that did not pass).
+quarantined nodes, each node's burn-in time done and left (from the runs it journaled), each
+node's last telemetry sample (nodes that read alike on one line, as a host range), and what
+the telemetry shows so far (HEALTH-011..016 that did not pass).
 It reads the journal and the telemetry files only; it never talks to the nodes.
 Exit 0, or 2 when RUN_DIR holds no journal.`,
 		Args: cobra.ExactArgs(1),
@@ -97,6 +98,7 @@ func printStatus(w io.Writer, dir string, st *orchestrator.Status, now time.Time
 		}
 	}
 	fmt.Fprintln(w)
+	printBurnin(w, st, names)
 	series := readSeries(dir, names)
 	printLastSamples(w, names, series, now)
 	printFindings(w, run, names, series)

@@ -31,6 +31,7 @@ var Burnin = orchestrator.Phase{
 	// cut a burn-in of hours.
 	Own:      burninOn,
 	Deadline: burninDeadline,
+	Duration: func(inv *inventory.Inventory) time.Duration { return inv.Phases.Burnin.Duration },
 	PerNode:  runBurnin,
 	Judge:    judgeBurnin,
 }
@@ -142,11 +143,15 @@ func burninNote(w *orchestrator.Window, n *orchestrator.Node, i int, r BurninRun
 // burninNoted: the runs an earlier try of this window finished on n, in
 // order, and the load time they had taken. A note that does not read
 // (an older build's, a torn journal) ends the list there.
-func burninNoted(n *orchestrator.Node) ([]BurninRun, time.Duration) {
+func burninNoted(n *orchestrator.Node) ([]BurninRun, time.Duration) { return burninNotedBy(n.Noted) }
+
+// burninNotedBy is burninNoted of the notes noted gives by key (a node's,
+// or what `gpuaccept status` read of the journal).
+func burninNotedBy(noted func(key string) string) ([]BurninRun, time.Duration) {
 	var runs []BurninRun
 	var done time.Duration
 	for i := 0; ; i++ {
-		v := n.Noted(burninRunKey(i))
+		v := noted(burninRunKey(i))
 		var nv burninNoteValue
 		// (An elapsed time past any burn-in's is no note of ours: a
 		// Duration would overflow.)

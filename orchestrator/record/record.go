@@ -198,6 +198,10 @@ type PlannedPhase struct {
 	Enabled  bool   `json:"enabled"`
 	Deadline string `json:"deadline,omitempty"` // a Go duration, e.g. "10m0s"
 	Gating   bool   `json:"gating,omitempty"`   // a node that fails it is quarantined
+	// Duration is how long the phase is set to run (the burn-in's
+	// phases.burnin.duration), a Go duration; absent for a phase that runs
+	// as long as its work takes.
+	Duration string `json:"duration,omitempty"`
 	// Skipped: why the selection left it out (--skip, --only).
 	Skipped string `json:"skipped,omitempty"`
 }

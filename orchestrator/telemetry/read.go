@@ -55,6 +55,16 @@ type Series struct {
 	// sample does not keep its whole line alive for the sake of 16 bytes.
 	busIDs map[string]string
 	cells  []string // the row parser's, reused
+	// visit, when set, is Visit's: GPU rows and kernel events go to it
+	// as they are read instead of into the series, and IB samples are
+	// read and not kept.
+	visit *Visitor
+}
+
+// Visitor is what Visit passes the rows to; a nil func leaves those out.
+type Visitor struct {
+	GPU    func(*GPUSample)
+	Kernel func(*KernelEvent)
 }
 
 // The reader's bounds: a file is the node's word, however it was written.
@@ -95,16 +105,29 @@ func Read(r io.Reader) (*Series, error) {
 	return read(r, MaxUnpacked, MaxLine)
 }
 
+// Visit reads r as Read does, within the same bounds, but streams: each
+// GPU row and kernel event goes to v as it is read and is not kept, so a
+// reader of 1,000 nodes' files (report.html's charts) holds one row at a
+// time, not a node's day. The Series it returns has the rest: the starts,
+// the notes and the counts (Dropped, Bad, Truncated).
+func Visit(r io.Reader, v Visitor) (*Series, error) {
+	return readInto(r, &Series{visit: &v}, MaxUnpacked, MaxLine)
+}
+
 func read(r io.Reader, maxBytes int64, maxLine int) (*Series, error) {
+	return readInto(r, &Series{}, maxBytes, maxLine)
+}
+
+func readInto(r io.Reader, s *Series, maxBytes int64, maxLine int) (*Series, error) {
 	zr, err := gzip.NewReader(bufio.NewReader(r))
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return &Series{}, nil
+			s.visit = nil
+			return s, nil
 		}
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	defer zr.Close()
-	s := &Series{}
 	lr := &io.LimitedReader{R: zr, N: maxBytes + 1}
 	br := bufio.NewReaderSize(lr, 64<<10)
 	var kctx []string // the kernel lines before, for off-bus's GPU
@@ -126,7 +149,7 @@ func read(r io.Reader, maxBytes int64, maxLine int) (*Series, error) {
 			if lr.N <= 0 {
 				s.Truncated = true
 			}
-			s.busIDs, s.cells = nil, nil
+			s.busIDs, s.cells, s.visit = nil, nil, nil
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isGzipTear(err) {
 				return s, nil
 			}
@@ -185,14 +208,30 @@ func (s *Series) add(line string, kctx *[]string) {
 			return
 		}
 		g.BusID = s.intern(g.BusID)
+		if s.visit != nil {
+			if s.visit.GPU != nil {
+				s.visit.GPU(&g)
+			}
+			return
+		}
 		s.GPUs = append(s.GPUs, g)
 	case TagKernel:
-		s.Kernel = append(s.Kernel, kernelEvent(payload, at, *kctx))
+		e := kernelEvent(payload, at, *kctx)
 		*kctx = append((*kctx)[max(0, len(*kctx)-1):], payload)
+		if s.visit != nil {
+			if s.visit.Kernel != nil {
+				s.visit.Kernel(&e)
+			}
+			return
+		}
+		s.Kernel = append(s.Kernel, e)
 	case TagIB:
 		ib, ok := ibSample(payload, at)
 		if !ok {
 			s.Bad++
+			return
+		}
+		if s.visit != nil {
 			return
 		}
 		s.IB = append(s.IB, ib)

@@ -179,3 +179,29 @@ func TestGenuineKernelLines(t *testing.T) {
 		t.Errorf("%d kernel samples, want the 7 of SOURCES.md", n)
 	}
 }
+
+// Visit passes what Read keeps, row by row, and keeps none of it.
+func TestVisitStreams(t *testing.T) {
+	row := nounitsIdle(t)
+	text := line(0, TagStart, "interval=5000 fields=47") + line(time.Second, TagGPU, row) +
+		line(2*time.Second, TagIB, "mlx5_0:1 state=4: ACTIVE symbol_error=0") +
+		line(3*time.Second, TagKernel, "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.") +
+		line(4*time.Second, TagGPU, row) + line(5*time.Second, TagNote, DroppedNote(3, "over max_mib_per_node"))
+	data := members(t, text)
+	want := mustRead(t, data)
+	var gpus []GPUSample
+	var kern []KernelEvent
+	s, err := Visit(bytes.NewReader(data), Visitor{
+		GPU:    func(g *GPUSample) { gpus = append(gpus, *g) },
+		Kernel: func(e *KernelEvent) { kern = append(kern, *e) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != len(want.GPUs) || len(kern) != len(want.Kernel) || len(kern) != 1 || kern[0].Xid != want.Kernel[0].Xid {
+		t.Errorf("visited %d rows, %d events; Read keeps %d, %d", len(gpus), len(kern), len(want.GPUs), len(want.Kernel))
+	}
+	if len(s.GPUs)+len(s.Kernel)+len(s.IB) != 0 || len(s.Starts) != 1 || s.Dropped != 3 {
+		t.Errorf("Visit kept %d rows, %d events, %d IB; starts %d, dropped %d", len(s.GPUs), len(s.Kernel), len(s.IB), len(s.Starts), s.Dropped)
+	}
+}

@@ -96,7 +96,11 @@ func parseGPURow(row string, at time.Time, buf []string) (GPUSample, error) {
 
 	is := make([]int64, 0, 8)
 	cnt := func(f string) *int64 {
-		n, err := strconv.ParseInt(get(f), 10, 64)
+		c := get(f)
+		if c == "" || c[0] == '[' { // [N/A]: not stated (and no error to allocate)
+			return nil
+		}
+		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n < 0 {
 			return nil
 		}
@@ -181,21 +185,24 @@ func number(cell string) (float64, error) {
 
 // mask reads a hex bitmask cell: "0x0000000000000004".
 func mask(cell string) (uint64, error) {
-	h, ok := strings.CutPrefix(strings.ToLower(cell), "0x")
-	if !ok {
+	if len(cell) < 3 || cell[0] != '0' || (cell[1] != 'x' && cell[1] != 'X') {
 		return 0, errNotStated
 	}
-	return strconv.ParseUint(h, 16, 64)
+	return strconv.ParseUint(cell[2:], 16, 64)
 }
 
 // flag reads a yes/no cell ("Yes"/"No", "Active"/"Not Active",
 // "Enabled"/"Disabled"); anything else is not stated.
 func flag(cell string) (bool, bool) {
-	switch strings.ToLower(cell) {
-	case "yes", "active", "enabled", "true":
-		return true, true
-	case "no", "not active", "disabled", "false":
-		return false, true
+	for _, w := range []string{"yes", "active", "enabled", "true"} {
+		if strings.EqualFold(cell, w) {
+			return true, true
+		}
+	}
+	for _, w := range []string{"no", "not active", "disabled", "false"} {
+		if strings.EqualFold(cell, w) {
+			return false, true
+		}
 	}
 	return false, false
 }
