@@ -79,11 +79,16 @@ func burninLoads(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 	}
 	var missing []LoadUnmeasured
 	if inventory.On(b.Collectives) {
-		if has[a.Binary] {
+		switch {
+		case a.RanksPerNode < 2:
+			// One GPU moves nothing to a peer: busbw is 0 by definition.
+			missing = append(missing, LoadUnmeasured{Load: loadCollectives,
+				Reason: "one GPU per node (phases.allreduce.ranks_per_node): no intra-node collective to loop"})
+		case has[a.Binary]:
 			bn := allReduceBench(a)
 			bn.gpus = a.RanksPerNode
 			l.collective = &job{nodes: []*orchestrator.Node{n}, ranksPerNode: 1, bench: bn, log: "burnin-collective"}
-		} else {
+		default:
 			missing = append(missing, LoadUnmeasured{Load: loadCollectives, Asked: true,
 				Reason: fmt.Sprintf("%s not installed (phases.allreduce.binary): intra-node collective not looped", a.Binary)})
 		}

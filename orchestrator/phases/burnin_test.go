@@ -290,7 +290,7 @@ func TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU(t *testing.T) {
 // (journaled) and runs only what is left: one more run, not two (the first
 // run may take up to 1.9 s on a loaded machine and still leave room).
 func TestBurninResumesTheTimeLeft(t *testing.T) {
-	inv := fakeInventory(t, 2, "phases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
+	inv := fakeInventory(t, 2, "quote:\n  gpus_per_node: 8\nphases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
 	inv.Phases.Burnin.Duration, inv.Phases.Burnin.Compute.Seconds = 2900*time.Millisecond, 1
 	f := fakeFleet(inv)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -310,6 +310,9 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 		}
 		return fake.Reply{Stdout: gemmOut("cpu", "cpu", 1, 1024, 0.020+float64(k)/1000), Delay: time.Second}
 	})
+	// Each iteration's collective after it: 400 GB/s the lost window's,
+	// 300 the resumed one's.
+	answerIntra(f.Host("h1"), "192.0.2.11", func(k int) float64 { return 500 - 100*float64(k) })
 	// h2's burn-in fails in its first run (a GPU's error): a resume must
 	// keep that failure, not run h2 again for the time left.
 	h2calls := 0
@@ -356,6 +359,10 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 	}
 	if g := res.Runs[1].GPUs; len(g) != 1 || g[0].TFLOPS != 0.023 {
 		t.Errorf("the resumed run: %+v", res.Runs[1])
+	}
+	// Whole iterations: the carried-over one keeps its collective's figure.
+	if c0, c1 := res.Runs[0].Collective, res.Runs[1].Collective; c0 == nil || c1 == nil || c0.BusBW < 350 || c0.BusBW > 400 || c1.BusBW > 300 {
+		t.Errorf("the iterations' collectives: %+v then %+v; want ~400 (carried over) then ~300", c0, c1)
 	}
 	if res.ElapsedS < 2 || res.ElapsedS > 3.5 {
 		t.Errorf("elapsed %.2f s, want the two runs' load time (about 2 s), not the lost one's too", res.ElapsedS)

@@ -51,8 +51,8 @@ type BurninCollective struct {
 	GateBytes int64   `json:"gate_bytes,omitempty"`
 	Ranks     int     `json:"ranks,omitempty"`
 	Secs      float64 `json:"secs"`
-	// Wrong is nccl-tests' #wrong summed over the sweep (-c 1).
-	Wrong int64  `json:"wrong,omitempty"`
+	// Error: why the iteration has no figure (the run failed, its results
+	// were wrong, its figure was past any GPU's).
 	Error string `json:"error,omitempty"`
 }
 
