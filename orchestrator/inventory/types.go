@@ -387,6 +387,15 @@ const (
 func (a Auto) Wanted() bool { return a != AutoOff }
 func (a Auto) Asked() bool  { return a == AutoOn }
 
+// String is the value as the inventory says it ("auto" where it was left
+// out: an inventory built in code is not validated).
+func (a Auto) String() string {
+	if a == "" {
+		return string(AutoDefault)
+	}
+	return string(a)
+}
+
 // Compute is the per-GPU compute rate: dense bf16 matrix products on every
 // GPU of the node at once for Seconds, TFLOP/s per GPU.
 type Compute struct {

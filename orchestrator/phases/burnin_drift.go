@@ -107,7 +107,13 @@ func burninDrift(runs []BurninRun, duration time.Duration) (time.Duration, []Gem
 func driftVerdict(node string, res BurninNode) record.Verdict {
 	v := record.NewVerdict("BURN-002", node)
 	v.Unit = record.UnitPercentChange
-	window := time.Duration(res.DriftWindowS * float64(time.Second)).Round(time.Second)
+	window := time.Duration(res.DriftWindowS * float64(time.Second))
+	// A demo's or a test's quarter is seconds; a day's burn-in, hours.
+	if window >= time.Minute {
+		window = window.Round(time.Second)
+	} else {
+		window = window.Round(100 * time.Millisecond)
+	}
 	var asked []string
 	for _, m := range res.NotMeasured {
 		if m.Asked {
@@ -126,14 +132,14 @@ func driftVerdict(node string, res BurninNode) record.Verdict {
 		judged++
 		if judged == 1 || d.Pct < worst {
 			worst, what = d.Pct, fmt.Sprintf("GPU %d", d.GPU)
-			figures = fmt.Sprintf("%.4g → %.4g TFLOP/s (%d → %d run(s))", d.First, d.Last, d.FirstRuns, d.LastRuns)
+			figures = fmt.Sprintf("%.4g to %.4g TFLOP/s (medians of %d and %d run(s))", d.First, d.Last, d.FirstRuns, d.LastRuns)
 		}
 	}
 	if c := res.CollectiveDrift; c != nil {
 		judged++
 		if judged == 1 || c.Pct < worst {
 			worst, what = c.Pct, "intra-node all-reduce"
-			figures = fmt.Sprintf("%.4g → %.4g GB/s busbw (%d → %d run(s))", c.First, c.Last, c.FirstRuns, c.LastRuns)
+			figures = fmt.Sprintf("%.4g to %.4g GB/s busbw (medians of %d and %d run(s))", c.First, c.Last, c.FirstRuns, c.LastRuns)
 		}
 	}
 	span := fmt.Sprintf("first %s against the last", window)

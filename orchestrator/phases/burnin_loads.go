@@ -101,14 +101,14 @@ func burninLoads(ctx context.Context, w *orchestrator.Window, n *orchestrator.No
 		}
 		if l.gpuBurn == "" {
 			missing = append(missing, LoadUnmeasured{Load: loadGPUBurn, Asked: b.GPUBurn.Asked(),
-				Reason: "gpu_burn (or gpu-burn) not installed (phases.burnin.gpu_burn: " + string(b.GPUBurn) + ")"})
+				Reason: "gpu_burn (or gpu-burn) not installed (phases.burnin.gpu_burn: " + b.GPUBurn.String() + ")"})
 		}
 	}
 	if b.DCGMStress.Wanted() {
 		l.dcgm = has["dcgmi"]
 		if !l.dcgm {
 			missing = append(missing, LoadUnmeasured{Load: loadDCGMStress, Asked: b.DCGMStress.Asked(),
-				Reason: "dcgmi not installed (phases.burnin.dcgm_stress: " + string(b.DCGMStress) + ")"})
+				Reason: "dcgmi not installed (phases.burnin.dcgm_stress: " + b.DCGMStress.String() + ")"})
 		}
 	}
 	return l, missing, nil
