@@ -115,6 +115,11 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 			}
 			if err == nil {
 				loads.run(ctx, w, n, &r)
+				// Cut short in its loads (Ctrl-C, a lost coordinator):
+				// the iteration is not whole, so it is not journaled; a
+				// resume runs it again rather than keep a collective
+				// that "failed" because it was ended.
+				err = ctx.Err()
 			}
 			return r, err
 		},

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote/fake"
@@ -192,5 +194,58 @@ func TestBurninBoundsAHostileAllReduce(t *testing.T) {
 	}
 	if res.CollectiveDrift != nil {
 		t.Errorf("a drift from no figure: %+v", res.CollectiveDrift)
+	}
+}
+
+// TestBurninCutInItsCollectiveIsNotCarriedOver: the coordinator is lost
+// while the first iteration's all-reduce runs. That iteration is not
+// whole: the resume does not carry it over (no collective that "failed"
+// because it was ended), and runs it again with its figure.
+func TestBurninCutInItsCollectiveIsNotCarriedOver(t *testing.T) {
+	inv := burninLoadsInventory(t, 1, 1500*time.Millisecond, "    gpu_burn: false\n    dcgm_stress: false\n")
+	f := fakeFleet(inv)
+	h := f.Host("h1")
+	steadyGemm(h, 0.020)
+	answerIntra(h, "192.0.2.11", func(int) float64 { return 450 })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var mu sync.Mutex
+	calls := 0
+	model := standins.FormatFabric([]standins.FabricHost{{Name: "192.0.2.11", InterGBs: 370, IntraGBs: 450, GPUs: 8}})
+	h.On(`_perf -b `, func(c *fake.Call) fake.Reply {
+		mu.Lock()
+		calls++
+		k := calls
+		mu.Unlock()
+		if k == 1 {
+			cancel()
+			return fake.Reply{Delay: time.Second}
+		}
+		return fabricReply(c, model, "192.0.2.11")
+	})
+	ps := []orchestrator.Phase{Connect, Tools, Burnin, Teardown}
+	lost, dir, _ := orchestrator.Start(ctx, inv, ps, orchestrator.Options{RunsDir: t.TempDir(), Dial: f.Dial, Tool: "test"})
+	if dir == "" || lost == nil {
+		t.Fatal("no run directory")
+	}
+	if r := resultOf(t, lost, "burnin", 0); r.Outcome != record.Interrupted {
+		t.Errorf("the cut window's burn-in: %s", r.Outcome)
+	}
+	load := func(string) (*inventory.Inventory, error) { return inv, nil }
+	rec, _, err := orchestrator.Resume(t.Context(), dir, load, ps, orchestrator.Options{Dial: f.Dial, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res BurninNode
+	if err := jsonOf(resultOf(t, rec, "burnin", 0), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Resumed != 0 || len(res.Runs) == 0 {
+		t.Fatalf("resumed %d of %d run(s); want none carried over", res.Resumed, len(res.Runs))
+	}
+	for i, r := range res.Runs {
+		if c := r.Collective; c == nil || c.Error != "" || c.BusBW < 400 {
+			t.Errorf("iteration %d after the resume: %+v", i, c)
+		}
 	}
 }
