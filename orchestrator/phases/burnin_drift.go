@@ -106,7 +106,7 @@ func burninDrift(runs []BurninRun, duration time.Duration) (time.Duration, []Gem
 // driftVerdict is BURN-002 for one node from its burn-in's record.
 func driftVerdict(node string, res BurninNode) record.Verdict {
 	v := record.NewVerdict("BURN-002", node)
-	v.Unit = record.UnitPercentChange
+	v.Unit = record.UnitTimesFirst
 	window := time.Duration(res.DriftWindowS * float64(time.Second))
 	// A demo's or a test's quarter is seconds; a day's burn-in, hours.
 	if window >= time.Minute {
@@ -148,7 +148,10 @@ func driftVerdict(node string, res BurninNode) record.Verdict {
 		v.Detail = fmt.Sprintf("%d run(s): too few to compare the %s (one run in each, apart, at least)", len(res.Runs), span)
 		return v
 	}
-	x := worst
+	// The value is last over first, not the percent: gpuaccept diff
+	// holds a figure to its baseline relatively, and a drift of -0.3 %
+	// against -0.6 % is no regression of 100 %.
+	x := 1 + worst/100
 	v.Value = &x
 	v.Measured = fmt.Sprintf("%s %+.1f %%: %s", what, worst, figures)
 	switch {
