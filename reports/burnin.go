@@ -73,7 +73,7 @@ func (w *workloadView) compute(run *record.Run) {
 	}
 	fleet := median(rates)
 	w.ComputeHeader = []string{"Node", "GPU", "Device", "TFLOP/s (median)", "× fleet median", "Runs: min .. max",
-		"Drift, first to last run"}
+		"Drift, first window to last (medians)"}
 	shown := all
 	if len(all) > fleetRows {
 		shown = slices.Clone(all)

@@ -32,8 +32,20 @@ func burninRun(nodes int, slow string) *record.Run {
 					b.Drift = append(b.Drift, workload.GemmDrift{GPU: g, First: x + 1.5, Last: x, Pct: -1.5 / (x + 1.5) * 100})
 				}
 			}
+			bw := 450.0 - float64(k)
+			if name == slow && k == 1 {
+				bw = 300
+			}
+			run.Collective = &workload.BurninCollective{BusBW: bw, GateBytes: 1 << 30, Ranks: 8, Secs: 4}
+			run.Loads = []workload.BurninLoad{{Load: "gpu_burn", Tool: "gpu_burn", Secs: 60}}
+			if name == slow && k == 1 {
+				run.Loads[0].Error, run.Loads[0].Faulty = "1 of 8 GPU(s) FAULTY", []int{3}
+			}
 			b.Runs = append(b.Runs, run)
 		}
+		first, last := 450.0, b.Runs[1].Collective.BusBW
+		b.DriftWindowS = 150
+		b.CollectiveDrift = &workload.BusBWDrift{First: first, Last: last, Pct: (last - first) / first * 100, FirstRuns: 1, LastRuns: 1}
 		b.Compute = &sum
 		r.Phases = append(r.Phases, withData(phase(burninPhase, name, i, record.OK, 100, 600, ""), mustJSON(b)))
 	}
@@ -86,5 +98,46 @@ func TestComputeTableAt1000Nodes(t *testing.T) {
 	}
 	if got := strings.Count(b.String(), "<table id=\"compute\">"); got != 1 {
 		t.Errorf("report.html: %d compute tables", got)
+	}
+}
+
+// TestBurnLoadsTableShowsTheCollectivePerIteration: a row per node with
+// each iteration's busbw, its drift and the stress runs; at 1,000 nodes the
+// ten whose collective dropped most, the slow one first.
+func TestBurnLoadsTableShowsTheCollectivePerIteration(t *testing.T) {
+	w := newWorkloadView(burninRun(2, "gpu-0002"))
+	if len(w.BurnLoads) != 2 {
+		t.Fatalf("%d rows, want one per node", len(w.BurnLoads))
+	}
+	row := w.BurnLoads[1]
+	if row[0] != "gpu-0002" || row[1] != "2" || row[2] != "450, 300" || !strings.Contains(row[3], "450 → 300 (-33.3 %") {
+		t.Errorf("gpu-0002: %q", row)
+	}
+	if !strings.Contains(row[4], "gpu_burn 2 run(s), 1 failed (iteration 2: 1 of 8 GPU(s) FAULTY)") {
+		t.Errorf("stress: %q", row[4])
+	}
+	if note := strings.Join(w.BurnLoadsNote, " "); !strings.Contains(note, "first 2.5 min") {
+		t.Errorf("note: %s", note)
+	}
+	var b bytes.Buffer
+	if err := Markdown(&b, burninRun(2, "gpu-0002")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "## Burn-in: collective and stress per iteration") {
+		t.Errorf("report.md has no loads table:\n%s", b.String())
+	}
+	w = newWorkloadView(burninRun(1000, "gpu-0777"))
+	if len(w.BurnLoads) != workloadWorst || w.BurnLoads[0][0] != "gpu-0777" {
+		t.Errorf("1,000 nodes: %d rows, first %q", len(w.BurnLoads), w.BurnLoads[0])
+	}
+	b.Reset()
+	if err := HTML(&b, burninRun(3, "gpu-0002"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(b.String(), `<table id="burnin-loads">`); got != 1 {
+		t.Errorf("report.html: %d loads tables", got)
+	}
+	if got := busbwSeries(make([]workload.BurninRun, 20)); got != none {
+		t.Errorf("no collective ran: %q", got)
 	}
 }

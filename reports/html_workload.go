@@ -57,6 +57,12 @@ const htmlWorkloadTemplate = `{{define "workload"}}{{with .Workload}}
 {{range .Compute}}<tr>{{range $i, $c := .}}<td{{if eq $i 0}} class="node"{{else if gt $i 2}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</table>
 {{range .ComputeNote}}<p class="note">{{.}}</p>{{end}}
+{{end}}{{if .BurnLoads}}<h2>Burn-in: collective and stress per iteration</h2>
+<table id="burnin-loads">
+<tr>{{range .BurnLoadsHeader}}<th>{{.}}</th>{{end}}</tr>
+{{range .BurnLoads}}<tr>{{range $i, $c := .}}<td{{if eq $i 0}} class="node"{{else if eq $i 1}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>
+{{range .BurnLoadsNote}}<p class="note">{{.}}</p>{{end}}
 {{end}}{{if .Latency}}<h2>All-reduce latency</h2>
 <table id="latency">
 <tr>{{range .LatencyHeader}}<th>{{.}}</th>{{end}}</tr>

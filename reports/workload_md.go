@@ -57,6 +57,15 @@ func mdWorkload(b *bytes.Buffer, run *record.Run) error {
 			fmt.Fprintf(b, "\n%s\n", md(n))
 		}
 	}
+	if len(w.BurnLoads) > 0 {
+		b.WriteString("\n## Burn-in: collective and stress per iteration\n\n")
+		if err := mdTable(b, w.BurnLoadsHeader, escapeAll(w.BurnLoads), ""); err != nil {
+			return err
+		}
+		for _, n := range w.BurnLoadsNote {
+			fmt.Fprintf(b, "\n%s\n", md(n))
+		}
+	}
 	if len(w.Latency) > 0 {
 		b.WriteString("\n## All-reduce latency\n\nSmall messages (8 B to 64 KiB), against the quoted latency.\n\n")
 		if err := mdTable(b, w.LatencyHeader, escapeAll(w.Latency), ""); err != nil {

@@ -34,13 +34,19 @@ type workloadView struct {
 	ComputeHeader []string
 	Compute       [][]string
 	ComputeNote   []string
+	// BurnLoads: the burn-in's loads after the compute rate, one row per
+	// node (the collective's worst drifts past fleetRows).
+	BurnLoadsHeader []string
+	BurnLoads       [][]string
+	BurnLoadsNote   []string
 	// Latency: the all-reduce latency requirements (NCCL-006/007).
 	LatencyHeader []string
 	Latency       [][]string
 }
 
 func (w workloadView) empty() bool {
-	return len(w.Inference) == 0 && len(w.Training) == 0 && len(w.TrainingNote) == 0 && len(w.Latency) == 0 && len(w.Compute) == 0
+	return len(w.Inference) == 0 && len(w.Training) == 0 && len(w.TrainingNote) == 0 && len(w.Latency) == 0 && len(w.Compute) == 0 &&
+		len(w.BurnLoads) == 0
 }
 
 func newWorkloadView(run *record.Run) workloadView {
@@ -48,6 +54,7 @@ func newWorkloadView(run *record.Run) workloadView {
 	w.inference(run)
 	w.training(run)
 	w.compute(run)
+	w.burnLoads(run)
 	w.latency(run)
 	return w
 }

@@ -101,8 +101,10 @@ so its p95 time to first token misses the target. --workload training runs a tra
 over every node instead (the failure test's simulated launcher); gpu-03 computes 1.5 times
 slower and is named the straggler.
 
---burnin adds a 10-second burn-in: the compute rate on every simulated GPU at once (a genuine
-H200's 668.7 TFLOP/s); gpu-03's GPU 3 computes 20% slower and is named.`,
+--burnin adds a 10-second burn-in: each iteration the compute rate on every simulated GPU at once
+(a genuine H200's 668.7 TFLOP/s), the intra-node all-reduce, and DCGM's targeted stress (the
+simulated dcgmi); gpu-03's GPU 3 computes 20% slower and is named, and gpu-02's all-reduce sags
+to 0.7 × from the third iteration, which the drift (first quarter against the last) names.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
@@ -188,6 +190,10 @@ H200's 668.7 TFLOP/s); gpu-03's GPU 3 computes 20% slower and is named.`,
 			if burnin {
 				o.Progress.Line("demo: a %s burn-in; GPU %d of %s computes %.0f%% slower", demoBurninFor, demoGemmSlowGPU,
 					inv.Nodes[min(demoSlow, len(inv.Nodes)-1)].Name, (1-demoGemmSlow)*100)
+				if demoSagNode < len(inv.Nodes) {
+					o.Progress.Line("demo: %s's intra-node all-reduce sags to %.1f × from the burn-in's iteration %d",
+						inv.Nodes[demoSagNode].Name, demoSag, demoSagFrom)
+				}
 			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
 			return finish(cmd, rec, dir, err, f)
@@ -197,7 +203,7 @@ H200's 668.7 TFLOP/s); gpu-03's GPU 3 computes 20% slower and is named.`,
 	cmd.Flags().Int64Var(&seed, "seed", 0, "vary the simulated fabric: which node is degraded and how much (0: gpu-03 at half rate)")
 	cmd.Flags().StringVar(&quoteFile, "quote", "", "a YAML file whose quote: mapping replaces the demo's quote")
 	cmd.Flags().StringVar(&workload, "workload", "none", "the load test on every node: "+strings.Join(demoWorkloads, " or "))
-	cmd.Flags().BoolVar(&burnin, "burnin", false, "add a 10-second burn-in (the compute rate; one GPU 20% slower)")
+	cmd.Flags().BoolVar(&burnin, "burnin", false, "add a 10-second burn-in (compute rate, all-reduce, stress; one GPU 20% slower, one all-reduce sags)")
 	// For the fleet benchmark: the nodes in this process, the window in another.
 	cmd.Flags().StringVar(&serve, "serve", "", "write an inventory of the simulated nodes to FILE and serve them until interrupted")
 	cmd.Flags().MarkHidden("serve")
@@ -394,6 +400,11 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 		if inv.Phases.Burnin.Enabled {
 			if err := demoGemmScript(bin, i); err != nil {
 				return servers, err
+			}
+			if i == demoSagNode {
+				if err := demoSagScript(bin, argv0, hosts, n.Name); err != nil {
+					return servers, err
+				}
 			}
 		}
 		if demoTraining(inv) && i == demoSlow {

@@ -4,14 +4,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/remote"
+	"gpuaccept/scripts/standins"
 )
 
-// The demo's burn-in (--burnin): ten seconds of the compute rate on every
-// simulated node, gpu-03's GPU 3 computing 20% slower, which BURN-001
-// names against the fleet's median. The simulated GPUs compute at the
+// The demo's burn-in (--burnin): ten seconds of iterations on every
+// simulated node, each the compute rate, the intra-node all-reduce (the
+// fabric model) and DCGM's targeted stress (the dcgmi stand-in, which
+// replays the node's genuine diag table: gpu-04's fails). gpu-03's GPU 3
+// computes 20% slower, which BURN-001 names against the fleet's median;
+// gpu-02's all-reduce sags to 0.7 × from the third iteration, which
+// BURN-002 names (the first quarter against the last). The simulated GPUs compute at the
 // rate a genuine H200 sustained at its 700 W cap (../shared/field: 668.7
 // TFLOP/s dense bf16); their Python is demoGemmPython, which answers as
 // gemm.py does (its output contract) after waiting out the run's seconds.
@@ -22,6 +30,13 @@ const (
 	demoGemmSlowGPU = 3
 	demoGemmSlow    = 0.8
 	demoH200TFLOPS  = 668.7
+	demoSagNode     = 1
+	demoSag         = 0.7
+	demoSagFrom     = 3
+	// demoRunsFile counts the gemm.py runs of a node's burn-in, in its
+	// home: the sagging all-reduce reads it, so the intranode phase
+	// before the burn-in is not touched.
+	demoRunsFile = ".demo-burnin-runs"
 )
 
 // demoAddBurnin switches the burn-in on, set after the inventory was
@@ -53,6 +68,8 @@ if [ -n "${GPUACCEPT_STANDIN_STATE:-}" ] && mkdir -p "$GPUACCEPT_STANDIN_STATE/b
   trap 'rm -f "$busy"' EXIT
 fi
 sleep "$secs"
+n=$(cat "$HOME/%s" 2>/dev/null || echo 0)
+echo $((n + 1)) > "$HOME/%s"
 awk -v secs="$secs" -v size="$size" -v rate=%g -v slowgpu=%d -v slow=%g 'BEGIN {
   for (g = 0; g < 8; g++) {
     r = rate - 0.3 * g; if (g == slowgpu) r *= slow
@@ -61,6 +78,34 @@ awk -v secs="$secs" -v size="$size" -v rate=%g -v slowgpu=%d -v slow=%g 'BEGIN {
   }
   print "GPUACCEPT gemm done"
 }'
-`, demoGemmSeconds, demoH200TFLOPS, demoGemmSlowGPU, slow)
+`, demoGemmSeconds, demoRunsFile, demoRunsFile, demoH200TFLOPS, demoGemmSlowGPU, slow)
 	return os.WriteFile(filepath.Join(bin, demoGemmPython), []byte(script), 0o755)
+}
+
+// demoSagScript replaces node's all_reduce_perf with one that, from the
+// burn-in's demoSagFrom-th iteration, runs the fabric model with the
+// node's NVLink at demoSag × its rate: the model's own output, in
+// nccl-tests' format, from a fabric that sagged under sustained load.
+func demoSagScript(bin string, argv0 []string, hosts []standins.FabricHost, node string) error {
+	sagged := slices.Clone(hosts)
+	for i := range sagged {
+		if sagged[i].Name == node {
+			sagged[i].IntraGBs *= demoSag
+		}
+	}
+	words := []string{}
+	for _, w := range append(slices.Clone(argv0), "all_reduce_perf") {
+		words = append(words, remote.Quote(w))
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+# gpuaccept demo: %s's intra-node all-reduce sags under sustained load (the fabric model at %.1f x its NVLink).
+n=$(cat "$HOME/%s" 2>/dev/null || echo 0)
+if [ "$n" -ge %d ]; then
+  %s=%s
+  export %s
+fi
+exec %s "$@"
+`, node, demoSag, demoRunsFile, demoSagFrom, standins.FabricEnv, remote.Quote(standins.FormatFabric(sagged)), standins.FabricEnv,
+		strings.Join(words, " "))
+	return os.WriteFile(filepath.Join(bin, "all_reduce_perf"), []byte(script), 0o755)
 }

@@ -11,10 +11,12 @@ import (
 	"gpuaccept/orchestrator/record"
 )
 
-// The demo's burn-in, that phase alone: ten seconds of the compute rate,
+// The demo's burn-in, that phase alone: ten seconds of iterations,
 // gpu-03's GPU 3 at 0.8 × the others' is named by BURN-001 against the
-// fleet's median; every other node passes. The plan records the
-// duration, and status shows each node's time of it.
+// fleet's median; every other node passes. gpu-02's all-reduce, sagging to
+// 0.7 × from the third iteration, is named by BURN-002 with both figures;
+// gpu-04's dcgmi (its genuine failing diag table) by BURN-003. The plan
+// records the duration, and status shows each node's time of it.
 func TestDemoBurninNamesTheSlowGPU(t *testing.T) {
 	began := time.Now()
 	work := t.TempDir()
@@ -33,6 +35,16 @@ func TestDemoBurninNamesTheSlowGPU(t *testing.T) {
 	}
 	seen := 0
 	for _, v := range rec.Verdicts {
+		switch {
+		case v.ID == "BURN-002" && v.Node == "gpu-02":
+			if v.Status != record.Fail || !strings.Contains(v.Measured, "intra-node all-reduce") || !strings.Contains(v.Measured, " GB/s busbw") {
+				t.Errorf("gpu-02: BURN-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+			}
+		case v.ID == "BURN-002" && v.Status == record.Fail:
+			t.Errorf("%s: BURN-002 %s %s | %s", v.Node, v.Status, v.Measured, v.Detail)
+		case v.ID == "BURN-003" && (v.Node == "gpu-04") != (v.Status == record.Fail):
+			t.Errorf("%s: BURN-003 %s %s | %s", v.Node, v.Status, v.Measured, v.Detail)
+		}
 		if v.ID != "BURN-001" {
 			continue
 		}

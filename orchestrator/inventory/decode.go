@@ -48,6 +48,7 @@ func strictDecoding(dc *mapstructure.DecoderConfig) {
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	bytesType    = reflect.TypeFor[Bytes]()
+	autoType     = reflect.TypeFor[Auto]()
 )
 
 // strictHook converts the strings that stand for durations and sizes, and
@@ -59,6 +60,11 @@ func strictHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 		return toDuration(data)
 	case to == bytesType:
 		return toBytes(data)
+	case to == autoType:
+		// true and false are YAML's booleans; auto is a word.
+		if b, ok := data.(bool); ok {
+			return fmt.Sprint(b), nil
+		}
 	case isInt(to.Kind()):
 		return toInt(data)
 	}

@@ -409,6 +409,40 @@ type Burnin struct {
 	// Duration of the whole burn-in: 1 min to 30 days.
 	Duration time.Duration `mapstructure:"duration" json:"duration"`
 	Compute  Compute       `mapstructure:"compute" json:"compute"`
+	// Collectives runs the intra-node all-reduce (phases.allreduce's
+	// binary and sizes, one process over the node's GPUs) after each run
+	// of the compute rate: default true.
+	Collectives *bool `mapstructure:"collectives" json:"collectives"`
+	// GPUBurn and DCGMStress run gpu-burn and dcgmi diag -r
+	// targeted_stress after the collective: auto (default) where the node
+	// has them, true (a node without it is NOT MEASURED) or false.
+	GPUBurn    Auto `mapstructure:"gpu_burn" json:"gpu_burn"`
+	DCGMStress Auto `mapstructure:"dcgm_stress" json:"dcgm_stress"`
+}
+
+// Auto is a switch that may also be left to the node: "auto" (the
+// default, ""), "true" or "false". YAML's true and false read as such.
+type Auto string
+
+// Auto's values.
+const (
+	AutoDefault Auto = "auto"
+	AutoOn      Auto = "true"
+	AutoOff     Auto = "false"
+)
+
+// Wanted says whether the load runs where the node has it; Asked whether
+// the inventory asked for it outright.
+func (a Auto) Wanted() bool { return a != AutoOff }
+func (a Auto) Asked() bool  { return a == AutoOn }
+
+// String is the value as the inventory says it ("auto" where it was left
+// out: an inventory built in code is not validated).
+func (a Auto) String() string {
+	if a == "" {
+		return string(AutoDefault)
+	}
+	return string(a)
 }
 
 // Compute is the per-GPU compute rate: dense bf16 matrix products on every

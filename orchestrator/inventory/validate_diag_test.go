@@ -34,3 +34,24 @@ func TestDiagImage(t *testing.T) {
 		}
 	}
 }
+
+// TestBurninLoadSwitches: gpu_burn and dcgm_stress take auto, true or
+// false (YAML's booleans too); anything else is refused naming the key.
+func TestBurninLoadSwitches(t *testing.T) {
+	base := "phases:\n  burnin:\n    enabled: true\n    duration: 10m\n"
+	inv, err := parse("x.yaml", []byte(minimal+base+"    gpu_burn: true\n    dcgm_stress: false\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := inv.Phases.Burnin; b.GPUBurn != AutoOn || b.DCGMStress != AutoOff || !On(b.Collectives) {
+		t.Errorf("gpu_burn %q dcgm_stress %q collectives %v", b.GPUBurn, b.DCGMStress, b.Collectives)
+	}
+	inv, err = parse("x.yaml", []byte(minimal+base), noEnv)
+	if err != nil || inv.Phases.Burnin.GPUBurn != AutoDefault || inv.Phases.Burnin.DCGMStress != AutoDefault {
+		t.Errorf("defaults: %v %+v", err, inv)
+	}
+	_, err = parse("x.yaml", []byte(minimal+base+"    gpu_burn: sometimes\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "phases.burnin.gpu_burn") || !strings.Contains(err.Error(), "auto") {
+		t.Errorf("a bad value must name the key: %v", err)
+	}
+}

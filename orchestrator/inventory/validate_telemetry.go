@@ -1,6 +1,9 @@
 package inventory
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Telemetry and burn-in defaults and bounds.
 const (
@@ -59,5 +62,19 @@ func (v *validator) burnin(b *Burnin) {
 	}
 	if c.Python == "" {
 		c.Python = DefaultComputePython
+	}
+	for _, x := range []struct {
+		key string
+		a   *Auto
+	}{{"gpu_burn", &b.GPUBurn}, {"dcgm_stress", &b.DCGMStress}} {
+		key, a := x.key, x.a
+		switch norm := Auto(strings.ToLower(strings.TrimSpace(string(*a)))); norm {
+		case "":
+			*a = AutoDefault
+		case AutoDefault, AutoOn, AutoOff:
+			*a = norm
+		default:
+			v.problem(k+key, "must be auto (where the node has it), true or false, got %q", short(string(*a)))
+		}
 	}
 }

@@ -29,7 +29,12 @@ var burninHosts = []string{"h1", "h2", "h3"}
 // 5% of a CPU by a cgroup quota (the lab machine runs at a load of 12 on
 // 2 cores: a 20% cap bound h3 to 0.86 × the median, too near 0.9). BURN-001, unquoted, holds each
 // figure to the fleet's median: h3 is named, h1 and h2 pass; every run's
-// figures are in run.json; nothing is left running.
+// figures are in run.json; nothing is left running. Each iteration also
+// runs the nccl-tests stand-in as one process over two "GPUs" (-g 2, a
+// real MPI singleton on the host) and the dcgmi stand-in's targeted
+// stress: every iteration keeps its collective's busbw, and BURN-002
+// compares the first quarter with the last (logged: the lab's CPU figures
+// are too noisy on a loaded machine to hold to 10 %).
 func TestBurninNamesTheSlowGPU(t *testing.T) {
 	l := needLab(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -39,7 +44,14 @@ func TestBurninNamesTheSlowGPU(t *testing.T) {
 		t.Skipf("the lab's python3 has no torch (apt-get install python3-torch): %v %s", err, out)
 	}
 	prepare(t, l, nil)
-	inv := writeInventory(t, l, burninHosts, "", `  burnin:
+	standinBenchmarks(t, l, burninHosts)
+	inv := writeInventory(t, l, burninHosts, "", `  allreduce:
+    min_bytes: 1MiB
+    max_bytes: 4MiB
+    warmup: 1
+    ranks_per_node: 2
+    timeout: 1m
+  burnin:
     enabled: true
     duration: 1m
     compute:
@@ -72,6 +84,19 @@ func TestBurninNamesTheSlowGPU(t *testing.T) {
 		t.Logf("%s: %d runs in %.0f s, %.4g TFLOP/s on %s (drift %+v)", h, len(b.Runs), b.ElapsedS, g.TFLOPS, g.On, b.Drift)
 		if g.On != "cpu" || g.Device != "cpu" || (len(b.Runs) > 1) != (len(b.Drift) == 1) {
 			t.Errorf("%s: figure %+v, drift %+v: want it labelled cpu and a drift", h, g, b.Drift)
+		}
+		for k, run := range b.Runs {
+			c := run.Collective
+			if c == nil || c.Error != "" || c.BusBW <= 0 || c.Ranks != 2 {
+				t.Errorf("%s iteration %d: collective %+v, want the stand-in's busbw over 2 ranks", h, k, c)
+				continue
+			}
+			t.Logf("%s iteration %d: all-reduce %.4g GB/s in %.1f s, loads %+v", h, k, c.BusBW, c.Secs, run.Loads)
+		}
+		v := verdict(r, "BURN-002", h)
+		t.Logf("BURN-002 %s %s %s | %s (window %.0f s, collective drift %+v)", h, v.Status, v.Measured, v.Detail, b.DriftWindowS, b.CollectiveDrift)
+		if b.DriftWindowS != 15 || v.Incomplete != "" {
+			t.Errorf("%s: drift window %.0f s (want a quarter of 60), BURN-002 incomplete %q", h, b.DriftWindowS, v.Incomplete)
 		}
 	}
 	for _, h := range burninHosts {

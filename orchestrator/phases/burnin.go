@@ -16,13 +16,17 @@ import (
 )
 
 // Burnin is the burn-in: sustained load on every GPU of every node, with
-// the window's telemetry on, for phases.burnin.duration. In this first
-// part the load is the per-GPU compute rate (scripts/node/gemm.py: dense
-// bf16 matrix products on every GPU at once), run again and again until
-// the duration is spent; each run's TFLOP/s per GPU is kept, and each
-// GPU's drift from the first run to the last. A window lost mid burn-in
-// resumes the time left, after the runs it had finished (journaled as
-// node notes). Looping the collectives comes later.
+// the window's telemetry on, for phases.burnin.duration. Each iteration of
+// a node's loop runs the per-GPU compute rate (scripts/node/gemm.py: dense
+// bf16 matrix products on every GPU at once), then the intra-node
+// collective (all_reduce_perf, one process over the node's GPUs), then
+// gpu-burn and DCGM's targeted stress where the node has them
+// (burnin_loads.go), until the duration is spent. Each iteration's figures
+// are kept, and each GPU's and the collective's drift from the first hour
+// to the last (burnin_drift.go). A window lost mid burn-in resumes the
+// time left, after the iterations it had finished (journaled as node
+// notes). The cluster-wide all-reduce and the workload phase's job are
+// not looped: they need every node at once, and this loop is per node.
 var Burnin = orchestrator.Phase{
 	Name:    burninPhase,
 	Loads:   true,
@@ -45,11 +49,11 @@ func burninOn(inv *inventory.Inventory) bool { return inv.Phases.Burnin.Enabled 
 // machine, torch's import alone took ~15 s).
 const gemmStartWithin = 3 * time.Minute
 
-// burninDeadline is the duration, one run past it (a run that starts just
-// before the end is let finish) and the start of the last.
+// burninDeadline is the duration, one iteration past it (one that starts
+// just before the end is let finish: its gemm.py run and its loads).
 func burninDeadline(inv *inventory.Inventory) time.Duration {
 	b := inv.Phases.Burnin
-	return b.Duration + gemmRunWithin(b.Compute)
+	return b.Duration + gemmRunWithin(b.Compute) + burninLoadsWithin(inv)
 }
 
 // gemmRunWithin bounds one run of gemm.py.
@@ -71,7 +75,9 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	b := w.Inv.Phases.Burnin
 	res := &BurninNode{DurationS: b.Duration.Seconds(), Seconds: b.Compute.Seconds, Size: b.Compute.Size}
 	if !b.Compute.On() {
-		return nil, orchestrator.Unmeasured("gemm.py", "phases.burnin.compute.enabled is false and nothing else loads the GPUs yet: burn-in not measured")
+		// The loop is timed by gemm.py's runs (a run that ends early is
+		// caught by its seconds); the other loads ride on it.
+		return nil, orchestrator.Unmeasured("gemm.py", "phases.burnin.compute.enabled is false: the burn-in's loop is paced by the compute rate's runs: burn-in not measured")
 	}
 	// A window lost mid burn-in resumes the time left: the runs it had
 	// finished, and the load time they took, are in the journal's notes.
@@ -81,7 +87,8 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 		// The earlier try failed on this node: the resume keeps that
 		// verdict rather than run the time left on a node that failed.
 		res.Runs, res.ElapsedS, res.Error = earlier, done.Seconds(), why
-		res.Drift, res.Compute = gemmDrift(res.Runs), gemmSummary(res.Runs)
+		res.Compute = gemmSummary(res.Runs)
+		res.DriftWindowS, res.Drift, res.CollectiveDrift = driftOf(res.Runs, b.Duration)
 		if len(res.Runs) == 0 {
 			return nil, errors.New(why)
 		}
@@ -91,19 +98,36 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 		w.Progress.Node(n.Name, "burn-in: %d run(s) and %s done before the window was resumed; %s left",
 			len(earlier), done.Round(time.Second), max(b.Duration-done, 0).Round(time.Second))
 	}
+	// Which loads run after gemm.py is asked once; each one the node
+	// lacks is said once, and the loop goes on with the rest.
+	loads, missing, err := burninLoads(ctx, w, n)
+	if err != nil {
+		return nil, err
+	}
+	res.NotMeasured = missing
+	for _, m := range missing {
+		w.Progress.Node(n.Name, "burn-in: not measured: %s", m.Reason)
+	}
 	start := time.Now()
-	var err error
 	res.Runs, err = burninLoop(ctx, b.Duration, time.Duration(b.Compute.Seconds)*time.Second, time.Now, earlier, done,
 		func(ctx context.Context) (BurninRun, error) {
 			r, err := gemmOnce(ctx, w, n, b.Compute)
 			if len(r.GPUs) > 0 {
 				w.Progress.Node(n.Name, "burn-in: %s", gemmLine(r.GPUs))
 			}
+			if err == nil {
+				loads.run(ctx, w, n, &r)
+				// Cut short in its loads (Ctrl-C, a lost coordinator):
+				// the iteration is not whole, so it is not journaled; a
+				// resume runs it again rather than keep a collective
+				// that "failed" because it was ended.
+				err = ctx.Err()
+			}
 			return r, err
 		},
 		func(i int, r BurninRun, elapsed time.Duration) { burninNote(w, n, i, r, elapsed) })
 	res.ElapsedS = (done + time.Since(start)).Seconds()
-	res.Drift = gemmDrift(res.Runs)
+	res.DriftWindowS, res.Drift, res.CollectiveDrift = driftOf(res.Runs, b.Duration)
 	res.Compute = gemmSummary(res.Runs)
 	if _, nm := orchestrator.IsNotMeasured(err); err != nil && ctx.Err() == nil && !nm {
 		_ = w.Note(n, burninFailedKey, clip(err.Error(), 400))
@@ -124,8 +148,10 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 // short): a resume does not run it again.
 const burninFailedKey = "burnin.failed"
 
-// burninRunKey is the note of a node's i-th finished run: the run and the
-// load time spent when it ended (burninNoted reads them back).
+// burninRunKey is the note of a node's i-th finished iteration: its gemm.py
+// run, the collective's figure and the stress tools' exits after it, and
+// the load time spent when it ended (burninNoted reads them back), so a
+// resumed window keeps whole iterations.
 func burninRunKey(i int) string { return fmt.Sprintf("burnin.run.%d", i) }
 
 type burninNoteValue struct {
@@ -291,5 +317,18 @@ func BurninPlan(inv *inventory.Inventory) string {
 	if !b.Compute.On() {
 		return "compute rate off: nothing loads the GPUs"
 	}
-	return fmt.Sprintf("gemm.py %d s a run; no collectives, no resume yet", b.Compute.Seconds)
+	loads := ""
+	if inventory.On(b.Collectives) {
+		loads += ", intra-node all-reduce"
+	}
+	if b.GPUBurn.Wanted() || b.DCGMStress.Wanted() {
+		loads += ", stress where installed"
+	}
+	return fmt.Sprintf("gemm.py %d s a run%s", b.Compute.Seconds, loads)
+}
+
+// driftOf is burninDrift in the record's units.
+func driftOf(runs []BurninRun, duration time.Duration) (float64, []GemmDrift, *BusBWDrift) {
+	window, gpus, coll := burninDrift(runs, duration)
+	return window.Seconds(), gpus, coll
 }

@@ -28,6 +28,7 @@ func judgeBurnin(w *orchestrator.Window) []record.Verdict {
 		return nil
 	}
 	var nodes []burnNode
+	var load []record.Verdict
 	for _, n := range w.Nodes {
 		bn := burnNode{Name: n.Name}
 		var res BurninNode
@@ -49,8 +50,115 @@ func judgeBurnin(w *orchestrator.Window) []record.Verdict {
 			}
 		}
 		nodes = append(nodes, bn)
+		load = append(load, loadVerdicts(w, bn, res)...)
 	}
-	return burnVerdicts(nodes, w.Inv.Quote.GPUTFLOPSBF16, w.Inv.Acceptance.ToleranceFor("BURN-001"))
+	return append(burnVerdicts(nodes, w.Inv.Quote.GPUTFLOPSBF16, w.Inv.Acceptance.ToleranceFor("BURN-001")), load...)
+}
+
+// loadVerdicts are BURN-002 (drift) and, where a stress tool is on,
+// BURN-003 for one node; a node that took no part or could not measure
+// is said as for BURN-001.
+func loadVerdicts(w *orchestrator.Window, n burnNode, res BurninNode) []record.Verdict {
+	b := w.Inv.Phases.Burnin
+	ids := []string{"BURN-002"}
+	if b.GPUBurn.Wanted() || b.DCGMStress.Wanted() {
+		ids = append(ids, "BURN-003")
+	}
+	var out []record.Verdict
+	for _, id := range ids {
+		v := record.NewVerdict(id, n.Name)
+		switch {
+		case n.Absent != "":
+			v.Status, v.Detail = record.Skip, n.Absent
+		case n.Unmeasured != "":
+			notMeasured(&v, n.Unmeasured)
+		case id == "BURN-002":
+			v = driftVerdict(n.Name, res)
+			if n.Err != "" && v.Status != record.Fail {
+				v.Detail = clip(v.Detail+"; "+n.Err, 200)
+			}
+		default:
+			v = stressVerdict(n.Name, res)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// stressVerdict is BURN-003: every run of gpu-burn and DCGM's targeted
+// stress ended with exit 0 and, for gpu-burn, no GPU FAULTY in its
+// summary. A tool the node lacks is named; asked for (true), the window
+// is INCOMPLETE.
+func stressVerdict(node string, res BurninNode) record.Verdict {
+	v := record.NewVerdict("BURN-003", node)
+	ran := map[string]int{}
+	var failed []string
+	for i, r := range res.Runs {
+		for _, l := range r.Loads {
+			ran[l.Tool]++
+			if l.Error != "" {
+				failed = append(failed, fmt.Sprintf("iteration %d: %s %s", i+1, l.Tool, faultyText(l)))
+			}
+		}
+	}
+	var lacks, asked []string
+	for _, m := range res.NotMeasured {
+		if m.Load == loadGPUBurn || m.Load == loadDCGMStress {
+			lacks = append(lacks, m.Reason)
+			if m.Asked {
+				asked = append(asked, m.Reason)
+			}
+		}
+	}
+	if len(asked) > 0 {
+		v.Incomplete = strings.Join(asked, "; ")
+	}
+	var tools []string
+	for t, k := range ran {
+		tools = append(tools, fmt.Sprintf("%s %d run(s)", t, k))
+	}
+	slices.Sort(tools)
+	switch {
+	case len(failed) > 0:
+		v.Status, v.Measured = record.Fail, fmt.Sprintf("%d of %d run(s) failed", len(failed), len(failed)+countOK(ran, len(failed)))
+		v.Detail = strings.Join(firstFew(failed), "; ")
+	case len(ran) == 0 && len(lacks) > 0:
+		v.Status, v.Measured, v.Detail = record.Skip, "not measured", clip(strings.Join(lacks, "; "), 200)
+	case len(ran) == 0:
+		v.Status, v.Measured, v.Detail = record.Skip, "not run", "no iteration reached the stress tools"
+	default:
+		v.Status, v.Measured = record.Pass, strings.Join(tools, ", ")+", all exit 0"
+		if len(lacks) > 0 {
+			v.Detail = clip(strings.Join(lacks, "; "), 200)
+		}
+	}
+	return v
+}
+
+// countOK is how many of the runs counted in ran passed.
+func countOK(ran map[string]int, failed int) int {
+	total := 0
+	for _, k := range ran {
+		total += k
+	}
+	return total - failed
+}
+
+// faultyText says how one stress run failed: its exit, and gpu-burn's
+// FAULTY GPUs (the first few).
+func faultyText(l BurninLoad) string {
+	if len(l.Faulty) == 0 {
+		return l.Error
+	}
+	var gpus []string
+	for _, g := range l.Faulty[:min(len(l.Faulty), 4)] {
+		gpus = append(gpus, fmt.Sprint(g))
+	}
+	more := ""
+	if len(l.Faulty) > 4 {
+		more = fmt.Sprintf(" and %d more", len(l.Faulty)-4)
+	}
+	return fmt.Sprintf("%s (GPU %s%s)", l.Error, strings.Join(gpus, ", "), more)
 }
 
 // burnVerdicts judges each node's GPUs: against quote × tol where the

@@ -138,32 +138,3 @@ func gemmSummary(runs []BurninRun) *GemmSummary {
 	slices.SortFunc(s.GPUs, func(a, b GemmGPU) int { return a.GPU - b.GPU })
 	return s
 }
-
-// gemmDrift is each GPU's rate in the first run that measured it against
-// the last: none with fewer than two runs.
-func gemmDrift(runs []BurninRun) []GemmDrift {
-	first, last := map[int]float64{}, map[int]float64{}
-	count := map[int]int{}
-	for _, r := range runs {
-		for _, g := range r.GPUs {
-			if g.Error != "" {
-				continue
-			}
-			if _, ok := first[g.GPU]; !ok {
-				first[g.GPU] = g.TFLOPS
-			}
-			last[g.GPU] = g.TFLOPS
-			count[g.GPU]++
-		}
-	}
-	var out []GemmDrift
-	for gpu, f := range first {
-		if count[gpu] < 2 || f <= 0 {
-			continue
-		}
-		l := last[gpu]
-		out = append(out, GemmDrift{GPU: gpu, First: f, Last: l, Pct: (l - f) / f * 100})
-	}
-	slices.SortFunc(out, func(a, b GemmDrift) int { return a.GPU - b.GPU })
-	return out
-}

@@ -54,21 +54,65 @@ func TestParseGemmKeepsOnlyWellFormedFigures(t *testing.T) {
 }
 
 func TestGemmDriftAndSummaryUseEveryRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	runs := []BurninRun{
-		{GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 670, 660))},
-		{GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 668, 640))},
-		{GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 669, 594))},
+		{At: t0, GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 670, 660))},
+		{At: t0.Add(time.Minute), GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 668, 640))},
+		{At: t0.Add(2 * time.Minute), GPUs: parseGemm(gemmOut("cuda", "H", 60, 8192, 669, 594))},
 	}
-	d := gemmDrift(runs)
-	if len(d) != 2 || d[1].First != 660 || d[1].Last != 594 || d[1].Pct > -9.9 || d[1].Pct < -10.1 {
-		t.Errorf("drift %+v, want GPU 1 660 -> 594 (-10%%)", d)
+	// 3 minutes: a quarter (45 s) at each end, the first run and the last.
+	window, d, coll := burninDrift(runs, 3*time.Minute)
+	if window != 45*time.Second || len(d) != 2 || d[1].First != 660 || d[1].Last != 594 || d[1].Pct > -9.9 || d[1].Pct < -10.1 {
+		t.Errorf("drift over %s: %+v, want GPU 1 660 -> 594 (-10%%)", window, d)
+	}
+	if coll != nil {
+		t.Errorf("no collective ran, yet a drift: %+v", coll)
 	}
 	s := gemmSummary(runs)
 	if len(s.GPUs) != 2 || s.GPUs[0].TFLOPS != 669 || s.GPUs[1].TFLOPS != 640 {
 		t.Errorf("summary %+v, want each GPU's median (669, 640)", s.GPUs)
 	}
-	if gemmDrift(runs[:1]) != nil {
+	if _, d, _ := burninDrift(runs[:1], time.Hour); d != nil {
 		t.Error("one run has no drift")
+	}
+}
+
+// TestDriftIsTheFirstHourAgainstTheLast: 3 h of 10-minute iterations;
+// the medians of the six runs that started in the first hour and of the
+// six in the last, not the first run against the last; the collective's
+// busbw too. Shorter than 2 h: quarters.
+func TestDriftIsTheFirstHourAgainstTheLast(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	var runs []BurninRun
+	for i := range 18 {
+		rate, bw := 660.0, 450.0
+		if i == 0 {
+			rate, bw = 700, 480 // a cold first run: not the figure
+		}
+		if i >= 12 {
+			rate, bw = 600, 400
+		}
+		runs = append(runs, BurninRun{At: t0.Add(time.Duration(i) * 10 * time.Minute),
+			GPUs: []GemmGPU{{GPU: 0, TFLOPS: rate}}, Collective: &BurninCollective{BusBW: bw}})
+	}
+	window, d, coll := burninDrift(runs, 3*time.Hour)
+	if window != time.Hour || len(d) != 1 || d[0].First != 660 || d[0].Last != 600 || d[0].FirstRuns != 6 || d[0].LastRuns != 6 {
+		t.Errorf("over %s: %+v, want 660 (median of 6) -> 600 (6)", window, d)
+	}
+	if coll == nil || coll.First != 450 || coll.Last != 400 || coll.FirstRuns != 6 {
+		t.Errorf("collective drift %+v, want 450 -> 400", coll)
+	}
+	if w := driftWindow(90 * time.Minute); w != 22*time.Minute+30*time.Second {
+		t.Errorf("90 min: window %s, want a quarter", w)
+	}
+	// A failed collective is no figure; too few figures, no drift.
+	runs[17].Collective = &BurninCollective{Error: "exit 1"}
+	if _, _, coll := burninDrift(runs[15:], 3*time.Hour); coll != nil {
+		t.Errorf("a failed last collective: drift %+v", coll)
+	}
+	v := driftVerdict("h1", BurninNode{Runs: runs[:1], DriftWindowS: 3600})
+	if v.Status != record.Skip || !strings.Contains(v.Detail, "too few") {
+		t.Errorf("one run: %s %s", v.Status, v.Detail)
 	}
 }
 
@@ -180,10 +224,14 @@ func TestBurnVerdicts(t *testing.T) {
 
 func TestBurninDeadlineIsItsDurationNotPhasesDeadline(t *testing.T) {
 	inv := fakeInventory(t, 1, "phases:\n  deadline: 30m\n  burnin:\n    enabled: true\n    duration: 24h\n")
-	if got, want := orchestrator.PhaseDeadline(&Burnin, inv), 24*time.Hour+time.Minute+gemmStartWithin; got != want {
-		t.Errorf("deadline %s, want %s (the duration, one run and its start)", got, want)
+	// One iteration past the duration: gemm.py's run and its start, the
+	// collective's timeout (15 m), gpu-burn's and DCGM's (auto: each its
+	// seconds and start).
+	stress := time.Minute + stressStartWithin
+	if got, want := orchestrator.PhaseDeadline(&Burnin, inv), 24*time.Hour+time.Minute+gemmStartWithin+15*time.Minute+2*stress; got != want {
+		t.Errorf("deadline %s, want %s (the duration, one iteration and its start)", got, want)
 	}
-	if p := BurninPlan(inv); !strings.Contains(p, "60 s a run") || !strings.Contains(p, "no resume") {
+	if p := BurninPlan(inv); !strings.Contains(p, "60 s a run") || !strings.Contains(p, "all-reduce") {
 		t.Errorf("plan note %q", p)
 	}
 }
@@ -242,7 +290,7 @@ func TestBurninRunsGemmOnEveryNodeAndNamesTheSlowGPU(t *testing.T) {
 // (journaled) and runs only what is left: one more run, not two (the first
 // run may take up to 1.9 s on a loaded machine and still leave room).
 func TestBurninResumesTheTimeLeft(t *testing.T) {
-	inv := fakeInventory(t, 2, "phases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
+	inv := fakeInventory(t, 2, "quote:\n  gpus_per_node: 8\nphases:\n  burnin:\n    enabled: true\n    duration: 1m\n    compute: {seconds: 5, size: 1024}\n")
 	inv.Phases.Burnin.Duration, inv.Phases.Burnin.Compute.Seconds = 2900*time.Millisecond, 1
 	f := fakeFleet(inv)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -262,6 +310,9 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 		}
 		return fake.Reply{Stdout: gemmOut("cpu", "cpu", 1, 1024, 0.020+float64(k)/1000), Delay: time.Second}
 	})
+	// Each iteration's collective after it: 400 GB/s the lost window's,
+	// 300 the resumed one's.
+	answerIntra(f.Host("h1"), "192.0.2.11", func(k int) float64 { return 500 - 100*float64(k) })
 	// h2's burn-in fails in its first run (a GPU's error): a resume must
 	// keep that failure, not run h2 again for the time left.
 	h2calls := 0
@@ -308,6 +359,10 @@ func TestBurninResumesTheTimeLeft(t *testing.T) {
 	}
 	if g := res.Runs[1].GPUs; len(g) != 1 || g[0].TFLOPS != 0.023 {
 		t.Errorf("the resumed run: %+v", res.Runs[1])
+	}
+	// Whole iterations: the carried-over one keeps its collective's figure.
+	if c0, c1 := res.Runs[0].Collective, res.Runs[1].Collective; c0 == nil || c1 == nil || c0.BusBW < 350 || c0.BusBW > 400 || c1.BusBW > 300 {
+		t.Errorf("the iterations' collectives: %+v then %+v; want ~400 (carried over) then ~300", c0, c1)
 	}
 	if res.ElapsedS < 2 || res.ElapsedS > 3.5 {
 		t.Errorf("elapsed %.2f s, want the two runs' load time (about 2 s), not the lost one's too", res.ElapsedS)

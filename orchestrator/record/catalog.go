@@ -158,6 +158,8 @@ var catalog = []Requirement{
 	req("HEALTH-016", "no GPU stalled under load (busy, drawing idle power)", CardLoad),
 	req("BURN-001", "per-GPU compute rate (dense bf16) matches the quote and the fleet", CardLoad).measured(UnitTFLOPS).
 		againstQuote().quoted("phases.burnin.enabled", "gpu_tflops_bf16"),
+	req("BURN-002", "no GPU's rate or node's collective busbw drifted down under sustained load", CardLoad).measured(UnitTimesFirst),
+	req("BURN-003", "gpu-burn and DCGM's targeted stress passed on every burn-in iteration", CardLoad),
 
 	// The idle guard and the provider's idle shutdown (the card's idle
 	// shutdown / billing row).

@@ -341,6 +341,7 @@ const (
 	UnitTimesMedian   = "× median" // a node's figure over the fleet's median (the straggler's step): lower is better
 	UnitMHz           = "MHz"      // a clock under load: higher is better
 	UnitTFLOPS        = "TFLOP/s"  // a GPU's compute rate: higher is better
+	UnitTimesFirst    = "× first"  // a burn-in's last window over its first (under 1: it slowed): higher is better
 )
 
 // LowerIsBetter says which way a Value in unit improves: durations and
