@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -38,6 +39,10 @@ type Status struct {
 	Notes map[string]map[string]string
 	// Plan is the plan entry of each phase by name.
 	Plan map[string]record.PlannedPhase
+	// Idle: the idle guard's signals so far, in order; Released: node
+	// name → when its release teardown ended.
+	Idle     []record.IdleStretch
+	Released map[string]time.Time
 }
 
 // ReadStatus reads the window's status from its run directory dir at now.
@@ -50,6 +55,16 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		Notes: map[string]map[string]string{}, Plan: map[string]record.PlannedPhase{}}
 	for _, q := range r.quarantine {
 		st.Quarantined[q.Node] = q.Phase + ": " + q.Reason
+	}
+	st.Released = map[string]time.Time{}
+	for _, e := range r.release {
+		st.Released[e.Node] = e.At
+	}
+	for _, e := range r.idle {
+		var s record.IdleStretch
+		if json.Unmarshal([]byte(e.Value), &s) == nil && s.Node == e.Node {
+			st.Idle = append(st.Idle, s)
+		}
 	}
 	for _, e := range r.notes {
 		if st.Notes[e.Node] == nil {

@@ -98,6 +98,7 @@ func printStatus(w io.Writer, dir string, st *orchestrator.Status, now time.Time
 		}
 	}
 	fmt.Fprintln(w)
+	printIdle(w, st, now)
 	printBurnin(w, st, names)
 	series := readSeries(dir, names)
 	printLastSamples(w, names, series, now)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"gpuaccept/orchestrator"
+)
+
+// printIdle says what the idle guard signalled so far: nodes signalled
+// alike (where they sat idle, what idle.notify said, whether they were
+// released) on one line, at most 8 lines.
+func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
+	if len(st.Idle) == 0 && len(st.Released) == 0 {
+		return
+	}
+	started := st.Run.Started
+	type group struct {
+		nodes []string
+		first time.Time
+	}
+	groups := map[string]*group{}
+	var keys []string
+	seen := map[string]bool{}
+	for _, s := range st.Idle {
+		if seen[s.Node] {
+			continue // the first signal of a node says when it began
+		}
+		seen[s.Node] = true
+		where := "in " + s.Phase
+		switch {
+		case s.Quarantined:
+			where = "quarantined"
+		case s.Phase == "":
+			where = "between phases"
+		}
+		key := where
+		if s.Notify != "" {
+			key += ", idle.notify " + s.Notify
+		}
+		if r, ok := st.Released[s.Node]; ok {
+			key += fmt.Sprintf(", released at +%s", roundDur(r.Sub(started)))
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{first: s.Signalled}
+			groups[key] = g
+			keys = append(keys, key)
+		}
+		g.nodes = append(g.nodes, s.Node)
+	}
+	slices.SortStableFunc(keys, func(a, b string) int { return len(groups[b].nodes) - len(groups[a].nodes) })
+	fmt.Fprintf(w, "idle guard: %d node(s) signalled, %d released\n", len(seen), len(st.Released))
+	for i, k := range keys {
+		if i == 8 {
+			fmt.Fprintf(w, "  and %d more\n", len(keys)-i)
+			break
+		}
+		g := groups[k]
+		who := orchestrator.NodesWho(g.nodes, 30)
+		fmt.Fprintf(w, "  %s: idle, signalled from +%s (%s)\n", who, roundDur(g.first.Sub(started)), shownLine(k, max(20, 100-30-len(who))))
+	}
+}
