@@ -1,10 +1,10 @@
 package phases
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +15,17 @@ import (
 // TestReleasedNodeTearsDownOnlyItsOwn runs teardown.sh as the idle
 // guard's release does (GPUACCEPT_RELEASE_NODE), on a home that two nodes
 // of the window share, with both nodes' processes on this machine (the
-// lab's and the demo's case): only h2's process, copy and private
-// directory go; h1's process, copy, the window key and the window's
-// directory stay for the window's own teardown. On a home no other node
-// shares, the release is a whole teardown.
+// lab's case): only h2's process, copy and private directory go; h1's
+// process, copy, the window key and the window's directory stay for the
+// window's own teardown. On a home of its own with the others' processes
+// beside it (the demo's), its files all go and h1's process stays; alone
+// on its machine (a real node), it is a whole teardown: an unmarked
+// process of the window (an MPI rank) goes too.
 func TestReleasedNodeTearsDownOnlyItsOwn(t *testing.T) {
-	const run = "20261206T000000Z-release-1"
-	for _, shared := range []bool{true, false} {
+	for i, tc := range []struct{ shared, others bool }{{true, true}, {false, true}, {false, false}} {
+		// A run of its own: the processes of the cases before live on.
+		run := fmt.Sprintf("20261206T000000Z-release-%d", i+1)
+		shared := tc.shared
 		home := t.TempDir()
 		dir := filepath.Join(home, ".gpuaccept", run)
 		nodes := []string{"h2"}
@@ -38,16 +42,19 @@ func TestReleasedNodeTearsDownOnlyItsOwn(t *testing.T) {
 		key := "restrict ssh-ed25519 AAAAwindow gpuaccept-window-" + run + "\n"
 		write(t, filepath.Join(ssh, "authorized_keys"), key)
 		// As mktemp -d names it: ten characters after the run ID.
-		state := "/var/tmp/gpuaccept-" + run + ".test" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-		state = state[:len("/var/tmp/gpuaccept-"+run+".")+10]
+		state := fmt.Sprintf("/var/tmp/gpuaccept-%s.%010d", run, time.Now().UnixNano()%1e10)
 		if err := os.Mkdir(state, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(state) })
 		ended := map[string]chan struct{}{}
+		marks := map[string]string{"h1": "GPUACCEPT_NODE=h1", "h2": "GPUACCEPT_NODE=h2"}
+		if !tc.others {
+			marks["h1"] = "GPUACCEPT_RANK=1" // no node's mark: a rank mpirun started
+		}
 		for _, n := range []string{"h1", "h2"} {
 			c := exec.Command("sleep", "60")
-			c.Env = append(os.Environ(), "GPUACCEPT_RUN="+run, "GPUACCEPT_NODE="+n)
+			c.Env = append(os.Environ(), "GPUACCEPT_RUN="+run, marks[n])
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -77,8 +84,9 @@ func TestReleasedNodeTearsDownOnlyItsOwn(t *testing.T) {
 				!strings.Contains(string(keyLeft), "gpuaccept-window-") || exists(state) || !strings.Contains(string(out), "released alone") {
 				t.Errorf("shared home: h2 alive %v, h1 alive %v, key %q, state kept %v:\n%s", alive("h2"), alive("h1"), keyLeft, exists(state), out)
 			}
-		} else if alive("h2") || exists(dir) || strings.Contains(string(keyLeft), "gpuaccept-window-") || exists(state) {
-			t.Errorf("own home: h2 alive %v, dir kept %v, key %q:\n%s", alive("h2"), exists(dir), keyLeft, out)
+		} else if alive("h2") || alive("h1") == !tc.others || exists(dir) || strings.Contains(string(keyLeft), "gpuaccept-window-") || exists(state) {
+			t.Errorf("own home, others' processes %v: h2 alive %v, h1 alive %v, dir kept %v, key %q:\n%s",
+				tc.others, alive("h2"), alive("h1"), exists(dir), keyLeft, out)
 		}
 	}
 }

@@ -24,13 +24,14 @@ case $state in
 esac
 mine() { [ -n "$state" ] && [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]; }
 # A node the idle guard releases while the window goes on
-# (GPUACCEPT_RELEASE_NODE). Where its home holds other nodes' copies of the
-# window's scripts (a shared home; the lab's and the demo's nodes also
-# share one machine's processes), only what is its own goes: its processes
-# (GPUACCEPT_NODE), its copy, its private directory. The window key, the
-# window's directory, containers and images are the others' too: their
-# teardown removes them at the window's end.
-only=
+# (GPUACCEPT_RELEASE_NODE) takes only what is its own where it shares with
+# other nodes of the window: where its home holds their copies of the
+# window's scripts (a shared home), its copy and private directory go, and
+# the window key and the window's directory stay; where their processes
+# are in its process table (the lab's and the demo's nodes share one
+# machine), only its processes (GPUACCEPT_NODE) go, and containers and
+# images stay. The others' teardown removes the rest at the window's end.
+only= procs=
 case ${GPUACCEPT_RELEASE_NODE:-} in
 '' | *[!A-Za-z0-9._-]* | .*) ;;
 *)
@@ -39,6 +40,13 @@ case ${GPUACCEPT_RELEASE_NODE:-} in
     only=$GPUACCEPT_RELEASE_NODE
     echo "released alone: $dir is shared with other nodes of the window"
   fi
+  for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
+    if grep -qszE '^GPUACCEPT_NODE=' "$env" && ! grep -qsxzF "GPUACCEPT_NODE=$GPUACCEPT_RELEASE_NODE" "$env"; then
+      procs=$GPUACCEPT_RELEASE_NODE
+      echo "released alone: other nodes' processes of the window run here"
+      break
+    fi
+  done
   ;;
 esac
 # One grep reads every process's environment (NUL-separated entries).
@@ -46,14 +54,14 @@ for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
   pid=${env#/proc/}
   pid=${pid%/environ}
   [ "$pid" = "$$" ] && continue
-  [ -z "$only" ] || grep -qsxzF "GPUACCEPT_NODE=$only" "$env" || continue
+  [ -z "$procs" ] || grep -qsxzF "GPUACCEPT_NODE=$procs" "$env" || continue
   echo "ended $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
   kill -KILL "$pid" 2>/dev/null
   found=$((found + 1))
 done
 # The window's containers (the failure test's job in the pinned image),
 # when the window ran any.
-[ -n "$only" ] && GPUACCEPT_TEARDOWN_CONTAINERS=
+[ -n "$only$procs" ] && GPUACCEPT_TEARDOWN_CONTAINERS=
 for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
   command -v "$rt" >/dev/null 2>&1 || continue
   for c in $("$rt" ps -q --filter "label=gpuaccept.run=$run" 2>/dev/null); do
@@ -78,7 +86,7 @@ done
 # image the node had before the window is not listed. rmi -f also removes
 # the window's stopped containers of it.
 added="$state/images"
-if [ -z "$only" ] && mine "$added"; then
+if [ -z "$only$procs" ] && mine "$added"; then
   while read -r rt id; do
     case $rt in docker | podman) ;; *) continue ;; esac
     # Only an image ID: never a name, never an option.
