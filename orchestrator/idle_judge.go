@@ -55,7 +55,10 @@ func (w *Window) idleVerdicts() []record.Verdict {
 		}
 		v.Status = record.Warn
 		v.Value, v.Unit = &secs, record.UnitSeconds
-		v.Detail = fmt.Sprintf("idle %s in all: %s", (time.Duration(secs) * time.Second).Round(time.Second), strings.Join(parts, "; "))
+		v.Detail = "idle " + parts[0]
+		if len(sts) > 1 {
+			v.Detail = fmt.Sprintf("idle %s in all: %s", seconds(secs), strings.Join(parts, "; "))
+		}
 		out = append(out, v)
 	}
 	return out
@@ -63,7 +66,7 @@ func (w *Window) idleVerdicts() []record.Verdict {
 
 // idleStretchText says one stretch: when, where, its price, what was done.
 func (w *Window) idleStretchText(st record.IdleStretch) string {
-	d := (time.Duration(st.Seconds()) * time.Second).Round(time.Second)
+	d := seconds(st.Seconds())
 	where := "in " + st.Phase
 	switch {
 	case st.Quarantined:
@@ -83,4 +86,9 @@ func (w *Window) idleStretchText(st record.IdleStretch) string {
 		s += fmt.Sprintf(", released at +%s", st.Released.Sub(w.rec.Started).Round(time.Second))
 	}
 	return s
+}
+
+// seconds is s seconds to the second.
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Second)
 }

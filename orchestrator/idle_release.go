@@ -57,7 +57,7 @@ func (w *Window) teardownOne(p *Phase, n *Node) {
 		return
 	}
 	deadline := p.deadline(w.Inv)
-	ctx, cancel := context.WithTimeout(withPhase(context.Background(), p.Name), deadline)
+	ctx, cancel := context.WithTimeout(context.WithValue(withPhase(context.Background(), p.Name), releasingKey{}, true), deadline)
 	defer cancel()
 	start := time.Now().UTC()
 	w.redialLost(ctx, n)

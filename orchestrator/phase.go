@@ -121,6 +121,15 @@ func withPhase(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, phaseKey{}, name)
 }
 
+type releasingKey struct{}
+
+// Releasing says ctx carries the teardown of a node the idle guard is
+// releasing while the window goes on: it takes only what is its own.
+func Releasing(ctx context.Context) bool {
+	b, _ := ctx.Value(releasingKey{}).(bool)
+	return b
+}
+
 // PhaseOf is the name of the phase whose work ctx carries; "" outside
 // one. The runner sets it, so a phase never writes its own name again.
 func PhaseOf(ctx context.Context) string {

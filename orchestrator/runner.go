@@ -424,8 +424,9 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 	if p.Teardown {
 		nodes = nil
 		for _, n := range w.Nodes {
-			// A node the idle guard released was torn down then.
-			if n.reached && !n.released.Load() {
+			// A node the idle guard released is visited again: its
+			// release took only what was its own where it shared.
+			if n.reached {
 				nodes = append(nodes, n)
 			}
 		}
@@ -469,6 +470,12 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 		nm, unmeasured := IsNotMeasured(r.Err)
 		if r.Err == nil || unmeasured {
 			n.reached = true
+		}
+		if r.Err != nil && !unmeasured && p.Teardown && n.released.Load() {
+			// Given back (idle.notify may have told the provider): its
+			// release teardown ran, this second visit is a courtesy.
+			nm, unmeasured = &NotMeasured{Tool: p.Name, Why: fmt.Sprintf("released at %s; not reached again at the window's end: %s",
+				n.releasedAt().Format(time.RFC3339), firstLine(r.Err.Error()))}, true
 		}
 		switch {
 		case unmeasured:

@@ -44,7 +44,18 @@ const (
 func demoAddBurnin(inv *inventory.Inventory) {
 	inv.Phases.Burnin = inventory.Burnin{Enabled: true, Duration: demoBurninFor,
 		Compute: inventory.Compute{Seconds: demoGemmSeconds, Size: inventory.DefaultComputeSize, Python: demoGemmPython}}
+	// The idle guard: the quarantined node sits idle through the burn-in
+	// and the failure test, is signalled after 10 s of 1-second samples
+	// and released while the others go on. Its notice is an echo, kept in
+	// raw/<node>/idle-notify.log.
+	inv.Telemetry.Interval = time.Second
+	inv.Idle = inventory.Idle{After: demoIdleAfter, UtilPct: inventory.DefaultIdleUtilPct, Action: inventory.IdleRelease,
+		Notify: `echo "gpuaccept demo: $GPUACCEPT_IDLE_NODE idle for $GPUACCEPT_IDLE_MINUTES min (quarantined: $GPUACCEPT_IDLE_QUARANTINED)"`}
 }
+
+// demoIdleAfter is the idle guard's time in the demo's burn-in: the
+// least idle.after takes.
+const demoIdleAfter = 10 * time.Second
 
 // demoGemmScript is node i's simulated gemm.py run: eight GPUs, each a
 // few tenths of a TFLOP/s apart, GPU 3 of the slow node at 0.8 ×.

