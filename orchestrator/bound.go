@@ -11,7 +11,8 @@ import (
 // WindowBound is how long a window of inv may take at most: the runner
 // ends every phase at its deadline, per node for a per-node phase (whose
 // nodes run ssh.concurrency at a time, a sliding window: at most Waves
-// deadlines end to end) and once for a cluster phase.
+// deadlines end to end) and once for a cluster phase or one that runs on
+// every node together.
 type WindowBound struct {
 	Total  time.Duration
 	Phases int
@@ -42,7 +43,7 @@ func Bound(inv *inventory.Inventory, phases []Phase) WindowBound {
 			continue
 		}
 		d := PhaseDeadline(p, inv)
-		if p.Cluster == nil {
+		if p.Cluster == nil && !p.Together {
 			d *= time.Duration(b.Waves)
 		}
 		b.Total += d

@@ -34,6 +34,11 @@ type Phase struct {
 	// Release: this teardown phase also runs on a node the idle guard
 	// releases early, at its release (what only checks runs at the end).
 	Release bool
+	// Together: every node at once, whatever ssh.concurrency: its load
+	// is the fleet's at the same time (the burn-in). A per-node phase
+	// otherwise runs ssh.concurrency nodes at a time, and a burn-in of a
+	// day on 1,000 nodes would take a month of waves.
+	Together bool
 	// Loads: its work keeps the GPUs busy, so a node whose GPUs sit idle
 	// under it is held for nothing (the idle guard); every other phase is
 	// meant to leave them idle.

@@ -434,7 +434,11 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 	w.Progress.Phase(p.Name, len(nodes))
 	deadline := p.deadline(w.Inv)
 	starts := make([]time.Time, len(nodes))
-	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency, Timeout: deadline},
+	limit := w.Inv.SSH.Concurrency
+	if p.Together {
+		limit = len(nodes)
+	}
+	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: limit, Timeout: deadline},
 		func(ctx context.Context, i int) (any, error) {
 			starts[i] = time.Now().UTC()
 			w.redialLost(ctx, nodes[i])

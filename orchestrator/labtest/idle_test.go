@@ -1,12 +1,17 @@
 package labtest
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/telemetry"
 )
@@ -20,7 +25,9 @@ import (
 // before the burn-in does (the lab's hosts share one process table: only
 // h2's processes go), and the ledger bills it to its release. h1 and
 // h3, busy under the burn-in and idle only in phases meant to be idle,
-// are never signalled. Nothing is left running anywhere.
+// are never signalled. `gpuaccept status`, run while the burn-in goes on,
+// shows the phase, the release and the burn-in's time. Nothing is left
+// running anywhere.
 func TestIdleNodeReleasedWhileTheRestGoOn(t *testing.T) {
 	l := needLab(t)
 	if out, err := l.Exec(t.Context(), "h1", "/usr/bin/python3", "-c", "import torch"); err != nil {
@@ -47,14 +54,49 @@ idle:
   notify: 'echo "$GPUACCEPT_IDLE_NODE $GPUACCEPT_IDLE_QUARANTINED $GPUACCEPT_IDLE_ACTION" >> `+notified+`'
 `)
 	runs := t.TempDir()
-	res := gpuaccept(t, "run", inv, "--runs-dir", runs, "--only", "connect,tools,telemetry,diag,burnin,teardown")
-	dir := runDir(t, runs)
-	r := readRun(t, dir)
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs, "--only", "connect,tools,telemetry,diag,burnin,teardown")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("exit %d, stderr:\n%s", res.code, res.stderr)
+			t.Logf("stderr:\n%s", errb.String())
 		}
 	})
+	// status, from another process, while the window runs: the release
+	// is journaled, the burn-in goes on.
+	released := func() bool {
+		entries, _ := os.ReadDir(runs)
+		if len(entries) != 1 {
+			return false
+		}
+		f, err := orchestrator.OpenJournal(filepath.Join(runs, entries[0].Name()))
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		return bytes.Contains(b, []byte(`"type":"release"`))
+	}
+	waitFor(t, 3*time.Minute, "h2's release in the journal", released)
+	dir := runDir(t, runs)
+	st := gpuaccept(t, "status", dir)
+	t.Logf("status while it runs:\n%s", st.stdout)
+	for _, want := range []string{": burnin for ", "idle guard: 1 node(s) signalled, 1 released",
+		"h2: idle, signalled from +", "(quarantined, idle.notify exit 0, released at +", "burn-in"} {
+		if !strings.Contains(st.stdout, want) {
+			t.Errorf("status while the burn-in runs lacks %q", want)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+	}
+	r := readRun(t, dir)
 	if r.Idle == nil {
 		t.Fatalf("no idle guard in run.json")
 	}

@@ -30,7 +30,10 @@ import (
 var Burnin = orchestrator.Phase{
 	Name:    burninPhase,
 	Loads:   true,
-	Enabled: burninOn,
+	// The fleet under load at once: the telemetry's outliers are nodes
+	// under the same load, and the duration is the window's, not a wave's.
+	Together: true,
+	Enabled:  burninOn,
 	// The duration sets the bound: phases.deadline (minutes) must never
 	// cut a burn-in of hours.
 	Own:      burninOn,
