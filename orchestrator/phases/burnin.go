@@ -28,8 +28,8 @@ import (
 // notes). The cluster-wide all-reduce and the workload phase's job are
 // not looped: they need every node at once, and this loop is per node.
 var Burnin = orchestrator.Phase{
-	Name:    burninPhase,
-	Loads:   true,
+	Name:  burninPhase,
+	Loads: true,
 	// The fleet under load at once: the telemetry's outliers are nodes
 	// under the same load, and the duration is the window's, not a wave's.
 	Together: true,
