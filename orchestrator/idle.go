@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +35,11 @@ type idleGuard struct {
 	done  []record.IdleStretch // stretches closed, and those of the journal
 	// held: nodes the guard leaves alone (the provider check's node).
 	held map[string]bool
+	// heard counts each node's GPU rows.
+	heard map[string]int
+	// closed: the guard has said its last word (finish); a sampler still
+	// ending is no longer heard, and nothing more is released.
+	closed bool
 
 	releases sync.WaitGroup
 }
@@ -58,7 +65,7 @@ func newIdleGuard(w *Window) *idleGuard {
 	if !w.Inv.Idle.On() {
 		return nil
 	}
-	return &idleGuard{cfg: w.Inv.Idle, w: w, nodes: map[string]*idleNode{}, held: map[string]bool{}}
+	return &idleGuard{cfg: w.Inv.Idle, w: w, nodes: map[string]*idleNode{}, held: map[string]bool{}, heard: map[string]int{}}
 }
 
 // IdleOn says whether the window runs the idle guard: the telemetry feeds
@@ -96,9 +103,10 @@ func (w *Window) IdleSample(n *Node, at time.Time, utilPct *float64) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.held[n.Name] || n.released.Load() {
+	if g.closed || g.held[n.Name] || n.released.Load() {
 		return
 	}
+	g.heard[n.Name]++
 	s := g.nodes[n.Name]
 	if s == nil {
 		s = &idleNode{last: at}
@@ -133,8 +141,6 @@ func (w *Window) IdleSample(n *Node, at time.Time, utilPct *float64) {
 	where := "in " + st.Phase
 	if quarantined {
 		where = "quarantined"
-	} else if st.Phase == "" {
-		where = "between phases"
 	}
 	g.w.Progress.Node(n.Name, "idle %s (%s, every GPU under %g%%): %s", idle.Round(time.Second), where, g.cfg.UtilPct, g.priced(n, idle))
 	release := g.cfg.Action == inventory.IdleRelease
@@ -192,7 +198,10 @@ func (g *idleGuard) signal(n *Node, st record.IdleStretch, releaseNow bool) {
 		}
 	}
 	g.mu.Unlock()
-	if releaseNow {
+	g.mu.Lock()
+	goOn := releaseNow && !g.held[n.Name]
+	g.mu.Unlock()
+	if goOn {
 		g.w.release(n, "idle "+time.Since(st.Since).Round(time.Second).String()+" while quarantined")
 	}
 }
@@ -263,11 +272,14 @@ func (g *idleGuard) takePending() []string {
 	defer g.mu.Unlock()
 	var out []string
 	for name, s := range g.nodes {
-		if s.pending {
-			s.pending = false
+		// Released only if still idle: a node that went back to work
+		// since it was signalled stays.
+		if s.pending && s.open != nil && !g.closed && !g.held[name] {
 			out = append(out, name)
 		}
+		s.pending = false
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -277,6 +289,9 @@ func (g *idleGuard) finish() *record.IdleGuard {
 	if g == nil {
 		return nil
 	}
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 	g.releases.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -284,7 +299,7 @@ func (g *idleGuard) finish() *record.IdleGuard {
 		g.closeLocked(name, time.Time{})
 	}
 	r := &record.IdleGuard{AfterS: g.cfg.After.Seconds(), UtilPct: g.cfg.UtilPct, Action: g.cfg.Action,
-		Notify: g.cfg.Notify, Stretches: append([]record.IdleStretch{}, g.done...)}
+		Notify: g.cfg.Notify, Stretches: append([]record.IdleStretch{}, g.done...), Heard: maps.Clone(g.heard)}
 	// A release is known by the node, not by the stretch that caused it.
 	for i := range r.Stretches {
 		if n := g.w.node(r.Stretches[i].Node); n != nil && !n.releasedAt().IsZero() && r.Stretches[i].Released.IsZero() &&

@@ -29,16 +29,20 @@ func (w *Window) idleVerdicts() []record.Verdict {
 		v := record.Verdict{ID: id, Title: title, Node: n.Name}
 		sts := byNode[n.Name]
 		if len(sts) == 0 {
-			if r, ok := w.Result("telemetry", n.Index, nil); !ok || r.Outcome != record.OK {
-				why := "the sampler did not run on it"
-				if ok && r.Error != "" {
-					why = "no utilisation samples: " + firstLine(r.Error)
+			heard := g.Heard[n.Name]
+			if heard == 0 {
+				// Not watched is not "never idle".
+				why := "no GPU utilisation heard from it"
+				if r, ok := w.Result("telemetry", n.Index, nil); ok && r.Outcome != record.OK && r.Error != "" {
+					why += ": " + firstLine(r.Error)
+				} else if len(w.rec.Resumed) > 0 {
+					why += " since the window was resumed (the sampler restarts on the nodes still in it)"
 				}
 				v.Status, v.Detail = record.Skip, why
 				out = append(out, v)
 				continue
 			}
-			v.Status, v.Detail = record.Pass, fmt.Sprintf("never idle %s outside a phase meant to be idle", after)
+			v.Status, v.Detail = record.Pass, fmt.Sprintf("never idle %s outside a phase meant to be idle (%d GPU samples heard)", after, heard)
 			out = append(out, v)
 			continue
 		}
@@ -68,11 +72,8 @@ func (w *Window) idleVerdicts() []record.Verdict {
 func (w *Window) idleStretchText(st record.IdleStretch) string {
 	d := seconds(st.Seconds())
 	where := "in " + st.Phase
-	switch {
-	case st.Quarantined:
+	if st.Quarantined {
 		where = "quarantined"
-	case st.Phase == "":
-		where = "between phases"
 	}
 	s := fmt.Sprintf("%s from +%s (%s)", d, st.Since.Sub(w.rec.Started).Round(time.Second), where)
 	if q := w.Inv.Quote; q.PricePerGPUHr > 0 {

@@ -128,8 +128,8 @@ func TestIdleGuardSignalsTheNodeHeldForNothing(t *testing.T) {
 	}
 	w.rec.Idle = g
 	vs := w.idleVerdicts()
-	// a and b WARN; c has no telemetry result here: SKIP, never PASS.
-	want := map[string]record.Status{"a": record.Warn, "b": record.Warn, "c": record.Skip}
+	// a and b WARN; c, heard working, PASS.
+	want := map[string]record.Status{"a": record.Warn, "b": record.Warn, "c": record.Pass}
 	for _, v := range vs {
 		if v.Status != want[v.Node] {
 			t.Errorf("IDLE-001 %s: %s %s", v.Node, v.Status, v.Detail)
@@ -204,4 +204,38 @@ func TestIdleGuardOffCostsNothing(t *testing.T) {
 	}
 	w.IdleSample(&Node{Name: "x"}, time.Now(), pct(0)) // no panic, nothing kept
 	w.releasePending()
+}
+
+// Once the guard said its last word (the window's end), a sampler still
+// ending is not heard: nothing is signalled or released after it. A node
+// signalled under a phase and back at work before the next one is not
+// released. A node the guard heard nothing from is SKIP, not PASS.
+func TestIdleGuardAfterItsEndAndBackAtWork(t *testing.T) {
+	w, _, torn := idleWindow(t, inventory.Idle{After: 20 * time.Second, UtilPct: 5, Action: inventory.IdleRelease})
+	w.idle.setPhase(&Phase{Name: "allreduce", Loads: true})
+	for s := 0; s <= 30; s += 5 {
+		sample(w, "a", s, 0)
+	}
+	sample(w, "a", 35, 80) // back at work before the phase ends
+	w.idle.setPhase(nil)
+	w.releasePending()
+	if w.node("a").Released() {
+		t.Error("a node back at work was released")
+	}
+	g := w.idle.finish()
+	w.node("b").setQuarantined("diag failed", w.rec.Started)
+	for s := 0; s <= 120; s += 5 {
+		sample(w, "b", s, 0)
+	}
+	w.idle.releases.Wait()
+	if len(torn()) != 0 || len(g.Stretches) != 1 {
+		t.Errorf("after the guard's end: torn %v, stretches %+v", torn(), g.Stretches)
+	}
+	w.rec.Idle = g
+	for _, v := range w.idleVerdicts() {
+		want := map[string]record.Status{"a": record.Warn, "b": record.Skip, "c": record.Skip}[v.Node]
+		if v.Status != want {
+			t.Errorf("IDLE-001 %s: %s %s, want %s", v.Node, v.Status, v.Detail, want)
+		}
+	}
 }

@@ -300,7 +300,7 @@ func (r *replayed) keep(rerun func(phase string) bool) {
 	}
 	kept := r.run.Phases[:0]
 	for _, p := range r.run.Phases {
-		if keep(p.Phase) || r.done[p.Phase] && rerun(p.Phase) && out[p.Node] || r.teardown[p.Phase] && released[p.Node] {
+		if keep(p.Phase) || r.done[p.Phase] && rerun(p.Phase) && (out[p.Node] || released[p.Node]) || r.teardown[p.Phase] && released[p.Node] {
 			kept = append(kept, p)
 		}
 	}

@@ -51,8 +51,9 @@ type Idle struct {
 	UtilPct float64 `mapstructure:"util_pct" json:"util_pct,omitempty"`
 	// Notify is run on the coordinator (sh -c) when a node is signalled,
 	// with GPUACCEPT_IDLE_NODE, GPUACCEPT_IDLE_MINUTES and the rest in
-	// its environment (DESIGN: never a secret in the bundle, so the
-	// command is recorded, its output is not).
+	// its environment. The command is kept in run.json and its output in
+	// raw/<node>/idle-notify.log, both scrubbed of known secret shapes: a
+	// token belongs in the coordinator's environment, not in the command.
 	Notify string `mapstructure:"notify" json:"notify,omitempty"`
 	// Action: "signal" (default) or "release": end the window's use of
 	// the node early, its teardown run at once.

@@ -24,10 +24,13 @@ func (v *validator) idle() {
 	if g.On() && !v.inv.Telemetry.On() {
 		v.problem(k+"after", "needs telemetry: the guard reads each GPU's utilisation from the sampler (telemetry.enabled is false)")
 	}
+	if iv := v.inv.Telemetry.Interval; g.On() && v.inv.Telemetry.On() && iv > 0 && g.After < 2*iv {
+		v.problem(k+"after", "must be at least twice telemetry.interval (%s): one idle sample is not a node sitting idle, got %s", iv, g.After)
+	}
 	switch {
 	case !v.given(k + "util_pct"):
 		g.UtilPct = DefaultIdleUtilPct
-	case g.UtilPct <= 0 || g.UtilPct > 100:
+	case !(g.UtilPct > 0 && g.UtilPct <= 100): // NaN too
 		v.problem(k+"util_pct", "must be more than 0 and at most 100 (a GPU under it counts as idle), got %g", g.UtilPct)
 	}
 	switch g.Action = strings.ToLower(strings.TrimSpace(g.Action)); g.Action {
@@ -45,6 +48,14 @@ func (v *validator) idle() {
 	}
 	if strings.ContainsRune(g.Notify, 0) {
 		v.problem(k+"notify", "must not contain a NUL byte")
+	}
+	if strings.ContainsRune(g.ProviderCheck.Signal, 0) {
+		v.problem(k+"provider_check.signal", "must not contain a NUL byte")
+	}
+	for _, key := range []string{"grace", "signal"} {
+		if v.given(k+"provider_check."+key) && !g.ProviderCheck.Enabled {
+			v.problem(k+"provider_check."+key, "needs idle.provider_check.enabled: true: the check is off without it")
+		}
 	}
 	pc := &g.ProviderCheck
 	const pk = k + "provider_check."

@@ -124,7 +124,8 @@ func Compute(run *record.Run, inv *inventory.Inventory) (*record.Ledger, error) 
 			BilledSecs: billed.Seconds(),
 			IdleSecs:   round((billed - covered(busy)).Seconds(), 3),
 			FailedSecs: round(covered(failed).Seconds(), 3),
-			Accepted:   !n.Quarantined && !failedVerdict[n.Name],
+			// Released early, it did not finish its acceptance.
+			Accepted: !n.Quarantined && n.ReleasedAt.IsZero() && !failedVerdict[n.Name],
 		}
 		ln.Cost = round(billed.Hours()*float64(gpus)*q.PricePerGPUHr, 6)
 		l.ComputeCost += billed.Hours() * float64(gpus) * q.PricePerGPUHr

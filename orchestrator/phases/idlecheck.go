@@ -68,12 +68,12 @@ func idlePollEvery(hold time.Duration) time.Duration {
 }
 
 func runIdleCheck(ctx context.Context, w *orchestrator.Window) (any, error) {
-	n := idleCheckNode(w)
-	if n == nil {
-		return nil, orchestrator.Unmeasured("idle-check", "no node left to hold idle")
-	}
 	inv := w.Inv
 	hold := idleCheckHold(inv)
+	n := idleCheckNode(ctx, w, idlePollEvery(hold))
+	if n == nil {
+		return nil, orchestrator.Unmeasured("idle-check", "no node left that answers, to hold idle")
+	}
 	res := &IdleCheckResult{Node: n.Name, QuotedS: inv.Quote.Terms.IdleShutdownAfter.Seconds(),
 		GraceS: inv.Idle.ProviderCheck.Grace.Seconds()}
 	w.IdleHold(n)
@@ -120,14 +120,24 @@ func runIdleCheck(ctx context.Context, w *orchestrator.Window) (any, error) {
 
 // idleCheckNode is the node to hold: a quarantined one the window still
 // reaches (its loss costs nothing), else the last active one.
-func idleCheckNode(w *orchestrator.Window) *orchestrator.Node {
+func idleCheckNode(ctx context.Context, w *orchestrator.Window, every time.Duration) *orchestrator.Node {
+	var candidates []*orchestrator.Node
 	for _, n := range w.Nodes {
-		if q, _ := n.Quarantined(); q && n.Exec() != nil {
-			return n
+		// Not one the idle guard let go: it may have been given back,
+		// and its stopping would be the buyer's doing.
+		if q, _ := n.Quarantined(); q && !n.Released() && n.Exec() != nil {
+			candidates = append(candidates, n)
 		}
 	}
 	if a := w.Active(); len(a) > 0 {
-		return a[len(a)-1]
+		candidates = append(candidates, a[len(a)-1])
+	}
+	for _, n := range candidates {
+		// It must answer when the hold begins: a node that does not
+		// (quarantined for a lost connection) would pass at once.
+		if idleAnswers(ctx, w, n, every) {
+			return n
+		}
 	}
 	return nil
 }
@@ -197,13 +207,13 @@ func judgeIdleCheck(w *orchestrator.Window) []record.Verdict {
 	v := record.Verdict{ID: id, Title: title, Node: res.Node}
 	switch {
 	case res.StoppedS != nil && at(*res.StoppedS) <= limit:
-		v.Status, v.Detail = record.Pass, fmt.Sprintf("stopped answering %s after it was left idle (quote.terms.idle_shutdown_after %s)", at(*res.StoppedS), quoted)
+		v.Status, v.Detail = record.Pass, fmt.Sprintf("stopped answering %s into the hold (quote.terms.idle_shutdown_after %s)", at(*res.StoppedS), quoted)
 	case res.SignalledS != nil && at(*res.SignalledS) <= limit:
-		v.Status, v.Detail = record.Pass, fmt.Sprintf("signalled %s after it was left idle (quote.terms.idle_shutdown_after %s)", at(*res.SignalledS), quoted)
+		v.Status, v.Detail = record.Pass, fmt.Sprintf("signalled %s into the hold (quote.terms.idle_shutdown_after %s)", at(*res.SignalledS), quoted)
 	case pr.Outcome == record.Interrupted || (pr.Outcome == record.Failed && at(res.HeldS) < limit):
 		v.Status, v.Detail = record.Skip, fmt.Sprintf("the hold ended after %s of %s: %s", at(res.HeldS), limit, firstLine(pr.Error))
 	default:
-		v.Status, v.Detail = record.Fail, fmt.Sprintf("still answering %s after it was left idle, not signalled: quote.terms.idle_shutdown_after says %s (%s grace)",
+		v.Status, v.Detail = record.Fail, fmt.Sprintf("still answering %s into the hold, not signalled: quote.terms.idle_shutdown_after says %s (%s grace)",
 			at(res.LastAnswerS), quoted, at(res.GraceS))
 		if res.SignalError != "" {
 			v.Detail += "; " + res.SignalError

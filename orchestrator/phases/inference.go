@@ -344,7 +344,7 @@ func (s *infNode) logTail(ctx context.Context, i int) string {
 	defer log.Close()
 	cmd := remote.Quote(s.rt) + " logs --tail 40 " + remote.Quote(s.names[i]) + " 2>&1"
 	fmt.Fprintf(log, "$ %s\n", cmd)
-	e.Run(lctx, remote.Cmd{Command: cmd, Env: map[string]string{"GPUACCEPT_RUN": s.w.RunID()}, Stdout: &out, Stderr: log})
+	e.Run(lctx, remote.Cmd{Command: cmd, Env: nodeEnv(s.w, s.n), Stdout: &out, Stderr: log})
 	b := out.Bytes()
 	log.Write(b)
 	return shownTail(string(b))

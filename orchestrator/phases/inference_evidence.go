@@ -202,7 +202,7 @@ func (s *infNode) fetchLog(ctx context.Context, path, name string) (string, erro
 	lim := &limitWriter{w: part, left: maxRequestLogBytes}
 	var errs capture
 	err = s.e.Run(fctx, remote.Cmd{Command: "head -c " + fmt.Sprint(maxRequestLogBytes+1) + " -- " + remote.Quote(path),
-		Env: map[string]string{"GPUACCEPT_RUN": s.w.RunID()}, Stdout: lim, Stderr: &errs})
+		Env: nodeEnv(s.w, s.n), Stdout: lim, Stderr: &errs})
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("%s: %v", clipText(redact.Shown(lastLine(string(errs.Bytes()))), 200), err)

@@ -360,7 +360,7 @@ func runStream(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "$ %s\n", firstLine(command))
-	err = e.Run(ctx, remote.Cmd{Command: command, Env: map[string]string{"GPUACCEPT_RUN": w.RunID()},
+	err = e.Run(ctx, remote.Cmd{Command: command, Env: nodeEnv(w, n),
 		Stdout: io.MultiWriter(out, log), Stderr: log})
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(log, "# %v\n", err)

@@ -225,7 +225,7 @@ func (t *torchLauncher) start(ctx context.Context, n *orchestrator.Node, cmd str
 		}
 		err = client.Run(lctx, remote.Cmd{
 			Command: cmd,
-			Env:     map[string]string{"GPUACCEPT_RUN": t.w.RunID()},
+			Env:     nodeEnv(t.w, n),
 			Stdout:  stdout,
 			Stderr:  stderr,
 			Grace:   3 * time.Second,

@@ -87,6 +87,11 @@ func judgeWindow(w *orchestrator.Window) []record.Verdict {
 			v.Status, v.Measured, v.Detail = record.Skip, "not reached", why
 		case q:
 			v.Status, v.Measured, v.Detail = record.Fail, "quarantined", why
+		case n.Released():
+			// The buyer's choice (idle.action release), not a fault of
+			// the node: what came after it was not measured on it.
+			v.Status, v.Measured = record.Warn, "released"
+			v.Detail = "released by the idle guard while the window went on: the phases after it did not run on it"
 		}
 		vs = append(vs, v)
 	}

@@ -375,6 +375,10 @@ type IdleGuard struct {
 	// Notify is idle.notify as written (its output stays in the raw log).
 	Notify    string        `json:"notify,omitempty"`
 	Stretches []IdleStretch `json:"stretches"`
+	// Heard: node name → how many GPU rows the guard heard from it (in
+	// the last coordinator's life: a resumed window counts anew). A node
+	// it heard nothing from was not watched.
+	Heard map[string]int `json:"heard,omitempty"`
 }
 
 // IdleStretch is one node's GPUs idle, every one of them, from Since to

@@ -56,14 +56,24 @@ for env in $(grep -lsxzF "GPUACCEPT_RUN=$run" /proc/[0-9]*/environ); do
   pid=${env#/proc/}
   pid=${pid%/environ}
   [ "$pid" = "$$" ] && continue
-  [ -z "$procs" ] || grep -qsxzF "GPUACCEPT_NODE=$procs" "$env" || continue
+  if [ -n "${GPUACCEPT_RELEASE_NODE:-}" ]; then
+    # Another node's, always (it may have begun since the look above);
+    # an unmarked one only where no other node's processes are here.
+    if grep -qszE '^GPUACCEPT_NODE=' "$env"; then
+      grep -qsxzF "GPUACCEPT_NODE=$GPUACCEPT_RELEASE_NODE" "$env" || continue
+    elif [ -n "$procs" ]; then
+      continue
+    fi
+  fi
   echo "ended $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
   kill -KILL "$pid" 2>/dev/null
   found=$((found + 1))
 done
 # The window's containers (the failure test's job in the pinned image),
 # when the window ran any.
-[ -n "$only$procs" ] && GPUACCEPT_TEARDOWN_CONTAINERS=
+# Containers and images are the machine's, not the home's: they stay only
+# where other nodes' processes share the machine.
+[ -n "$procs" ] && GPUACCEPT_TEARDOWN_CONTAINERS=
 for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
   command -v "$rt" >/dev/null 2>&1 || continue
   for c in $("$rt" ps -q --filter "label=gpuaccept.run=$run" 2>/dev/null); do
@@ -88,7 +98,7 @@ done
 # image the node had before the window is not listed. rmi -f also removes
 # the window's stopped containers of it.
 added="$state/images"
-if [ -z "$only$procs" ] && mine "$added"; then
+if [ -z "$procs" ] && mine "$added"; then
   while read -r rt id; do
     case $rt in docker | podman) ;; *) continue ;; esac
     # Only an image ID: never a name, never an option.
