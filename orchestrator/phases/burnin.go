@@ -84,8 +84,8 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	}
 	// A window lost mid burn-in resumes the time left: the runs it had
 	// finished, and the load time they took, are in the journal's notes.
-	earlier, done := burninNoted(n)
-	res.Resumed = len(earlier)
+	earlier, total, done := burninNotedAll(n.Noted)
+	res.Resumed, res.RunsTotal = len(earlier), total
 	if why := n.Noted(burninFailedKey); why != "" {
 		// The earlier try failed on this node: the resume keeps that
 		// verdict rather than run the time left on a node that failed.
@@ -112,7 +112,15 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 		w.Progress.Node(n.Name, "burn-in: not measured: %s", m.Reason)
 	}
 	start := time.Now()
-	res.Runs, err = burninLoop(ctx, b.Duration, time.Duration(b.Compute.Seconds)*time.Second, time.Now, earlier, done,
+	// The notes: every iteration of the first drift window, then one each
+	// duration/burninNotes (a resume runs again what was not noted).
+	notes, lastNote := len(earlier), done
+	var first time.Time
+	if len(earlier) > 0 {
+		first = earlier[0].At
+	}
+	window := driftWindow(b.Duration)
+	res.Runs, res.RunsTotal, err = burninLoopFrom(ctx, b.Duration, time.Duration(b.Compute.Seconds)*time.Second, time.Now, earlier, total, done,
 		func(ctx context.Context) (BurninRun, error) {
 			r, err := gemmOnce(ctx, w, n, b.Compute)
 			if len(r.GPUs) > 0 {
@@ -128,7 +136,15 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 			}
 			return r, err
 		},
-		func(i int, r BurninRun, elapsed time.Duration) { burninNote(w, n, i, r, elapsed) })
+		func(i int, r BurninRun, elapsed time.Duration) {
+			if first.IsZero() {
+				first = r.At
+			}
+			if burninNoteDue(r, first, window, elapsed, lastNote, b.Duration) {
+				burninNote(w, n, notes, i+1, r, elapsed)
+				notes, lastNote = notes+1, elapsed
+			}
+		})
 	res.ElapsedS = (done + time.Since(start)).Seconds()
 	res.DriftWindowS, res.Drift, res.CollectiveDrift = driftOf(res.Runs, b.Duration)
 	res.Compute = gemmSummary(res.Runs)
@@ -158,37 +174,55 @@ const burninFailedKey = "burnin.failed"
 func burninRunKey(i int) string { return fmt.Sprintf("burnin.run.%d", i) }
 
 type burninNoteValue struct {
-	ElapsedS float64   `json:"elapsed_s"`
-	Run      BurninRun `json:"run"`
+	ElapsedS float64 `json:"elapsed_s"`
+	// Runs: how many iterations had ended then, in all (past the first
+	// drift window, not each is journaled: burninNoteDue).
+	Runs int       `json:"runs,omitempty"`
+	Run  BurninRun `json:"run"`
 }
 
-func burninNote(w *orchestrator.Window, n *orchestrator.Node, i int, r BurninRun, elapsed time.Duration) {
-	b, err := json.Marshal(burninNoteValue{ElapsedS: elapsed.Seconds(), Run: r})
+// burninNote journals run r as the k-th note of n's burn-in, total runs
+// and elapsed of load having ended.
+func burninNote(w *orchestrator.Window, n *orchestrator.Node, k, total int, r BurninRun, elapsed time.Duration) {
+	b, err := json.Marshal(burninNoteValue{ElapsedS: elapsed.Seconds(), Runs: total, Run: r})
 	if err == nil {
-		_ = w.Note(n, burninRunKey(i), string(b))
+		_ = w.Note(n, burninRunKey(k), string(b))
 	}
 }
 
 // burninNoted: the runs an earlier try of this window finished on n, in
 // order, and the load time they had taken. A note that does not read
 // (an older build's, a torn journal) ends the list there.
-func burninNoted(n *orchestrator.Node) ([]BurninRun, time.Duration) { return burninNotedBy(n.Noted) }
+func burninNoted(n *orchestrator.Node) ([]BurninRun, time.Duration) {
+	runs, _, done := burninNotedAll(n.Noted)
+	return runs, done
+}
 
 // burninNotedBy is burninNoted of the notes noted gives by key (a node's,
 // or what `gpuaccept status` read of the journal).
 func burninNotedBy(noted func(key string) string) ([]BurninRun, time.Duration) {
+	runs, _, done := burninNotedAll(noted)
+	return runs, done
+}
+
+// burninNotedAll is burninNotedBy with how many runs had ended in all
+// (the last note's count; notes of an older build count one each).
+func burninNotedAll(noted func(key string) string) ([]BurninRun, int, time.Duration) {
 	var runs []BurninRun
 	var done time.Duration
+	total := 0
 	for i := 0; ; i++ {
 		v := noted(burninRunKey(i))
 		var nv burninNoteValue
 		// (An elapsed time past any burn-in's is no note of ours: a
 		// Duration would overflow.)
-		if v == "" || json.Unmarshal([]byte(v), &nv) != nil || nv.ElapsedS < 0 || nv.ElapsedS > 1e8 || len(nv.Run.GPUs) == 0 {
-			return runs, done
+		if v == "" || json.Unmarshal([]byte(v), &nv) != nil || nv.ElapsedS < 0 || nv.ElapsedS > 1e8 || len(nv.Run.GPUs) == 0 ||
+			nv.Runs < 0 || nv.Runs > 1e7 {
+			return runs, total, done
 		}
 		runs = append(runs, nv.Run)
 		done = time.Duration(nv.ElapsedS * float64(time.Second))
+		total = max(total+1, nv.Runs)
 	}
 }
 
@@ -201,29 +235,42 @@ func burninNotedBy(noted func(key string) string) ([]BurninRun, time.Duration) {
 // index and the load time spent so far.
 func burninLoop(ctx context.Context, duration, run time.Duration, now func() time.Time, earlier []BurninRun,
 	done time.Duration, once func(context.Context) (BurninRun, error), kept func(int, BurninRun, time.Duration)) ([]BurninRun, error) {
+	runs, _, err := burninLoopFrom(ctx, duration, run, now, earlier, len(earlier), done, once, kept)
+	return runs, err
+}
+
+// burninLoopFrom is burninLoop after total runs in all (earlier may be
+// fewer: the ones kept), keeping the runs within burninKeep (thinRuns).
+// kept hears each run's index among them all. It returns the runs kept
+// and how many ran in all.
+func burninLoopFrom(ctx context.Context, duration, run time.Duration, now func() time.Time, earlier []BurninRun, total int,
+	done time.Duration, once func(context.Context) (BurninRun, error), kept func(int, BurninRun, time.Duration)) ([]BurninRun, int, error) {
 	runs := slices.Clone(earlier)
+	window := driftWindow(duration)
 	start := now()
 	for len(runs) == 0 || done+now().Sub(start)+run <= duration {
 		if err := ctx.Err(); err != nil {
-			return runs, err
+			return runs, total, err
 		}
 		began := now()
 		r, err := once(ctx)
 		if len(r.GPUs) > 0 {
 			runs = append(runs, r)
+			total++
 		}
 		if err != nil {
-			return runs, err
+			return runs, total, err
 		}
 		if took := now().Sub(began); took < run {
-			return runs, fmt.Errorf("gemm.py ended after %s, before its %s of products", took.Round(time.Millisecond), run)
+			return runs, total, fmt.Errorf("gemm.py ended after %s, before its %s of products", took.Round(time.Millisecond), run)
 		}
 		// Only a run that is whole is carried over by a resume.
 		if kept != nil {
-			kept(len(runs)-1, r, done+now().Sub(start))
+			kept(total-1, r, done+now().Sub(start))
 		}
+		runs = thinRuns(runs, window)
 	}
-	return runs, nil
+	return runs, total, nil
 }
 
 // gemmOnce runs gemm.py once on every GPU of n.

@@ -154,7 +154,7 @@ func TestBurninNamesACollectiveThatSlowsInTheLastQuarter(t *testing.T) {
 // claiming a bus bandwidth past any GPU's (after): no figure is kept, the
 // reasons and the record stay small, and the gemm.py runs go on.
 func TestBurninBoundsAHostileAllReduce(t *testing.T) {
-	inv := burninLoadsInventory(t, 1, 6*time.Second, "    gpu_burn: false\n    dcgm_stress: false\n")
+	inv := burninLoadsInventory(t, 1, 12*time.Second, "    gpu_burn: false\n    dcgm_stress: false\n") // room for a slow first iteration under load
 	f := fakeFleet(inv)
 	h := f.Host("h1")
 	steadyGemm(h, 0.020)

@@ -8,6 +8,6 @@ import "time"
 // included: the notes of the try before it carry over), and why it
 // failed ("" unless it did).
 func BurninProgress(noted func(key string) string) (runs int, done time.Duration, failed string) {
-	rs, done := burninNotedBy(noted)
-	return len(rs), done, noted(burninFailedKey)
+	_, total, done := burninNotedAll(noted)
+	return total, done, noted(burninFailedKey)
 }

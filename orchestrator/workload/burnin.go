@@ -11,9 +11,15 @@ type Burnin struct {
 	DurationS float64 `json:"duration_s"`
 	ElapsedS  float64 `json:"elapsed_s"`
 	// Seconds and Size are each run's (phases.burnin.compute).
-	Seconds int         `json:"seconds"`
-	Size    int         `json:"size"`
-	Runs    []BurninRun `json:"runs,omitempty"`
+	Seconds int `json:"seconds"`
+	Size    int `json:"size"`
+	// Runs are the iterations kept: every one of a short burn-in; past
+	// a few hundred, those of the first and the last drift windows and
+	// an even sample between them, each region thinned by halves
+	// (RunsTotal counts them all). A burn-in of days on 1,000 nodes kept
+	// every one in memory and in run.json.
+	Runs      []BurninRun `json:"runs,omitempty"`
+	RunsTotal int         `json:"runs_total,omitempty"`
 	// Resumed is how many of Runs a window lost mid burn-in had finished:
 	// its resume ran only the time left (ElapsedS counts both).
 	Resumed int `json:"resumed_runs,omitempty"`
