@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,13 +26,20 @@ func BenchmarkTelemetryFleet(b *testing.B) {
 	for _, nodes := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			for range b.N {
-				benchTelemetryFleet(b, nodes, 10*time.Minute)
+				benchTelemetryFleet(b, nodes, 10*time.Minute, false)
 			}
 		})
 	}
+	// With the idle guard on, each GPU row is also parsed as it arrives
+	// (startTelemetry's onGPU), for its utilisation.
+	b.Run("nodes=1000/idle-guard", func(b *testing.B) {
+		for range b.N {
+			benchTelemetryFleet(b, 1000, 10*time.Minute, true)
+		}
+	})
 }
 
-func benchTelemetryFleet(b *testing.B, nodes int, span time.Duration) {
+func benchTelemetryFleet(b *testing.B, nodes int, span time.Duration, guard bool) {
 	const interval = 5 * time.Second
 	rows, err := genuineIdleRows()
 	if err != nil {
@@ -46,6 +54,7 @@ func benchTelemetryFleet(b *testing.B, nodes int, span time.Duration) {
 			"port_rcv_errors=0 port_xmit_discards=%d excessive_buffer_overrun_errors=0 local_link_integrity_errors=0\n", p, 12+p)
 	}
 	payload := []byte(tick.String())
+	var heard atomic.Int64
 	dir := b.TempDir()
 	clock := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
@@ -62,6 +71,13 @@ func benchTelemetryFleet(b *testing.B, nodes int, span time.Duration) {
 			b.Fatal(err)
 		}
 		sinks[i] = s
+		if guard {
+			s.onGPU = func(at time.Time, row string) {
+				if g, err := telemetry.ParseGPURow(row, at); err == nil && g.UtilPct != nil {
+					heard.Add(1)
+				}
+			}
+		}
 	}
 	ticks := int(span / interval)
 	for k := range ticks {
@@ -87,6 +103,9 @@ func benchTelemetryFleet(b *testing.B, nodes int, span time.Duration) {
 		return nil
 	})
 	nodeHours := float64(nodes) * span.Hours()
+	if guard && heard.Load() == 0 {
+		b.Fatal("the idle guard's hook heard no utilisation")
+	}
 	b.ReportMetric(float64(cpu.Milliseconds())/nodeHours, "cpu-ms/node-hour")
 	// Sampling every node every 5 s in real time: the CPU spent over the
 	// wall time it would take.
