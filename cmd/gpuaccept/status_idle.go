@@ -18,8 +18,8 @@ func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
 	}
 	started := st.Run.Started
 	type group struct {
-		nodes []string
-		first time.Time
+		nodes         []string
+		since, signal time.Time // the first node's
 	}
 	groups := map[string]*group{}
 	var keys []string
@@ -38,14 +38,14 @@ func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
 		}
 		key := where
 		if s.Notify != "" {
-			key += ", idle.notify " + s.Notify
+			key += ", notify " + s.Notify
 		}
 		if r, ok := st.Released[s.Node]; ok {
-			key += fmt.Sprintf(", released at +%s", roundDur(r.Sub(started)))
+			key += fmt.Sprintf(", released +%s", roundDur(r.Sub(started)))
 		}
 		g := groups[key]
 		if g == nil {
-			g = &group{first: s.Signalled}
+			g = &group{since: s.Since, signal: s.Signalled}
 			groups[key] = g
 			keys = append(keys, key)
 		}
@@ -60,6 +60,11 @@ func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
 		}
 		g := groups[k]
 		who := orchestrator.NodesWho(g.nodes, 30)
-		fmt.Fprintf(w, "  %s: idle, signalled from +%s (%s)\n", who, roundDur(g.first.Sub(started)), shownLine(k, max(20, 100-30-len(who))))
+		when := fmt.Sprintf("idle +%s, signalled +%s", roundDur(g.since.Sub(started)), roundDur(g.signal.Sub(started)))
+		if len(g.nodes) > 1 {
+			when = "idle +" + roundDur(g.since.Sub(started)) + ", first signalled +" + roundDur(g.signal.Sub(started))
+		}
+		// Two spaces, ": ", " (" and ")" besides.
+		fmt.Fprintf(w, "  %s: %s (%s)\n", who, when, shownLine(k, max(20, 100-7-len(who)-len(when))))
 	}
 }

@@ -47,8 +47,8 @@ func TestStatusShowsTheIdleGuard(t *testing.T) {
 	t.Logf("\n%s", got)
 	for _, want := range []string{
 		"idle guard: 991 node(s) signalled, 1 released",
-		"990 nodes gpu-[0011-1000]: idle, signalled from +40m0s (in allreduce, idle.notify exit 3)",
-		"gpu-0007: idle, signalled from +11m0s (quarantined, idle.notify exit 0, released at +12m0s)",
+		"990 nodes gpu-[0011-1000]: idle +30m0s, first signalled +40m0s (in allreduce, notify exit 3)",
+		"gpu-0007: idle +1m0s, signalled +11m0s (quarantined, notify exit 0, released +12m0s)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q", want)

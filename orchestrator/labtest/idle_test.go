@@ -85,7 +85,7 @@ idle:
 	st := gpuaccept(t, "status", dir)
 	t.Logf("status while it runs:\n%s", st.stdout)
 	for _, want := range []string{": burnin for ", "idle guard: 1 node(s) signalled, 1 released",
-		"h2: idle, signalled from +", "(quarantined, idle.notify exit 0, released at +", "burn-in"} {
+		"h2: idle +", ", signalled +", "(quarantined, notify exit 0, released +", "burn-in"} {
 		if !strings.Contains(st.stdout, want) {
 			t.Errorf("status while the burn-in runs lacks %q", want)
 		}
