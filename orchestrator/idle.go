@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ type idleGuard struct {
 	held map[string]bool
 	// heard counts each node's GPU rows.
 	heard map[string]int
+	// done: the nodes whose own part of the per-node phase under way has
+	// returned (they wait for the others).
+	partsDone map[string]bool
 	// closed: the guard has said its last word (finish); a sampler still
 	// ending is no longer heard, and nothing more is released.
 	closed bool
@@ -65,7 +69,8 @@ func newIdleGuard(w *Window) *idleGuard {
 	if !w.Inv.Idle.On() {
 		return nil
 	}
-	return &idleGuard{cfg: w.Inv.Idle, w: w, nodes: map[string]*idleNode{}, held: map[string]bool{}, heard: map[string]int{}}
+	return &idleGuard{cfg: w.Inv.Idle, w: w, nodes: map[string]*idleNode{}, held: map[string]bool{}, heard: map[string]int{},
+		partsDone: map[string]bool{}}
 }
 
 // IdleOn says whether the window runs the idle guard: the telemetry feeds
@@ -90,7 +95,34 @@ func (g *idleGuard) setPhase(p *Phase) {
 	}
 	g.mu.Lock()
 	g.phase = p
+	g.partsDone = map[string]bool{}
 	g.mu.Unlock()
+}
+
+// partDone tells the guard that n's own part of the per-node phase under
+// way has returned: from now on it waits for the others.
+func (g *idleGuard) partDone(n *Node) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.partsDone[n.Name] = true
+	g.mu.Unlock()
+}
+
+// heldForNothing says whether node n, quarantined or not, is held for
+// nothing now: out of the window (quarantined), or done with its own part
+// of a per-node phase that loads the GPUs while the others go on. A node
+// waiting for its turn (ssh.concurrency's waves), taking part in a
+// cluster-wide job, or in a phase meant to leave the GPUs idle is not:
+// its idle GPUs are the phase's doing, not waste to signal (a 64-node
+// demo released every node waiting in the all-reduce).
+func (g *idleGuard) heldForNothing(n *Node, quarantined bool) bool {
+	if quarantined {
+		return true
+	}
+	p := g.phase
+	return p != nil && p.Loads && p.PerNode != nil && g.partsDone[n.Name]
 }
 
 // IdleSample hears one GPU's utilisation on node n at a moment (nil: the
@@ -113,8 +145,7 @@ func (w *Window) IdleSample(n *Node, at time.Time, utilPct *float64) {
 		g.nodes[n.Name] = s
 	}
 	quarantined := n.quarantinedNow()
-	meantIdle := !quarantined && (g.phase == nil || !g.phase.Loads)
-	if *utilPct >= g.cfg.UtilPct || meantIdle {
+	if *utilPct >= g.cfg.UtilPct || !g.heldForNothing(n, quarantined) {
 		if at.After(s.last) {
 			s.last = at
 		}
@@ -224,6 +255,10 @@ func (g *idleGuard) notify(n *Node, st record.IdleStretch) string {
 		"GPUACCEPT_IDLE_ACTION="+g.cfg.Action,
 		"GPUACCEPT_IDLE_QUARANTINED="+strconv.FormatBool(st.Quarantined))
 	cmd.WaitDelay = 5 * time.Second
+	// As every path in the inventory: relative to its file.
+	if g.w.Inv.Path != "" {
+		cmd.Dir = filepath.Dir(g.w.Inv.Path)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limited{b: &out, left: 64 << 10}, &limited{b: &out, left: 64 << 10}
 	err := cmd.Run()

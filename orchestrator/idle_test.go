@@ -73,8 +73,8 @@ func TestIdleGuardSignalsTheNodeHeldForNothing(t *testing.T) {
 	marks := filepath.Join(t.TempDir(), "notified")
 	w, out, torn := idleWindow(t, inventory.Idle{After: time.Minute, UtilPct: 5, Action: inventory.IdleSignal,
 		Notify: `echo "$GPUACCEPT_IDLE_NODE $GPUACCEPT_IDLE_MINUTES $GPUACCEPT_IDLE_QUARANTINED $GPUACCEPT_IDLE_ADDRESS" >> ` + marks})
-	load := &Phase{Name: "burnin", Loads: true}
-	staging := &Phase{Name: "staging"}
+	load := &Phase{Name: "burnin", Loads: true, PerNode: noop}
+	staging := &Phase{Name: "staging", PerNode: noop}
 	w.node("b").setQuarantined("diag failed", w.rec.Started)
 
 	// Staging is meant to be idle: a, idle through it, is not signalled;
@@ -84,8 +84,10 @@ func TestIdleGuardSignalsTheNodeHeldForNothing(t *testing.T) {
 		sample(w, "a", s, 0)
 		sample(w, "b", s, 0)
 	}
-	// Under the burn-in, c works and a sits idle for 70 s, then works.
+	// Under the burn-in, c works and a, its own part done, sits idle for
+	// 70 s, then works.
 	w.idle.setPhase(load)
+	w.idle.partDone(w.node("a"))
 	for s := 95; s <= 200; s += 5 {
 		sample(w, "c", s, 100)
 		u := 0.0
@@ -142,13 +144,22 @@ func TestIdleGuardSignalsTheNodeHeldForNothing(t *testing.T) {
 
 func TestIdleGuardReleasesAQuarantinedNodeAtOnceAndAnActiveOneBetweenPhases(t *testing.T) {
 	w, _, torn := idleWindow(t, inventory.Idle{After: 20 * time.Second, UtilPct: 5, Action: inventory.IdleRelease})
-	load := &Phase{Name: "allreduce", Loads: true}
+	load := &Phase{Name: "intranode", Loads: true, PerNode: noop}
 	w.node("b").setQuarantined("diag failed", w.rec.Started)
 	w.idle.setPhase(load)
+	// a waits its turn (ssh.concurrency's waves) for 30 s: not held for
+	// nothing, never signalled.
 	for s := 0; s <= 30; s += 5 {
-		sample(w, "a", s, 0) // active, idle under a phase that loads the GPUs
-		sample(w, "b", s, 0)
+		sample(w, "a", s, 0)
+	}
+	// Its part done, a sits idle while c works.
+	w.idle.partDone(w.node("a"))
+	for s := 35; s <= 65; s += 5 {
+		sample(w, "a", s, 0)
 		sample(w, "c", s, 90)
+	}
+	for s := 0; s <= 65; s += 5 {
+		sample(w, "b", s, 0)
 	}
 	w.idle.releases.Wait()
 	if got := torn(); len(got) != 1 || got[0] != "b" {
@@ -212,7 +223,8 @@ func TestIdleGuardOffCostsNothing(t *testing.T) {
 // released. A node the guard heard nothing from is SKIP, not PASS.
 func TestIdleGuardAfterItsEndAndBackAtWork(t *testing.T) {
 	w, _, torn := idleWindow(t, inventory.Idle{After: 20 * time.Second, UtilPct: 5, Action: inventory.IdleRelease})
-	w.idle.setPhase(&Phase{Name: "allreduce", Loads: true})
+	w.idle.setPhase(&Phase{Name: "intranode", Loads: true, PerNode: noop})
+	w.idle.partDone(w.node("a"))
 	for s := 0; s <= 30; s += 5 {
 		sample(w, "a", s, 0)
 	}
@@ -237,5 +249,20 @@ func TestIdleGuardAfterItsEndAndBackAtWork(t *testing.T) {
 		if v.Status != want {
 			t.Errorf("IDLE-001 %s: %s %s, want %s", v.Node, v.Status, v.Detail, want)
 		}
+	}
+}
+
+func noop(context.Context, *Window, *Node) (any, error) { return nil, nil }
+
+// A node in a cluster-wide job (the all-reduce, the training job) is not
+// held for nothing whatever its GPUs read: the job is using it.
+func TestIdleGuardLeavesAClusterJobAlone(t *testing.T) {
+	w, _, _ := idleWindow(t, inventory.Idle{After: 20 * time.Second, UtilPct: 5, Action: inventory.IdleSignal})
+	w.idle.setPhase(&Phase{Name: "allreduce", Loads: true, Cluster: func(context.Context, *Window) (any, error) { return nil, nil }})
+	for s := 0; s <= 120; s += 5 {
+		sample(w, "a", s, 0)
+	}
+	if g := w.idle.finish(); len(g.Stretches) != 0 {
+		t.Errorf("signalled under a cluster job: %+v", g.Stretches)
 	}
 }

@@ -443,6 +443,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 			starts[i] = time.Now().UTC()
 			w.redialLost(ctx, nodes[i])
 			v, err := p.PerNode(ctx, w, nodes[i])
+			w.idle.partDone(nodes[i])
 			_, unmeasured := IsNotMeasured(err)
 			switch {
 			case unmeasured:

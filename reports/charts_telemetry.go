@@ -386,8 +386,19 @@ type telPhase struct {
 func telPhases(run *record.Run) []telPhase {
 	var out []telPhase
 	at := map[string]int{}
+	released := map[string]time.Time{}
+	for _, n := range run.Nodes {
+		if !n.ReleasedAt.IsZero() {
+			released[n.Name] = n.ReleasedAt
+		}
+	}
 	for _, p := range run.Phases {
-		if p.Started.IsZero() || !p.Ended.After(p.Started) {
+		if p.Outcome == record.Skipped || p.Started.IsZero() || !p.Ended.After(p.Started) {
+			continue
+		}
+		if r, ok := released[p.Node]; ok && !p.Ended.After(r) && p.Index >= 0 && slices.Contains(releasePhases, p.Phase) {
+			// A node's teardown at its idle release is not the window's:
+			// shaded as one, it covered the phases the others still ran.
 			continue
 		}
 		i, ok := at[p.Phase]
@@ -406,6 +417,10 @@ func telPhases(run *record.Run) []telPhase {
 	slices.SortStableFunc(out, func(a, b telPhase) int { return a.start.Compare(b.start) })
 	return out
 }
+
+// releasePhases are the teardown phases a node the idle guard releases
+// runs then (orchestrator.Phase.Release).
+var releasePhases = []string{"teardown"}
 
 var (
 	phaseShades = []color.Color{color.NRGBA{R: 70, G: 110, B: 200, A: 28}, color.NRGBA{R: 120, G: 120, B: 120, A: 34}}

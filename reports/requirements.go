@@ -379,8 +379,9 @@ func joinNonEmpty(sep string, parts ...string) string {
 }
 
 // nodeCounts says how many nodes the window accepted and why the rest
-// were not: a node is accepted when it stayed in the window and failed
-// nothing.
+// were not: a node is accepted when it stayed in the window to its end
+// and failed nothing (the idle guard's release ends its acceptance as the
+// ledger's does).
 func nodeCounts(run *record.Run) string {
 	failed := map[string]bool{}
 	for _, v := range run.Verdicts {
@@ -388,13 +389,15 @@ func nodeCounts(run *record.Run) string {
 			failed[v.Node] = true
 		}
 	}
-	var accepted, quarantined, failing []string
+	var accepted, quarantined, failing, released []string
 	for _, n := range run.Nodes {
 		switch {
 		case n.Quarantined:
 			quarantined = append(quarantined, n.Name)
 		case failed[n.Name]:
 			failing = append(failing, n.Name)
+		case !n.ReleasedAt.IsZero():
+			released = append(released, n.Name)
 		default:
 			accepted = append(accepted, n.Name)
 		}
@@ -417,6 +420,9 @@ func nodeCounts(run *record.Run) string {
 	}
 	if len(quarantined) > 0 {
 		s += fmt.Sprintf(", %d quarantined%s", len(quarantined), named(quarantined))
+	}
+	if len(released) > 0 {
+		s += fmt.Sprintf(", %d released idle%s", len(released), named(released))
 	}
 	return s
 }

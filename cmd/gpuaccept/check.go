@@ -328,7 +328,7 @@ func idleGuardLine(inv *inventory.Inventory) string {
 		s += "\n    idle.notify: " + shownLine(g.Notify, 80)
 	}
 	if g.Action == inventory.IdleRelease {
-		s += "\n    and released: torn down at once, billed to its release"
+		s += "\n    and released: torn down at once if quarantined, else before the next phase; billed to its release"
 	}
 	if g.ProviderCheck.Enabled {
 		s += fmt.Sprintf("\n    provider check: one node held idle %s + %s grace (quote.terms.idle_shutdown_after)",

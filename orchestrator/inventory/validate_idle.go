@@ -1,6 +1,9 @@
 package inventory
 
 import (
+	"context"
+	"errors"
+	"os/exec"
 	"strings"
 	"time"
 )
@@ -46,12 +49,8 @@ func (v *validator) idle() {
 			v.problem(k+key, "needs idle.after: the guard is off without it")
 		}
 	}
-	if strings.ContainsRune(g.Notify, 0) {
-		v.problem(k+"notify", "must not contain a NUL byte")
-	}
-	if strings.ContainsRune(g.ProviderCheck.Signal, 0) {
-		v.problem(k+"provider_check.signal", "must not contain a NUL byte")
-	}
+	v.shellCommand(k+"notify", g.Notify)
+	v.shellCommand(k+"provider_check.signal", g.ProviderCheck.Signal)
 	for _, key := range []string{"grace", "signal"} {
 		if v.given(k+"provider_check."+key) && !g.ProviderCheck.Enabled {
 			v.problem(k+"provider_check."+key, "needs idle.provider_check.enabled: true: the check is off without it")
@@ -75,5 +74,29 @@ func (v *validator) idle() {
 		if len(v.inv.Nodes) < 2 && !v.nodesLost {
 			v.problem(pk+"enabled", "needs at least 2 nodes: the node it holds idle is lost to the window's other phases")
 		}
+	}
+}
+
+// shellCommand checks a command the coordinator runs with sh -c: sh must
+// read it (sh -n runs nothing), so a quote left open is said now, not
+// when a node sits idle hours into the window.
+func (v *validator) shellCommand(key, command string) {
+	if command == "" {
+		return
+	}
+	if strings.ContainsRune(command, 0) {
+		v.problem(key, "must not contain a NUL byte")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "/bin/sh", "-n", "-c", command).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		msg := strings.TrimSpace(string(out))
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		v.problem(key, "sh cannot read it (%s): %q", msg, command)
 	}
 }

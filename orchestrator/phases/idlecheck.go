@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"gpuaccept/orchestrator"
@@ -175,6 +176,9 @@ func idleSignalled(ctx context.Context, w *orchestrator.Window, n *orchestrator.
 	cmd.Env = append(os.Environ(), "GPUACCEPT_RUN="+w.RunID(), "GPUACCEPT_IDLE_NODE="+n.Name,
 		"GPUACCEPT_IDLE_ADDRESS="+n.Config.Host)
 	cmd.WaitDelay = 2 * time.Second
+	if w.Inv.Path != "" {
+		cmd.Dir = filepath.Dir(w.Inv.Path) // as every path in the inventory
+	}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {

@@ -152,6 +152,12 @@ shift 3 2>/dev/null || shift $#
 if [ -n "$only" ]; then
   dir=$dir/bin/$only
 fi
+if [ -n "$procs" ] && [ -n "$state" ]; then
+  # It lists the images the window added on this machine, which stay
+  # while other nodes share it: the window's own teardown needs the list.
+  echo "left for the window's end (it lists the images the window added here): $state"
+  state=
+fi
 if [ -n "${GPUACCEPT_RELEASE_NODE:-}" ] && [ $# -gt 0 ]; then
   # The staging and checkpoint directories may be shared storage the
   # others still use (the failure test resumes from the checkpoints): they
