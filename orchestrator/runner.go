@@ -405,8 +405,9 @@ func (w *Window) runTeardown(ctx context.Context, p *Phase, j *journal, o Option
 
 func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) error {
 	ctx = withPhase(ctx, p.Name)
+	// Kept past the phase's end: a node done with its part of it is held
+	// for nothing until the next phase begins (and is released then).
 	w.idle.setPhase(p)
-	defer w.idle.setPhase(nil)
 	if !p.enabled(w.Inv) {
 		why := "disabled in the inventory"
 		if p.Skipped != "" {
