@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/telemetry"
@@ -206,18 +204,8 @@ func TestBurninResumedAfterTheCoordinatorDied(t *testing.T) {
 		t.Fatal(err)
 	}
 	noted := func() bool {
-		entries, _ := os.ReadDir(runs)
-		if len(entries) != 1 {
-			return false
-		}
-		f, err := orchestrator.OpenJournal(filepath.Join(runs, entries[0].Name()))
-		if err != nil {
-			return false
-		}
-		defer f.Close()
-		b, _ := io.ReadAll(f)
 		for _, h := range hosts {
-			if !bytes.Contains(b, []byte(`"node":"`+h+`","key":"burnin.run.0"`)) {
+			if !journalHolds(runs, `"node":"`+h+`","key":"burnin.run.0"`) {
 				return false
 			}
 		}

@@ -67,20 +67,7 @@ idle:
 	})
 	// status, from another process, while the window runs: the release
 	// is journaled, the burn-in goes on.
-	released := func() bool {
-		entries, _ := os.ReadDir(runs)
-		if len(entries) != 1 {
-			return false
-		}
-		f, err := orchestrator.OpenJournal(filepath.Join(runs, entries[0].Name()))
-		if err != nil {
-			return false
-		}
-		defer f.Close()
-		b, _ := io.ReadAll(f)
-		return bytes.Contains(b, []byte(`"type":"release"`))
-	}
-	waitFor(t, 3*time.Minute, "h2's release in the journal", released)
+	waitFor(t, 3*time.Minute, "h2's release in the journal", func() bool { return journalHolds(runs, `"type":"release"`) })
 	dir := runDir(t, runs)
 	st := gpuaccept(t, "status", dir)
 	t.Logf("status while it runs:\n%s", st.stdout)
@@ -169,4 +156,21 @@ idle:
 		t.Errorf("billed seconds %v: want h2's shorter than h1's", billed)
 	}
 	nothingLeft(t, l)
+}
+
+// journalHolds says whether the journal of the one window under runs, as
+// it is now, holds text (a window still running: read from another
+// process, as gpuaccept status reads it).
+func journalHolds(runs, text string) bool {
+	entries, _ := os.ReadDir(runs)
+	if len(entries) != 1 {
+		return false
+	}
+	f, err := orchestrator.OpenJournal(filepath.Join(runs, entries[0].Name()))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	return bytes.Contains(b, []byte(text))
 }
