@@ -169,11 +169,7 @@ func (w *Window) IdleSample(n *Node, at time.Time, utilPct *float64) {
 		st.Phase = g.phase.Name
 	}
 	s.open, s.told = st, 1
-	where := "in " + st.Phase
-	if quarantined {
-		where = "quarantined"
-	}
-	g.w.Progress.Node(n.Name, "idle %s (%s, every GPU under %g%%): %s", idle.Round(time.Second), where, g.cfg.UtilPct, g.priced(n, idle))
+	g.w.Progress.Node(n.Name, "idle %s (%s, every GPU under %g%%): %s", idle.Round(time.Second), st.Where(), g.cfg.UtilPct, g.priced(n, idle))
 	release := g.cfg.Action == inventory.IdleRelease
 	if release && !quarantined {
 		s.pending = true

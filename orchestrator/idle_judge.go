@@ -71,11 +71,7 @@ func (w *Window) idleVerdicts() []record.Verdict {
 // idleStretchText says one stretch: when, where, its price, what was done.
 func (w *Window) idleStretchText(st record.IdleStretch) string {
 	d := seconds(st.Seconds())
-	where := "in " + st.Phase
-	if st.Quarantined {
-		where = "quarantined"
-	}
-	s := fmt.Sprintf("%s from +%s (%s)", d, st.Since.Sub(w.rec.Started).Round(time.Second), where)
+	s := fmt.Sprintf("%s from +%s (%s)", d, st.Since.Sub(w.rec.Started).Round(time.Second), st.Where())
 	if q := w.Inv.Quote; q.PricePerGPUHr > 0 {
 		gpus := max(q.GPUsPerNode, 1)
 		s += fmt.Sprintf(", %.2f %s", d.Hours()*float64(gpus)*q.PricePerGPUHr, strings.TrimSpace(q.Currency))

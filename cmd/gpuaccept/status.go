@@ -204,18 +204,7 @@ func printLastSamples(w io.Writer, names []string, series map[string]*telemetry.
 	// The most alike first: at a thousand nodes the fleet's line, then its
 	// outliers one small group each.
 	slices.SortStableFunc(keys, func(a, b string) int { return len(groups[b]) - len(groups[a]) })
-	const shown = 8
-	for i, k := range keys {
-		if i == shown {
-			more := 0
-			for _, k := range keys[shown:] {
-				more += len(groups[k])
-			}
-			fmt.Fprintf(w, "  and %d more node(s) in %d other group(s)\n", more, len(keys)-shown)
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", sampleLine(groups[k]))
-	}
+	printGroups(w, keys, func(k string) int { return len(groups[k]) }, func(k string) string { return sampleLine(groups[k]) })
 	if len(none) > 0 {
 		fmt.Fprintf(w, "  %s: no sample\n", orchestrator.NodesWho(none, 60))
 	}
@@ -362,4 +351,24 @@ func roundDur(d time.Duration) string {
 		return d.Round(time.Second).String()
 	}
 	return d.Round(time.Minute).String()
+}
+
+// groupsShown is how many groups of alike nodes a section of status
+// prints: at a thousand nodes the fleet's line and its outliers.
+const groupsShown = 8
+
+// printGroups prints a line per group of nodes, in keys' order, the first
+// groupsShown of them, then how many nodes the rest hold.
+func printGroups(w io.Writer, keys []string, size func(string) int, line func(string) string) {
+	for i, k := range keys {
+		if i == groupsShown {
+			more := 0
+			for _, k := range keys[groupsShown:] {
+				more += size(k)
+			}
+			fmt.Fprintf(w, "  and %d more node(s) in %d other group(s)\n", more, len(keys)-groupsShown)
+			return
+		}
+		fmt.Fprintf(w, "  %s\n", line(k))
+	}
 }

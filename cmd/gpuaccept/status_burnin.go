@@ -13,10 +13,6 @@ import (
 	"gpuaccept/orchestrator/phases"
 )
 
-// burninShown bounds the burn-in's lines: at 1,000 nodes the fleet's
-// line, then the nodes that differ, a few groups of them.
-const burninShown = 8
-
 // nodeBurnin is what one node journaled of its burn-in.
 type nodeBurnin struct {
 	node   string
@@ -83,17 +79,7 @@ func printBurnin(w io.Writer, st *orchestrator.Status, names []string) {
 		}
 		return cmp.Compare(groups[a][0].runs, groups[b][0].runs)
 	})
-	for i, k := range keys {
-		if i == burninShown {
-			more := 0
-			for _, k := range keys[burninShown:] {
-				more += len(groups[k])
-			}
-			fmt.Fprintf(w, "  and %d more node(s) in %d other group(s)\n", more, len(keys)-burninShown)
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", burninLine(groups[k], dur, finished))
-	}
+	printGroups(w, keys, func(k string) int { return len(groups[k]) }, func(k string) string { return burninLine(groups[k], dur, finished) })
 }
 
 // burninLine is one group of nodes that finished as many runs: the range

@@ -29,14 +29,7 @@ func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
 			continue // the first signal of a node says when it began
 		}
 		seen[s.Node] = true
-		where := "in " + s.Phase
-		switch {
-		case s.Quarantined:
-			where = "quarantined"
-		case s.Phase == "":
-			where = "between phases"
-		}
-		key := where
+		key := s.Where()
 		if s.Notify != "" {
 			key += ", notify " + s.Notify
 		}
@@ -53,11 +46,7 @@ func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
 	}
 	slices.SortStableFunc(keys, func(a, b string) int { return len(groups[b].nodes) - len(groups[a].nodes) })
 	fmt.Fprintf(w, "idle guard: %d node(s) signalled, %d released\n", len(seen), len(st.Released))
-	for i, k := range keys {
-		if i == 8 {
-			fmt.Fprintf(w, "  and %d more\n", len(keys)-i)
-			break
-		}
+	printGroups(w, keys, func(k string) int { return len(groups[k].nodes) }, func(k string) string {
 		g := groups[k]
 		who := orchestrator.NodesWho(g.nodes, 30)
 		when := fmt.Sprintf("idle +%s, signalled +%s", roundDur(g.since.Sub(started)), roundDur(g.signal.Sub(started)))
@@ -65,6 +54,6 @@ func printIdle(w io.Writer, st *orchestrator.Status, now time.Time) {
 			when = "idle +" + roundDur(g.since.Sub(started)) + ", first signalled +" + roundDur(g.signal.Sub(started))
 		}
 		// Two spaces, ": ", " (" and ")" besides.
-		fmt.Fprintf(w, "  %s: %s (%s)\n", who, when, shownLine(k, max(20, 100-7-len(who)-len(when))))
-	}
+		return fmt.Sprintf("%s: %s (%s)", who, when, shownLine(k, max(20, 100-7-len(who)-len(when))))
+	})
 }

@@ -37,6 +37,17 @@ func steadyGemm(h *fake.Host, rate float64) {
 // -g 8) from the fabric model, its intra-node busbw given by rate for the
 // k-th call (1, 2, ...): the stand-in's own output, nccl-tests' format.
 func answerIntra(h *fake.Host, addr string, rate func(k int) float64) {
+	onIntra(h, func(k int, c *fake.Call) fake.Reply {
+		model := standins.FormatFabric([]standins.FabricHost{{Name: addr, InterGBs: 370, IntraGBs: rate(k), GPUs: 8}})
+		return fabricReply(c, model, addr)
+	})
+	h.Reply(`(?s)^bash -c .* endranks `, fake.Reply{Stdout: "0\n"})
+	h.Reply(`_perf -h 2>&1 \| grep -c -e --output_file$`, fake.Reply{Stdout: "0\n"})
+}
+
+// onIntra answers the k-th all_reduce_perf run on h (1, 2, ...) with
+// reply; a later onIntra replaces an earlier one's answer.
+func onIntra(h *fake.Host, reply func(k int, c *fake.Call) fake.Reply) {
 	var mu sync.Mutex
 	calls := 0
 	h.On(`_perf -b `, func(c *fake.Call) fake.Reply {
@@ -44,11 +55,8 @@ func answerIntra(h *fake.Host, addr string, rate func(k int) float64) {
 		calls++
 		k := calls
 		mu.Unlock()
-		model := standins.FormatFabric([]standins.FabricHost{{Name: addr, InterGBs: 370, IntraGBs: rate(k), GPUs: 8}})
-		return fabricReply(c, model, addr)
+		return reply(k, c)
 	})
-	h.Reply(`(?s)^bash -c .* endranks `, fake.Reply{Stdout: "0\n"})
-	h.Reply(`_perf -h 2>&1 \| grep -c -e --output_file$`, fake.Reply{Stdout: "0\n"})
 }
 
 // TestBurninWithoutAllReducePerfGoesOnWithTheGemm: h2 has none of the
@@ -161,13 +169,7 @@ func TestBurninBoundsAHostileAllReduce(t *testing.T) {
 	answerIntra(h, "192.0.2.11", func(int) float64 { return 450 })
 	garbage := strings.Repeat("\x1b[31m#wrong 1e308 NaN \xff\xfe garbage | 8589934592 0.01 1e300\n", 100000)
 	huge := standins.FormatFabric([]standins.FabricHost{{Name: "192.0.2.11", InterGBs: 370, IntraGBs: 5e8, GPUs: 8}})
-	var mu sync.Mutex
-	calls := 0
-	h.On(`_perf -b `, func(c *fake.Call) fake.Reply {
-		mu.Lock()
-		calls++
-		k := calls
-		mu.Unlock()
+	onIntra(h, func(k int, c *fake.Call) fake.Reply {
 		if k == 1 {
 			return fake.Reply{Stdout: garbage}
 		}
@@ -209,14 +211,8 @@ func TestBurninCutInItsCollectiveIsNotCarriedOver(t *testing.T) {
 	answerIntra(h, "192.0.2.11", func(int) float64 { return 450 })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var mu sync.Mutex
-	calls := 0
 	model := standins.FormatFabric([]standins.FabricHost{{Name: "192.0.2.11", InterGBs: 370, IntraGBs: 450, GPUs: 8}})
-	h.On(`_perf -b `, func(c *fake.Call) fake.Reply {
-		mu.Lock()
-		calls++
-		k := calls
-		mu.Unlock()
+	onIntra(h, func(k int, c *fake.Call) fake.Reply {
 		if k == 1 {
 			cancel()
 			return fake.Reply{Delay: time.Second}

@@ -404,5 +404,13 @@ type IdleStretch struct {
 	Released time.Time `json:"released,omitzero"`
 }
 
+// Where says where the node sat idle: "quarantined", or "in <phase>".
+func (s IdleStretch) Where() string {
+	if s.Quarantined {
+		return "quarantined"
+	}
+	return "in " + s.Phase
+}
+
 // Seconds is the stretch's length.
 func (s IdleStretch) Seconds() float64 { return max(s.Until.Sub(s.Since).Seconds(), 0) }
