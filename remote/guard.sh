@@ -139,7 +139,12 @@ while :; do
   rc=$?
   alive "$pid" || { wait "$pid"; rc2=$?; [ $rc2 -ne 127 ] && rc=$rc2; break; }
 done
-[ -n "$killer" ] && kill "$killer"
+# The timer goes before we do, reaped, so that nothing of the guard is left
+# when the coordinator hears the exit (KILL: a TERM waits out its sleep).
+if [ -n "$killer" ]; then
+  kill -KILL "$killer" 2>/dev/null
+  wait "$killer" 2>/dev/null
+fi
 
 # Whatever the command left in its group goes too: TERM, then KILL after
 # the grace period.
@@ -163,6 +168,21 @@ else
 fi
 [ -n "$kids" ] && kill $kids 2>/dev/null
 kill "$ctl" 2>/dev/null
+# Disowned, so it cannot be waited for: it is gone once /proc no longer
+# shows a live child of ours under its pid (a reused pid is not ours).
+ours() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  set -- $stat
+  [ "$1" != Z ] && [ "$2" = "$$" ]
+}
+i=0
+while ours "$ctl" && [ $i -lt 10 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+ours "$ctl" && kill -KILL "$ctl" 2>/dev/null
 [ -n "$dir" ] && rm -rf "$dir"
 
 # A command killed by a signal makes the guard die by the same signal, so
