@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,12 +94,7 @@ func TestRequestLog(t *testing.T) {
 
 func TestReady(t *testing.T) {
 	t.Run("slow start", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
+		addr := portNobodyIsGiven(t)
 		// The port refuses for 300 ms, then /health says 503 for 300 ms
 		// more (weights loading), then the server answers.
 		f := &fakeServer{ttft: time.Millisecond}
@@ -136,4 +135,29 @@ func TestReady(t *testing.T) {
 			t.Fatalf("never healthy: %+v", r)
 		}
 	})
+}
+
+// portNobodyIsGiven returns a free local address whose port lies below the
+// kernel's ephemeral range, so that while it is closed no other process's
+// connection or ":0" listener is handed it (under a loaded CI one was).
+func portNobodyIsGiven(t *testing.T) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	for range 200 {
+		port := 10000 + rand.IntN(max(low-10000, 1000))
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
