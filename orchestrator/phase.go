@@ -28,6 +28,11 @@ type Phase struct {
 	// runs again only while one of them is still to run: at 1,000 nodes a
 	// --only preflight spent 741 s installing a key nothing used.
 	Serves []string
+	// ServesIf narrows Serves by the inventory: a phase named there
+	// counts only when this says the inventory has it need this one (the
+	// burn-in needs the window's key only when it loops the cluster
+	// all-reduce); nil: each one always does.
+	ServesIf func(inv *inventory.Inventory, name string) bool
 	// Teardown phases run after everything else, also when the window was
 	// interrupted or aborted, on every node that was reached.
 	Teardown bool
@@ -85,11 +90,16 @@ func (p *Phase) runsAgain(phases []Phase, inv *inventory.Inventory, done map[str
 		return true
 	}
 	for i := range phases {
-		if q := &phases[i]; slices.Contains(p.Serves, q.Name) && q.enabled(inv) && !done[q.Name] {
+		if q := &phases[i]; p.serves(q.Name, inv) && q.enabled(inv) && !done[q.Name] {
 			return true
 		}
 	}
 	return false
+}
+
+// serves says whether p is there for the phase named, in this inventory.
+func (p *Phase) serves(name string, inv *inventory.Inventory) bool {
+	return slices.Contains(p.Serves, name) && (p.ServesIf == nil || p.ServesIf(inv, name))
 }
 
 // deadline is the phase's own bound when the inventory sets one, else

@@ -197,7 +197,7 @@ func applySelection(inv *inventory.Inventory, phases []Phase, sel *Selection) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	phases, err = selectPhases(phases, sel)
+	phases, err = selectPhases(phases, inv, sel)
 	return inv, phases, err
 }
 

@@ -411,7 +411,7 @@ func TestAPhaseThatServesOthersRunsOnlyForThem(t *testing.T) {
 	if c1.get("key", "b") != 1 || c1.get("mpi", "b") != 1 || c1.get("preflight", "b") != 0 {
 		t.Errorf("--only mpi ran %v", c1.m)
 	}
-	if _, err := selectPhases(window(&c1, "", nil), &Selection{Skip: []string{"key"}}); err == nil ||
+	if _, err := selectPhases(window(&c1, "", nil), nil, &Selection{Skip: []string{"key"}}); err == nil ||
 		err.Error() != "--skip key: it runs only for mpi; skip those instead" {
 		t.Errorf("--skip key: %v", err)
 	}

@@ -22,7 +22,7 @@ type Selection = record.Selection
 func essential(p *Phase) bool { return p.Teardown || p.AlwaysRun }
 
 // selectPhases checks the names of sel and marks the phases it leaves out.
-func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
+func selectPhases(phases []Phase, inv *inventory.Inventory, sel *Selection) ([]Phase, error) {
 	if sel == nil || len(sel.Only) == 0 && len(sel.Skip) == 0 {
 		return phases, nil
 	}
@@ -63,17 +63,17 @@ func selectPhases(phases []Phase, sel *Selection) ([]Phase, error) {
 		}
 	}
 	for i := range out {
-		if p := &out[i]; len(p.Serves) > 0 && !servesAny(out, p.Serves) {
+		if p := &out[i]; len(p.Serves) > 0 && !servesAny(out, p, inv) {
 			p.Skipped = "needed only by " + strings.Join(p.Serves, ", ") + ", none of them selected"
 		}
 	}
 	return out, nil
 }
 
-// servesAny says whether one of the phases named is still selected.
-func servesAny(phases []Phase, names []string) bool {
+// servesAny says whether one of the phases p serves is still selected.
+func servesAny(phases []Phase, p *Phase, inv *inventory.Inventory) bool {
 	for i := range phases {
-		if slices.Contains(names, phases[i].Name) && phases[i].Skipped == "" {
+		if p.serves(phases[i].Name, inv) && phases[i].Skipped == "" {
 			return true
 		}
 	}

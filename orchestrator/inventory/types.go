@@ -419,6 +419,14 @@ type Burnin struct {
 	// has them, true (a node without it is NOT MEASURED) or false.
 	GPUBurn    Auto `mapstructure:"gpu_burn" json:"gpu_burn"`
 	DCGMStress Auto `mapstructure:"dcgm_stress" json:"dcgm_stress"`
+	// ClusterAllReduce ends each iteration with every node still in the
+	// burn-in meeting and phases.allreduce's collective run once over
+	// them all: default false (each iteration then waits for the slowest
+	// node).
+	ClusterAllReduce bool `mapstructure:"cluster_allreduce" json:"cluster_allreduce"`
+	// Workload runs the training phase's job once a round, after the
+	// cluster all-reduce (the same meeting): default false.
+	Workload bool `mapstructure:"workload" json:"workload"`
 }
 
 // Auto is a switch that may also be left to the node: "auto" (the

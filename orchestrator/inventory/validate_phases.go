@@ -117,6 +117,14 @@ func (v *validator) phases() {
 	v.failure(&p.Failure, &p.Checkpoint)
 	v.workload(&p.Workload)
 	v.burnin(&p.Burnin)
+	if b := p.Burnin; b.Enabled && b.ClusterAllReduce && !p.AllReduce.Enabled {
+		v.problem("phases.burnin.cluster_allreduce", "loops phases.allreduce's collective (its binary, launcher and sizes), "+
+			"which is disabled: enable phases.allreduce (--skip allreduce leaves out its own phase) or set this false")
+	}
+	if b := p.Burnin; b.Enabled && b.Workload && !(p.Workload.Enabled && p.Workload.Kind == "training") {
+		v.problem("phases.burnin.workload", "loops the training phase's job, and phases.workload is not an enabled training "+
+			"(kind: training): enable it (--skip training leaves out its own phase) or set this false")
+	}
 }
 
 var (

@@ -21,12 +21,13 @@ import (
 // bf16 matrix products on every GPU at once), then the intra-node
 // collective (all_reduce_perf, one process over the node's GPUs), then
 // gpu-burn and DCGM's targeted stress where the node has them
-// (burnin_loads.go), until the duration is spent. Each iteration's figures
-// are kept, and each GPU's and the collective's drift from the first hour
-// to the last (burnin_drift.go). A window lost mid burn-in resumes the
-// time left, after the iterations it had finished (journaled as node
-// notes). The cluster-wide all-reduce and the workload phase's job are
-// not looped: they need every node at once, and this loop is per node.
+// (burnin_loads.go), then, where the inventory asks, meets the other
+// nodes for the cluster-wide all-reduce and the workload phase's job,
+// which need every node at once (burnin_cluster.go), until the duration
+// is spent. Each iteration's figures are kept, and each GPU's and the
+// collective's drift from the first hour to the last (burnin_drift.go).
+// A window lost mid burn-in resumes the time left, after the iterations
+// it had finished (journaled as node notes).
 var Burnin = orchestrator.Phase{
 	Name:  burninPhase,
 	Loads: true,
@@ -82,6 +83,20 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 		// caught by its seconds); the other loads ride on it.
 		return nil, orchestrator.Unmeasured("gemm.py", "phases.burnin.compute.enabled is false: the burn-in's loop is paced by the compute rate's runs: burn-in not measured")
 	}
+	// Before any way out: a member of the rounds that left without a word
+	// would hold every other node at the next meeting.
+	var rounds *clusterRounds
+	var noRounds []LoadUnmeasured
+	if b.ClusterAllReduce || b.Workload {
+		bc, err := burninRoundsFor(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		noRounds = bc.none
+		if rounds = bc.rounds; rounds != nil {
+			defer rounds.leave(n)
+		}
+	}
 	// A window lost mid burn-in resumes the time left: the runs it had
 	// finished, and the load time they took, are in the journal's notes.
 	earlier, total, done := burninNotedAll(n.Noted)
@@ -107,8 +122,8 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 	if err != nil {
 		return nil, err
 	}
-	res.NotMeasured = missing
-	for _, m := range missing {
+	res.NotMeasured = append(missing, noRounds...)
+	for _, m := range res.NotMeasured {
 		w.Progress.Node(n.Name, "burn-in: not measured: %s", m.Reason)
 	}
 	start := time.Now()
@@ -133,6 +148,9 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 				// resume runs it again rather than keep a collective
 				// that "failed" because it was ended.
 				err = ctx.Err()
+			}
+			if err == nil && rounds != nil {
+				err = meetRound(ctx, w, n, rounds, &r)
 			}
 			return r, err
 		},
@@ -373,6 +391,12 @@ func BurninPlan(inv *inventory.Inventory) string {
 	}
 	if b.GPUBurn.Wanted() || b.DCGMStress.Wanted() {
 		loads += ", stress where installed"
+	}
+	if b.ClusterAllReduce {
+		loads += ", cluster all-reduce"
+	}
+	if b.Workload {
+		loads += ", training job"
 	}
 	return fmt.Sprintf("gemm.py %d s a run%s", b.Compute.Seconds, loads)
 }

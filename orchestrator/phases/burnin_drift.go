@@ -107,16 +107,11 @@ func burninDrift(runs []BurninRun, duration time.Duration) (time.Duration, []Gem
 func driftVerdict(node string, res BurninNode) record.Verdict {
 	v := record.NewVerdict("BURN-002", node)
 	v.Unit = record.UnitTimesFirst
-	window := time.Duration(res.DriftWindowS * float64(time.Second))
-	// A demo's or a test's quarter is seconds; a day's burn-in, hours.
-	if window >= time.Minute {
-		window = window.Round(time.Second)
-	} else {
-		window = window.Round(100 * time.Millisecond)
-	}
+	window := driftSpan(time.Duration(res.DriftWindowS * float64(time.Second)))
 	var asked []string
 	for _, m := range res.NotMeasured {
-		if m.Asked {
+		// The cluster rounds' loads are BURN-004's and BURN-005's.
+		if m.Asked && m.Load != loadClusterAllReduce && m.Load != loadWorkload {
 			asked = append(asked, m.Reason)
 		}
 	}
@@ -184,4 +179,13 @@ func driftVerdict(node string, res BurninNode) record.Verdict {
 		v.Detail += "; the collective's drift not judged (too few figures)"
 	}
 	return v
+}
+
+// driftSpan is a drift window as the verdicts say it: a demo's or a
+// test's quarter is seconds, a day's burn-in hours.
+func driftSpan(window time.Duration) string {
+	if window >= time.Minute {
+		return window.Round(time.Second).String()
+	}
+	return window.Round(100 * time.Millisecond).String()
 }

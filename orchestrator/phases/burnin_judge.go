@@ -52,7 +52,8 @@ func judgeBurnin(w *orchestrator.Window) []record.Verdict {
 		nodes = append(nodes, bn)
 		load = append(load, loadVerdicts(w, bn, res)...)
 	}
-	return append(burnVerdicts(nodes, w.Inv.Quote.GPUTFLOPSBF16, w.Inv.Acceptance.ToleranceFor("BURN-001")), load...)
+	out := append(burnVerdicts(nodes, w.Inv.Quote.GPUTFLOPSBF16, w.Inv.Acceptance.ToleranceFor("BURN-001")), load...)
+	return append(out, roundsVerdicts(w)...)
 }
 
 // loadVerdicts are BURN-002 (drift) and, where a stress tool is on,

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ type (
 	BurninLoad       = workload.BurninLoad
 	LoadUnmeasured   = workload.LoadUnmeasured
 	BusBWDrift       = workload.BusBWDrift
+	BurninWorkload   = workload.BurninWorkload
 )
 
 // The loads' names in the record (and the inventory's keys under
@@ -130,6 +132,14 @@ func burninLoadsWithin(inv *inventory.Inventory) time.Duration {
 	}
 	if b.DCGMStress.Wanted() {
 		d += stress
+	}
+	if b.ClusterAllReduce {
+		// The round's collective, after a wait for the slowest node's
+		// iteration (within the bound above).
+		d += sweepTimeout(inv) + 30*time.Second
+	}
+	if b.Workload {
+		d += cmp.Or(inv.Phases.Workload.Timeout, trainingJobWithin)
 	}
 	return d
 }

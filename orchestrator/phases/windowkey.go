@@ -40,7 +40,10 @@ var WindowKey = orchestrator.Phase{
 	Name:      "windowkey",
 	Gating:    true,
 	AlwaysRun: true,
-	Serves:    []string{"allreduce", "bisect", "image"},
+	Serves:    []string{"allreduce", "bisect", "image", burninPhase},
+	ServesIf: func(inv *inventory.Inventory, name string) bool {
+		return name != burninPhase || inv.Phases.Burnin.ClusterAllReduce
+	},
 	Enabled: func(inv *inventory.Inventory) bool {
 		mpirun := inv.Phases.AllReduce.Enabled && inv.Phases.AllReduce.Launcher == "mpirun"
 		relay := inv.Image.Reference != "" && inventory.On(inv.Phases.ImagePh.Enabled) && inv.Image.Mode == "push" &&

@@ -160,6 +160,10 @@ var catalog = []Requirement{
 		againstQuote().quoted("phases.burnin.enabled", "gpu_tflops_bf16"),
 	req("BURN-002", "no GPU's rate or node's collective busbw drifted down under sustained load", CardLoad).measured(UnitTimesFirst),
 	req("BURN-003", "gpu-burn and DCGM's targeted stress passed on every burn-in iteration", CardLoad),
+	req("BURN-004", "the cluster all-reduce passed every burn-in round, its busbw not drifting down", CardLoad).
+		measured(UnitTimesFirst),
+	req("BURN-005", "the training job passed every burn-in round, its step time not drifting up", CardLoad).
+		measured(UnitTimesFirst),
 
 	// The idle guard and the provider's idle shutdown (the card's idle
 	// shutdown / billing row).

@@ -46,6 +46,26 @@ type BurninRun struct {
 	GPUs       []GemmGPU         `json:"gpus"`
 	Collective *BurninCollective `json:"collective,omitempty"`
 	Loads      []BurninLoad      `json:"loads,omitempty"`
+	// Cluster is the cluster-wide all-reduce that ended this iteration
+	// (phases.burnin.cluster_allreduce), on the run of the node that
+	// launched it only: one figure per round, not one per node.
+	Cluster *BurninCollective `json:"cluster,omitempty"`
+	// Workload is the workload phase's training job that ended this
+	// iteration's round (phases.burnin.workload), on the same run.
+	Workload *BurninWorkload `json:"workload,omitempty"`
+}
+
+// BurninWorkload is one round's run of the training phase's job over the
+// nodes still in the burn-in.
+type BurninWorkload struct {
+	Nodes int `json:"nodes"`
+	// MedianStepSecs is the median over the nodes of each one's median
+	// steady step time (wall time: a collective's drift shows in it).
+	MedianStepSecs float64 `json:"median_step_s,omitempty"`
+	Secs           float64 `json:"secs"`
+	// Error: why the round's job has no figure, or what went wrong in it
+	// (a node's errors or restarts).
+	Error string `json:"error,omitempty"`
 }
 
 // BurninCollective is one iteration's intra-node all-reduce (nccl-tests'
@@ -56,7 +76,10 @@ type BurninCollective struct {
 	BusBW     float64 `json:"busbw_gbs"`
 	GateBytes int64   `json:"gate_bytes,omitempty"`
 	Ranks     int     `json:"ranks,omitempty"`
-	Secs      float64 `json:"secs"`
+	// Nodes: how many nodes the round spanned (the cluster all-reduce's
+	// only: a node that left the burn-in leaves the rounds).
+	Nodes int     `json:"nodes,omitempty"`
+	Secs  float64 `json:"secs"`
 	// Error: why the iteration has no figure (the run failed, its results
 	// were wrong, its figure was past any GPU's).
 	Error string `json:"error,omitempty"`
