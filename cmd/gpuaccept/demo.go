@@ -103,8 +103,9 @@ slower and is named the straggler.
 
 --burnin adds a 10-second burn-in: each iteration the compute rate on every simulated GPU at once
 (a genuine H200's 668.7 TFLOP/s), the intra-node all-reduce, and DCGM's targeted stress (the
-simulated dcgmi); gpu-03's GPU 3 computes 20% slower and is named, and gpu-02's all-reduce sags
-to 0.7 × from the third iteration, which the drift (first quarter against the last) names.`,
+simulated dcgmi), then the cluster all-reduce over every node (and with --workload training the
+training job); gpu-03's GPU 3 computes 20% slower and is named, and gpu-02's all-reduce sags to
+0.7 × from the third iteration, which the drift (first quarter against the last) names.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
@@ -203,7 +204,7 @@ to 0.7 × from the third iteration, which the drift (first quarter against the l
 	cmd.Flags().Int64Var(&seed, "seed", 0, "vary the simulated fabric: which node is degraded and how much (0: gpu-03 at half rate)")
 	cmd.Flags().StringVar(&quoteFile, "quote", "", "a YAML file whose quote: mapping replaces the demo's quote")
 	cmd.Flags().StringVar(&workload, "workload", "none", "the load test on every node: "+strings.Join(demoWorkloads, " or "))
-	cmd.Flags().BoolVar(&burnin, "burnin", false, "add a 10-second burn-in (compute rate, all-reduce, stress; one GPU 20% slower, one all-reduce sags)")
+	cmd.Flags().BoolVar(&burnin, "burnin", false, "add a 10-second burn-in (compute rate, all-reduces, stress; one GPU 20% slower, one all-reduce sags)")
 	// For the fleet benchmark: the nodes in this process, the window in another.
 	cmd.Flags().StringVar(&serve, "serve", "", "write an inventory of the simulated nodes to FILE and serve them until interrupted")
 	cmd.Flags().MarkHidden("serve")

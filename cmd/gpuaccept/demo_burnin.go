@@ -43,7 +43,12 @@ const (
 // checked: a real one lasts a minute at least, a demo keeps its time.
 func demoAddBurnin(inv *inventory.Inventory) {
 	inv.Phases.Burnin = inventory.Burnin{Enabled: true, Duration: demoBurninFor,
-		Compute: inventory.Compute{Seconds: demoGemmSeconds, Size: inventory.DefaultComputeSize, Python: demoGemmPython}}
+		Compute: inventory.Compute{Seconds: demoGemmSeconds, Size: inventory.DefaultComputeSize, Python: demoGemmPython},
+		// Each iteration ends with the cluster all-reduce over every node
+		// still in the burn-in, and the training job where --workload
+		// training runs one (BURN-004, BURN-005).
+		ClusterAllReduce: inv.Phases.AllReduce.Enabled && len(inv.Nodes) > 1,
+		Workload:         demoTraining(inv) && len(inv.Nodes) > 1}
 	// The idle guard: the quarantined node sits idle through the burn-in
 	// and the failure test, is signalled after 10 s of 1-second samples
 	// and released while the others go on. Its notice is an echo, kept in
