@@ -1,0 +1,403 @@
+// Package slurm holds a window's own Slurm allocation: it asks for it on
+// the login node (salloc --no-shell), reads its nodes as Slurm knows them
+// (scontrol), finds it again after the coordinator was lost, and gives it
+// back (scancel). It reaches the cluster only through the login node's
+// executor, as any node's commands travel.
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator/parse"
+	"gpuaccept/remote"
+)
+
+// Login is where Slurm's commands run: the login node's executor.
+type Login interface {
+	Name() string
+	Run(ctx context.Context, cmd remote.Cmd) error
+}
+
+// Spec is the allocation a window asks for (the inventory's
+// slurm.allocate).
+type Spec struct {
+	Name      string // the job's name: the window's (gpuaccept-<run id>)
+	Partition string
+	Account   string
+	QOS       string
+	// Nodes is how many; NodeList which (a Slurm hostlist). One of them.
+	Nodes     int
+	NodeList  string
+	Exclusive bool
+	GRES      string // --gres, e.g. gpu:8
+	// Time is the job's time limit: the window's bound. Slurm counts
+	// minutes; a part of one is a whole.
+	Time  time.Duration
+	Extra []string
+}
+
+// Args are salloc's arguments for s.
+func (s Spec) Args() []string {
+	args := []string{"--no-shell", "--job-name=" + s.Name}
+	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}} {
+		if kv[1] != "" {
+			args = append(args, kv[0]+kv[1])
+		}
+	}
+	switch {
+	case s.NodeList != "":
+		args = append(args, "--nodelist="+s.NodeList)
+		if n, err := hostlist.Expand(s.NodeList); err == nil {
+			args = append(args, fmt.Sprintf("--nodes=%d", len(n)))
+		}
+	case s.Nodes > 0:
+		args = append(args, fmt.Sprintf("--nodes=%d", s.Nodes))
+	}
+	if s.Exclusive {
+		args = append(args, "--exclusive")
+	}
+	if s.Time > 0 {
+		args = append(args, fmt.Sprintf("--time=%d", int(math.Ceil(s.Time.Minutes()))))
+	}
+	return append(args, s.Extra...)
+}
+
+// Command is the salloc line the login node runs (and `check` shows).
+func (s Spec) Command() string {
+	words := []string{"salloc"}
+	for _, a := range s.Args() {
+		words = append(words, remote.Quote(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// Allocation is a job the window holds, as Slurm describes it.
+type Allocation struct {
+	JobID    string `json:"job_id"`
+	State    string `json:"state"`
+	NodeList string `json:"nodelist"`
+	// Nodes are the allocation's nodes in Slurm's order.
+	Nodes []Node `json:"nodes"`
+}
+
+// Node is one node of the allocation, as scontrol shows it.
+type Node struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"` // NodeAddr: where its slurmd is reached
+	HostName string `json:"hostname,omitempty"`
+	State    string `json:"state"`
+	Reason   string `json:"reason,omitempty"`
+	GRES     string `json:"gres,omitempty"`
+	Features string `json:"features,omitempty"`
+}
+
+// NotGranted is an allocation Slurm did not give within the time the
+// window waits: the job is cancelled, and Reason is squeue's (Resources,
+// Priority, ReqNodeNotAvail, ...).
+type NotGranted struct {
+	JobID  string
+	Reason string
+	Within time.Duration
+}
+
+func (e *NotGranted) Error() string {
+	why := e.Reason
+	if why == "" {
+		why = "no reason given"
+	}
+	return fmt.Sprintf("slurm: job %s not allocated within %s (squeue's reason: %s); cancelled", e.JobID, e.Within, why)
+}
+
+// outputCap bounds what a Slurm command's output the coordinator keeps: a
+// node's record is about 1.5 KB, so 16 MiB holds 10,000 nodes.
+const outputCap = 16 << 20
+
+// Allocate asks for s on the login node and waits up to within for it.
+// jobID hears the job's ID as soon as Slurm names it (journal it: a
+// coordinator lost while it waits can then cancel or keep the job). An
+// allocation not granted in time is a *NotGranted, its job cancelled.
+func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jobID func(string)) (Allocation, error) {
+	wctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var mu sync.Mutex
+	id := ""
+	lines := &lineWriter{each: func(line string) {
+		if got, _ := parse.SallocJob(line); got != "" {
+			mu.Lock()
+			first := id == ""
+			id = got
+			mu.Unlock()
+			if first && jobID != nil {
+				jobID(got)
+			}
+		}
+	}}
+	// Ask for the reason while salloc still waits: once it is killed,
+	// the job is revoked and squeue no longer knows it.
+	reason := make(chan string, 1)
+	go func() {
+		select {
+		case <-wctx.Done():
+		case <-time.After(max(within-5*time.Second, within*9/10)):
+			mu.Lock()
+			j := id
+			mu.Unlock()
+			if j != "" {
+				r, _ := squeueReason(ctx, login, j)
+				reason <- r
+			}
+		}
+	}()
+	err := login.Run(wctx, remote.Cmd{Command: s.Command(), Stderr: lines})
+	lines.Flush()
+	mu.Lock()
+	j := id
+	mu.Unlock()
+	if err != nil {
+		if j != "" {
+			// Revoked already when salloc was killed; said again, so that
+			// nothing of the window is left queued.
+			_ = Cancel(context.WithoutCancel(ctx), login, j)
+		}
+		if wctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			ng := &NotGranted{JobID: j, Within: within}
+			select {
+			case ng.Reason = <-reason:
+			default:
+			}
+			if j == "" {
+				return Allocation{}, fmt.Errorf("%s: salloc named no job within %s: %w", login.Name(), within, err)
+			}
+			return Allocation{}, ng
+		}
+		return Allocation{}, fmt.Errorf("%s: salloc: %s: %w", login.Name(), printable(lines.Tail(), 400), err)
+	}
+	if j == "" {
+		return Allocation{}, fmt.Errorf("%s: salloc ended without naming its job (%s)", login.Name(), printable(lines.Tail(), 400))
+	}
+	return Find(ctx, login, j)
+}
+
+// Find is the allocation of job id as Slurm holds it now, with its
+// nodes; an error when the job is not running (ended, cancelled, never
+// known).
+func Find(ctx context.Context, login Login, id string) (Allocation, error) {
+	if !validJobID(id) {
+		return Allocation{}, fmt.Errorf("slurm: %q is no job ID", id)
+	}
+	out, err := output(ctx, login, "scontrol show job -o "+id)
+	if err != nil {
+		return Allocation{}, fmt.Errorf("%s: scontrol show job %s: %w", login.Name(), id, err)
+	}
+	rec := parse.ScontrolRecord(firstLine(out))
+	if rec["JobId"] != id {
+		return Allocation{}, fmt.Errorf("%s: scontrol show job %s: no such job in what it printed", login.Name(), id)
+	}
+	a := Allocation{JobID: id, State: printable(rec["JobState"], 40), NodeList: printable(rec["NodeList"], 4<<10)}
+	if a.State != "RUNNING" {
+		return a, fmt.Errorf("%s: slurm job %s is %s (reason %s), not running", login.Name(), id, a.State, printable(rec["Reason"], 100))
+	}
+	names, err := hostlist.Expand(a.NodeList)
+	if err != nil || len(names) == 0 {
+		return a, fmt.Errorf("%s: slurm job %s: node list %q: %v", login.Name(), id, a.NodeList, err)
+	}
+	nodes, err := Describe(ctx, login, a.NodeList)
+	if err != nil {
+		return a, err
+	}
+	by := map[string]Node{}
+	for _, n := range nodes {
+		by[n.Name] = n
+	}
+	for _, name := range names {
+		n, ok := by[name]
+		if !ok {
+			return a, fmt.Errorf("%s: slurm job %s: scontrol shows no node %s", login.Name(), id, name)
+		}
+		a.Nodes = append(a.Nodes, n)
+	}
+	return a, nil
+}
+
+// Describe is each node of list (a Slurm hostlist) as scontrol shows it.
+func Describe(ctx context.Context, login Login, list string) ([]Node, error) {
+	out, err := output(ctx, login, "scontrol show node -o "+remote.Quote(list))
+	if err != nil {
+		return nil, fmt.Errorf("%s: scontrol show node %s: %w", login.Name(), list, err)
+	}
+	var nodes []Node
+	for _, r := range parse.ScontrolRecords(out, "Reason") {
+		f := func(k string, n int) string { return printable(null(r[k]), n) }
+		n := Node{Name: f("NodeName", 100), Addr: f("NodeAddr", 100), HostName: f("NodeHostName", 100), State: f("State", 100),
+			Reason: f("Reason", 200), GRES: f("Gres", 200), Features: f("ActiveFeatures", 200)}
+		if n.Name != "" {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, nil
+}
+
+// Cancel gives job id back and waits (bounded) until squeue no longer
+// lists it: nothing of the window outlives its allocation.
+func Cancel(ctx context.Context, login Login, id string) error {
+	if !validJobID(id) {
+		return fmt.Errorf("slurm: %q is no job ID", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cancelWithin)
+	defer cancel()
+	if _, err := output(ctx, login, "scancel "+id); err != nil {
+		return fmt.Errorf("%s: scancel %s: %w", login.Name(), id, err)
+	}
+	for {
+		out, err := output(ctx, login, "squeue -h -j "+id+" -o %T 2>/dev/null || true")
+		if err == nil && strings.TrimSpace(out) == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: slurm job %s still listed (%s) %s after scancel", login.Name(), id, strings.TrimSpace(out), cancelWithin)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// cancelWithin bounds a cancel: Slurm's KillWait (30 s by default) and
+// the epilog.
+const cancelWithin = 2 * time.Minute
+
+// squeueReason is why job id still waits, as squeue says it.
+func squeueReason(ctx context.Context, login Login, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := output(ctx, login, "squeue -h -j "+id+" -o %r")
+	return printable(strings.TrimSpace(firstLine(out)), 200), err
+}
+
+// printable is s without control characters, at most n bytes: a login
+// node's words go into the evidence and onto the buyer's terminal.
+func printable(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+func output(ctx context.Context, login Login, command string) (string, error) {
+	var b capWriter
+	err := login.Run(ctx, remote.Cmd{Command: command, Stdout: &b})
+	return b.String(), err
+}
+
+func validJobID(id string) bool {
+	if id == "" || len(id) > 12 {
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// null is "" for Slurm's "(null)".
+func null(s string) string {
+	if s == "(null)" {
+		return ""
+	}
+	return s
+}
+
+// capWriter keeps the first outputCap bytes.
+type capWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := outputCap - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (w *capWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// lineWriter hands each line salloc writes to each, and keeps the last
+// few for an error.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	tail []string
+	each func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			if len(w.buf) > 4<<10 {
+				w.line(string(w.buf))
+				w.buf = w.buf[:0]
+			}
+			return len(p), nil
+		}
+		w.line(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+func (w *lineWriter) line(l string) {
+	l = strings.TrimRight(l, "\r")
+	w.tail = append(w.tail, l)
+	if len(w.tail) > 4 {
+		w.tail = w.tail[1:]
+	}
+	w.each(l)
+}
+
+// Flush hands over a last line without its newline.
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.line(string(w.buf))
+		w.buf = nil
+	}
+}
+
+// Tail is the last lines, in one.
+func (w *lineWriter) Tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.tail, "; ")
+}
+
+var _ io.Writer = (*lineWriter)(nil)
