@@ -75,12 +75,29 @@ type Run struct {
 	// Ledger is what the window cost and what that bought (absent when the
 	// quote has no price).
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// Billing is how the provider's usage export is read and what it must
+	// carry (the inventory's billing keys); absent when none is given.
+	Billing *Billing `json:"billing,omitempty"`
 	// Idle is what the idle guard saw; nil when it was off.
 	Idle *IdleGuard `json:"idle,omitempty"`
 	// Telemetry is each node's GPUs summarised per phase (min / median /
 	// max of what the window's sampler recorded; the series itself is
 	// raw/<node>/telemetry.txt.gz). Absent when the sampler did not run.
 	Telemetry map[string][]TelemetryPhase `json:"telemetry,omitempty"`
+}
+
+// Billing is the inventory's billing keys, kept so that `gpuaccept bill`
+// reads a run's export as the window would have.
+type Billing struct {
+	// Export is the usage export the window judged, as the inventory
+	// names it.
+	Export string `json:"export,omitempty"`
+	// Columns maps the generic export's fields (resource, start, end,
+	// quantity, unit, cost, currency, rate, item, tags) to its columns.
+	Columns map[string]string `json:"columns,omitempty"`
+	// RequiredTags are the tags every billed line must carry to be
+	// attributable (team, workload, environment, job).
+	RequiredTags []string `json:"required_tags,omitempty"`
 }
 
 // TelemetryPhase is one GPU's figures over one phase of the window, as
@@ -245,6 +262,10 @@ type Node struct {
 	// (idle.action release; its teardown ended); the ledger bills it to
 	// here.
 	ReleasedAt time.Time `json:"released_at,omitzero"`
+	// BillingID is what the provider's usage export calls the node (an
+	// instance or resource ID: the inventory's billing_id), when it is
+	// neither its name nor its address.
+	BillingID string `json:"billing_id,omitempty"`
 	// Facts are what preflight found (GPU models, versions, NICs...), as
 	// runs recorded them before the schema kept them once, in the node's
 	// preflight result: read them with Run.NodeFacts.
