@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"gpuaccept/orchestrator/inventory"
 )
 
 // Bounds on what one export may hold. A month of hourly lines for a
@@ -63,8 +65,18 @@ type Columns struct {
 }
 
 // Fields are the generic format's field names, in the order a header
-// lists them by default.
-var Fields = []string{"resource", "start", "end", "quantity", "unit", "cost", "currency", "rate", "item", "tags"}
+// lists them by default: the inventory's billing.columns keys.
+var Fields = inventory.BillingFields
+
+// ColumnsFrom is billing.columns as the reader takes it; nil when the
+// inventory maps none.
+func ColumnsFrom(m map[string]string) *Columns {
+	if len(m) == 0 {
+		return nil
+	}
+	return &Columns{Resource: m["resource"], Start: m["start"], End: m["end"], Quantity: m["quantity"], Unit: m["unit"],
+		Cost: m["cost"], Currency: m["currency"], Rate: m["rate"], Item: m["item"], Tags: m["tags"]}
+}
 
 // named: billing.columns names field's column.
 func (c Columns) named(field string) bool { return c.raw(field) != "" }
