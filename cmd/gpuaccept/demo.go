@@ -196,6 +196,14 @@ to 0.7 × from the third iteration, which the drift (first quarter against the l
 				}
 			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
+			if rec != nil {
+				if werr := writeDemoBillingExport(dir, rec); werr != nil {
+					o.Progress.Line("demo: %s: %v", demoBillingExport, werr)
+				} else if rec.Ledger != nil {
+					o.Progress.Line("demo: %s bills the window as an honest provider would: gpuaccept bill %s %s",
+						demoBillingExport, dir, filepath.Join(dir, demoBillingExport))
+				}
+			}
 			return finish(cmd, rec, dir, err, f)
 		},
 	}
