@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"gpuaccept/orchestrator/billing"
 	"gpuaccept/orchestrator/inventory"
@@ -42,6 +43,12 @@ func (w *Window) judgeBilling() {
 			var res *billing.Result
 			if res, err = billing.Reconcile([]*record.Run{w.rec}, ex); err == nil {
 				verdicts = res.Verdicts
+				w.mu.Lock()
+				if w.rec.Billing == nil {
+					w.rec.Billing = &record.Billing{}
+				}
+				w.rec.Billing.Reconciled = res.Record(filepath.Base(path))
+				w.mu.Unlock()
 			}
 		}
 	}

@@ -30,6 +30,7 @@ func TestWindowJudgesBillingExport(t *testing.T) {
 	line := func(node string) string {
 		return fmt.Sprintf("%s,%s,%s,1,min,0.332,USD,team=ml\n", node, start.Format(time.RFC3339), start.Add(time.Minute).Format(time.RFC3339))
 	}
+	var last *record.Run
 	bills := func() map[string]record.Status {
 		t.Helper()
 		var c calls
@@ -38,8 +39,9 @@ func TestWindowJudgesBillingExport(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rec.Billing == nil || rec.Billing.RequiredTags[0] != "team" {
-			t.Errorf("run.json's billing: %+v", rec.Billing)
+			t.Fatalf("run.json's billing: %+v", rec.Billing)
 		}
+		last = rec
 		out := map[string]record.Status{}
 		for _, v := range rec.Verdicts {
 			if strings.HasPrefix(v.ID, "BILL-") && (out[v.ID+" "+v.Node] == "" || v.Status == record.Fail) {
@@ -53,6 +55,9 @@ func TestWindowJudgesBillingExport(t *testing.T) {
 	}
 	write(line("a"), line("b"))
 	got := bills()
+	if rc := last.Billing.Reconciled; rc == nil || rc.Export != "export.csv" || len(rc.Nodes) != 2 || rc.Nodes[0].BilledSecs != 60 {
+		t.Errorf("run.json keeps no reconciliation for the report: %+v", rc)
+	}
 	for _, k := range []string{"BILL-001 ", "BILL-002 a", "BILL-002 b", "BILL-004 ", "BILL-006 ", "BILL-007 "} {
 		if got[k] != record.Pass {
 			t.Errorf("%s: %s (%v)", k, got[k], got)

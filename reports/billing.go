@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -8,7 +9,6 @@ import (
 	"strings"
 
 	"gpuaccept/hostlist"
-	"gpuaccept/orchestrator/billing"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 )
@@ -24,7 +24,7 @@ const maxBillFindings = 12
 // node (the disagreeing first when there are many), the BILL verdicts
 // (alike passes as one line with a host range), and the outcome, each
 // line at most width columns (DefaultWidth when 0).
-func BillText(w io.Writer, res *billing.Result, export string, width int) error {
+func BillText(w io.Writer, rc *record.Reconciliation, verdicts []record.Verdict, width int) error {
 	if width <= 0 {
 		width = DefaultWidth
 	}
@@ -34,22 +34,31 @@ func BillText(w io.Writer, res *billing.Result, export string, width int) error 
 			b.WriteString(l + "\n")
 		}
 	}
-	lines := len(res.Unmatched)
-	for _, r := range res.Rows {
-		lines += len(r.Lines)
+	line(billRead(rc))
+	b.WriteString("\n")
+	header, rows, hidden := billRows(rc)
+	b.WriteString(billTextTable(header, rows, width))
+	if hidden > 0 {
+		fmt.Fprintf(&b, "%d more node(s) billed as the ledger priced them\n", hidden)
 	}
-	line(fmt.Sprintf("%s: %s, %d line(s) of the windows' days (%d outside them), %s", export, res.Format, lines,
-		res.Outside, orNoneStr(res.Currency)))
 	b.WriteString("\n")
-	b.WriteString(billTable(res, width))
-	b.WriteString("\n")
-	for _, l := range billVerdictLines(res.Verdicts) {
+	for _, l := range billVerdictLines(verdicts) {
 		line(l)
 	}
 	b.WriteString("\n")
-	line(BillOutcome(res.Verdicts))
+	line(BillOutcome(verdicts))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// billRead says what was read.
+func billRead(rc *record.Reconciliation) string {
+	lines := rc.UnmatchedLines
+	for _, n := range rc.Nodes {
+		lines += len(n.Lines)
+	}
+	return fmt.Sprintf("%s: %s, %d line(s) of the windows' days (%d outside them), %s", rc.Export, rc.Format, lines,
+		rc.OutsideLines, orNoneStr(rc.Currency))
 }
 
 // BillFailed is whether a reconciliation found what the provider must
@@ -86,16 +95,18 @@ func orNoneStr(s string) string {
 	return s
 }
 
-// billTable is the reconciliation table: billed against the window's own
-// time and the ledger's cost, per node.
-func billTable(res *billing.Result, width int) string {
-	rows := slices.Clone(res.Rows)
-	differs := func(r billing.Row) bool {
-		return len(r.Lines) == 0 || math.Abs(r.BilledCost-r.LedgerCost) >= 0.005 || r.BilledSecs > r.ExpectedSecs+1
+// billRows are the reconciliation table: billed against the window's own
+// time and the ledger's cost, per node, then the lines of no node and the
+// total; past maxBillRows nodes, those whose bill agrees with the ledger
+// are counted (hidden), not listed.
+func billRows(rc *record.Reconciliation) (header []string, rows [][]string, hidden int) {
+	nodes := slices.Clone(rc.Nodes)
+	differs := func(n record.ReconciledNode) bool {
+		return len(n.Lines) == 0 || n.LedgerCost == nil || math.Abs(n.BilledCost-*n.LedgerCost) >= 0.005 ||
+			n.BilledSecs > n.ExpectedSecs+1
 	}
-	hidden := 0
-	if len(rows) > maxBillRows {
-		slices.SortStableFunc(rows, func(a, b billing.Row) int {
+	if len(nodes) > maxBillRows {
+		slices.SortStableFunc(nodes, func(a, b record.ReconciledNode) int {
 			switch da, db := differs(a), differs(b); {
 			case da && !db:
 				return -1
@@ -104,42 +115,48 @@ func billTable(res *billing.Result, width int) string {
 			}
 			return 0
 		})
-		hidden = len(rows) - maxBillRows
-		rows = rows[:maxBillRows]
+		hidden = len(nodes) - maxBillRows
+		nodes = nodes[:maxBillRows]
 	}
-	var t [][]string
-	for _, r := range rows {
-		ledger := "-"
-		diff := "-"
-		if r.HasLedger {
-			ledger = fmt.Sprintf("%.2f", r.LedgerCost)
-			diff = fmt.Sprintf("%+.2f", r.BilledCost-r.LedgerCost)
+	for _, n := range nodes {
+		ledger, diff := "-", "-"
+		if n.LedgerCost != nil {
+			ledger = fmt.Sprintf("%.2f", *n.LedgerCost)
+			diff = fmt.Sprintf("%+.2f", n.BilledCost-*n.LedgerCost)
 		}
-		t = append(t, []string{r.Label, billLines(r.Lines), billDur(r.BilledSecs), billDur(r.PresentSecs),
-			billDur(r.ExpectedSecs), fmt.Sprintf("%.2f", r.BilledCost), ledger, diff})
+		rows = append(rows, []string{n.Node, billLines(n.Lines), billDur(n.BilledSecs), billDur(n.WindowSecs),
+			billDur(n.ExpectedSecs), fmt.Sprintf("%.2f", n.BilledCost), ledger, diff})
 	}
-	var cost float64
-	for _, l := range res.Unmatched {
-		cost += l.Cost
-	}
-	if len(res.Unmatched) > 0 {
-		t = append(t, []string{"(no node)", fmt.Sprint(len(res.Unmatched)), "", "", "", fmt.Sprintf("%.2f", cost), "", fmt.Sprintf("%+.2f", cost)})
+	if rc.UnmatchedLines > 0 {
+		rows = append(rows, []string{"(no node)", fmt.Sprint(rc.UnmatchedLines), "", "", "",
+			fmt.Sprintf("%.2f", rc.UnmatchedCost), "", fmt.Sprintf("%+.2f", rc.UnmatchedCost)})
 	}
 	ledger, diff := "-", "-"
-	if res.HasLedger {
-		ledger, diff = fmt.Sprintf("%.2f", res.Ledger), fmt.Sprintf("%+.2f", res.Billed-res.Ledger)
+	if rc.Ledger != nil {
+		ledger, diff = fmt.Sprintf("%.2f", *rc.Ledger), fmt.Sprintf("%+.2f", rc.Billed-*rc.Ledger)
 	}
-	t = append(t, []string{"total", "", "", "", "", fmt.Sprintf("%.2f", res.Billed), ledger, diff})
+	rows = append(rows, []string{"total", "", "", "", "", fmt.Sprintf("%.2f", rc.Billed), ledger, diff})
+	cur := ""
+	if rc.Currency != "" {
+		cur = " (" + rc.Currency + ")"
+	}
+	header = []string{"node", "on lines", "billed", "window", "to granule", "billed cost" + cur, "ledger", "diff"}
+	return header, rows, hidden
+}
+
+// billTextTable lays rows out in columns, each line clipped to width.
+func billTextTable(header []string, rows [][]string, width int) string {
 	var b strings.Builder
-	header := []string{"node", "on lines", "billed", "window", "to granule", "billed cost", "ledger", "diff"}
 	widths := make([]int, len(header))
 	for i, h := range header {
-		widths[i] = len(h)
+		widths[i] = len([]rune(h))
 	}
-	for _, r := range t {
+	t := make([][]string, len(rows))
+	for j, r := range rows {
+		t[j] = make([]string, len(r))
 		for i := range r {
-			r[i] = clip(redact.Controls(r[i]), 28)
-			widths[i] = max(widths[i], len([]rune(r[i])))
+			t[j][i] = clip(redact.Controls(r[i]), 28)
+			widths[i] = max(widths[i], len([]rune(t[j][i])))
 		}
 	}
 	write := func(r []string) {
@@ -155,9 +172,6 @@ func billTable(res *billing.Result, width int) string {
 	write(header)
 	for _, r := range t {
 		write(r)
-	}
-	if hidden > 0 {
-		fmt.Fprintf(&b, "%d more node(s) billed as the ledger priced them\n", hidden)
 	}
 	return b.String()
 }
@@ -235,4 +249,70 @@ func billDur(secs float64) string {
 		return fmt.Sprintf("%dm%02ds", s/60, s%60)
 	}
 	return fmt.Sprintf("%ds", s)
+}
+
+// reconciled is the usage export the window judged, nil when none was.
+func reconciled(run *record.Run) *record.Reconciliation {
+	if run.Billing == nil {
+		return nil
+	}
+	return run.Billing.Reconciled
+}
+
+// invoicePerUnit is the cost of a unit of accepted work as the
+// provider's export billed it, beside the ledger's; "" when no export was
+// judged.
+func invoicePerUnit(run *record.Run) string {
+	rc, l := reconciled(run), run.Ledger
+	if rc == nil {
+		return ""
+	}
+	if l == nil || l.AcceptedUnits <= 0 {
+		return fmt.Sprintf("Cost per accepted unit from the invoice: none (%s billed, nothing accepted).",
+			costMoney(rc.Billed, rc.Currency))
+	}
+	unit := orNone(oneLine(l.Unit))
+	return fmt.Sprintf("Cost per %s from the invoice: %s (%s billed ÷ %s %s(s)); from the ledger: %s.", unit,
+		costMoney(rc.Billed/l.AcceptedUnits, rc.Currency), costMoney(rc.Billed, rc.Currency), costCount(l.AcceptedUnits),
+		unit, costMoney(l.TotalCost/l.AcceptedUnits, l.Currency))
+}
+
+// mdBilling writes the usage export as the window judged it: what was
+// read, the reconciliation table, the cost per unit from the invoice;
+// nothing when no export was judged.
+func mdBilling(b *bytes.Buffer, run *record.Run) error {
+	rc := reconciled(run)
+	if rc == nil {
+		return nil
+	}
+	fmt.Fprintf(b, "\n## Billing reconciliation\n\n%s\n\n", md(billRead(rc)))
+	header, rows, hidden := billRows(rc)
+	if err := mdTable(b, header, escapeAll(rows), ""); err != nil {
+		return err
+	}
+	if hidden > 0 {
+		fmt.Fprintf(b, "\n%d more node(s) billed as the ledger priced them.\n", hidden)
+	}
+	fmt.Fprintf(b, "\n%s\n", md(invoicePerUnit(run)))
+	return nil
+}
+
+// htmlBilling is the reconciliation as report.md has it.
+type htmlBilling struct {
+	Read, PerUnit string
+	Header        []string
+	Rows          [][]string
+	Hidden        int
+}
+
+func newHTMLBilling(run *record.Run) *htmlBilling {
+	rc := reconciled(run)
+	if rc == nil {
+		return nil
+	}
+	h := &htmlBilling{Read: redact.Controls(billRead(rc)), PerUnit: invoicePerUnit(run)}
+	var rows [][]string
+	h.Header, rows, h.Hidden = billRows(rc)
+	h.Rows = cells(rows, func(_ int, s string) string { return redact.Controls(s) })
+	return h
 }

@@ -203,8 +203,11 @@ func compareSections(c *Comparison) []compareSection {
 				return ""
 			case l.CostPerUnit == nil:
 				return "nothing accepted"
+			case l.InvoicePerUnit != nil:
+				return fmt.Sprintf("%s per %s from the invoice (ledger %s, %s accepted)", money(*l.InvoicePerUnit, l.Currency),
+					orWord(l.Unit, "accepted unit"), money(*l.CostPerUnit, l.Currency), strconv.FormatFloat(l.AcceptedUnits, 'f', -1, 64))
 			}
-			return fmt.Sprintf("%s per %s (%s accepted)", money(*l.CostPerUnit, l.Currency), orWord(l.Unit, "accepted unit"),
+			return fmt.Sprintf("%s per %s from the ledger (%s accepted)", money(*l.CostPerUnit, l.Currency), orWord(l.Unit, "accepted unit"),
 				strconv.FormatFloat(l.AcceptedUnits, 'f', -1, 64))
 		}),
 	}}

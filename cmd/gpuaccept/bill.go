@@ -70,13 +70,14 @@ cannot read: each named with its line).`,
 				return exitWith(exitBadInput, fmt.Errorf("%s: %w", exportPath, err))
 			}
 			out := cmd.OutOrStdout()
+			rc := res.Record(filepath.Base(exportPath))
 			if output == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(billJSON(filepath.Base(exportPath), res)); err != nil {
+				if err := enc.Encode(billOut{rc, res.Verdicts, reports.BillOutcome(res.Verdicts)}); err != nil {
 					return err
 				}
-			} else if err := reports.BillText(out, res, filepath.Base(exportPath), billWidth()); err != nil {
+			} else if err := reports.BillText(out, rc, res.Verdicts, billWidth()); err != nil {
 				return err
 			}
 			if reports.BillFailed(res.Verdicts) {
@@ -114,50 +115,9 @@ func billWidth() int {
 	return reports.DefaultWidth
 }
 
-type billRow struct {
-	Run          string   `json:"run"`
-	Node         string   `json:"node"`
-	Lines        []int    `json:"lines"`
-	BilledSecs   float64  `json:"billed_seconds"`
-	PresentSecs  float64  `json:"window_seconds"`
-	ExpectedSecs float64  `json:"expected_seconds"`
-	BilledCost   float64  `json:"billed_cost"`
-	LedgerCost   *float64 `json:"ledger_cost,omitempty"`
-}
-
+// billOut is the reconciliation for machines: what the text shows.
 type billOut struct {
-	Export    string           `json:"export"`
-	Format    billing.Format   `json:"format"`
-	Currency  string           `json:"currency"`
-	Rows      []billRow        `json:"nodes"`
-	Unmatched []int            `json:"unmatched_lines"`
-	Outside   int              `json:"lines_outside_windows"`
-	Billed    float64          `json:"billed"`
-	Ledger    *float64         `json:"ledger,omitempty"`
-	Verdicts  []record.Verdict `json:"verdicts"`
-	Outcome   string           `json:"outcome"`
-}
-
-func billJSON(export string, res *billing.Result) billOut {
-	o := billOut{Export: export, Format: res.Format, Currency: res.Currency, Outside: res.Outside, Billed: res.Billed,
-		Verdicts: res.Verdicts, Outcome: reports.BillOutcome(res.Verdicts), Unmatched: []int{}, Rows: []billRow{}}
-	if res.HasLedger {
-		o.Ledger = &res.Ledger
-	}
-	for _, l := range res.Unmatched {
-		o.Unmatched = append(o.Unmatched, l.Row)
-	}
-	for _, r := range res.Rows {
-		br := billRow{Run: r.Run, Node: r.Node, Lines: r.Lines, BilledSecs: r.BilledSecs, PresentSecs: r.PresentSecs,
-			ExpectedSecs: r.ExpectedSecs, BilledCost: r.BilledCost}
-		if br.Lines == nil {
-			br.Lines = []int{}
-		}
-		if r.HasLedger {
-			c := r.LedgerCost
-			br.LedgerCost = &c
-		}
-		o.Rows = append(o.Rows, br)
-	}
-	return o
+	*record.Reconciliation
+	Verdicts []record.Verdict `json:"verdicts"`
+	Outcome  string           `json:"outcome"`
 }

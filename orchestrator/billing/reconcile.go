@@ -125,6 +125,32 @@ func Reconcile(runs []*record.Run, ex *Export) (*Result, error) {
 	return res, nil
 }
 
+// Record is the reconciliation as run.json and the reports keep it.
+func (res *Result) Record(export string) *record.Reconciliation {
+	rc := &record.Reconciliation{Export: export, Format: string(res.Format), Currency: res.Currency,
+		Nodes: []record.ReconciledNode{}, UnmatchedLines: len(res.Unmatched), OutsideLines: res.Outside, Billed: res.Billed}
+	for _, l := range res.Unmatched {
+		rc.UnmatchedCost += l.Cost
+	}
+	if res.HasLedger {
+		l := res.Ledger
+		rc.Ledger = &l
+	}
+	for _, r := range res.Rows {
+		n := record.ReconciledNode{Node: r.Label, Lines: slices.Clone(r.Lines), BilledSecs: r.BilledSecs,
+			WindowSecs: r.PresentSecs, ExpectedSecs: r.ExpectedSecs, BilledCost: r.BilledCost}
+		if n.Lines == nil {
+			n.Lines = []int{}
+		}
+		if r.HasLedger {
+			c := r.LedgerCost
+			n.LedgerCost = &c
+		}
+		rc.Nodes = append(rc.Nodes, n)
+	}
+	return rc
+}
+
 func view(r *record.Run) (*runView, error) {
 	if r.Started.IsZero() {
 		return nil, fmt.Errorf("run %s: no start time", r.ID)

@@ -98,6 +98,39 @@ type Billing struct {
 	// RequiredTags are the tags every billed line must carry to be
 	// attributable (team, workload, environment, job).
 	RequiredTags []string `json:"required_tags,omitempty"`
+	// Reconciled is the export as the window judged it (billing.export
+	// there at its end); absent when it was not.
+	Reconciled *Reconciliation `json:"reconciled,omitempty"`
+}
+
+// Reconciliation is a usage export held against runs: what it billed
+// each node against the window's own time and the ledger's cost.
+type Reconciliation struct {
+	Export   string           `json:"export"`
+	Format   string           `json:"format"`
+	Currency string           `json:"currency,omitempty"`
+	Nodes    []ReconciledNode `json:"nodes"`
+	// Unmatched: lines of the windows' days that name no node.
+	UnmatchedLines int     `json:"unmatched_lines,omitempty"`
+	UnmatchedCost  float64 `json:"unmatched_cost,omitempty"`
+	// OutsideLines lie outside every window's days: not held against it.
+	OutsideLines int      `json:"outside_lines,omitempty"`
+	Billed       float64  `json:"billed"`
+	Ledger       *float64 `json:"ledger,omitempty"` // absent: no run has a ledger
+}
+
+// ReconciledNode is one node's bill: the export's lines naming it, the
+// node time and cost they bill, the window's own time (to its end or
+// release) and that rounded up to the quote's granularity, and the
+// ledger's cost.
+type ReconciledNode struct {
+	Node         string   `json:"node"` // "<run id>:<name>" when several runs are reconciled
+	Lines        []int    `json:"lines"`
+	BilledSecs   float64  `json:"billed_seconds"`
+	WindowSecs   float64  `json:"window_seconds"`
+	ExpectedSecs float64  `json:"expected_seconds"`
+	BilledCost   float64  `json:"billed_cost"`
+	LedgerCost   *float64 `json:"ledger_cost,omitempty"`
 }
 
 // TelemetryPhase is one GPU's figures over one phase of the window, as
