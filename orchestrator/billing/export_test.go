@@ -45,7 +45,7 @@ func TestReadFormats(t *testing.T) {
 		cost     float64
 		currency string
 		team     string
-		hours    float64 // node-hours its first line bills on an 8-GPU node
+		hours    float64 // node-hours its first line bills on an 8-GPU node (a line without a unit: its span)
 		warn     string
 	}{
 		{"aws-cur.csv", Options{}, AWSLegacy, 2, "i-0a1b2c3d4e5f60001", h("2026-12-06T08:00:00Z"), h("2026-12-06T09:00:00Z"), 98.32, "USD", "ml", 1, WarnSkipped},
@@ -60,7 +60,7 @@ func TestReadFormats(t *testing.T) {
 			day, day.Add(24 * time.Hour), 196.64, "USD", "ml", 2, ""},
 		{"generic.csv", Options{}, Generic, 2, "gpu-01", h("2026-12-06T08:00:00Z"), h("2026-12-06T09:00:00Z"), 19.92, "EUR", "ml", 1, ""},
 		{"generic.json", Options{Columns: &Columns{Resource: "instance", Start: "from", End: "to", Quantity: "hours", Cost: "amount",
-			Currency: "ccy", Tags: "labels"}}, GenericJSON, 2, "gpu-01", h("2026-12-06T07:00:00Z"), h("2026-12-06T08:00:00Z"), 19.92, "EUR", "ml", 0, ""},
+			Currency: "ccy", Tags: "labels"}}, GenericJSON, 2, "gpu-01", h("2026-12-06T07:00:00Z"), h("2026-12-06T08:00:00Z"), 19.92, "EUR", "ml", 1, ""},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			ex := readFile(t, c.file, c.opts)
@@ -71,12 +71,7 @@ func TestReadFormats(t *testing.T) {
 			if l.Resource != c.resource || !l.Start.Equal(c.start) || !l.End.Equal(c.end) || l.Cost != c.cost || l.Tags["team"] != c.team {
 				t.Errorf("first line %+v", l)
 			}
-			secs, ok := l.NodeSeconds(ex.Format, 8)
-			if c.hours == 0 {
-				if ok {
-					t.Errorf("a line without a unit billed %v s", secs)
-				}
-			} else if !ok || secs != c.hours*3600 {
+			if secs, ok := l.NodeSeconds(ex.Format, 8); !ok || secs != c.hours*3600 {
 				t.Errorf("billed %v s (%v), want %v h", secs, ok, c.hours)
 			}
 			var codes []string
@@ -216,4 +211,20 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("%d lines past the bound", len(ex.Lines))
 		}
 	})
+}
+
+func TestNodeSecondsWithoutUnit(t *testing.T) {
+	day := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	span := Line{Start: day.Add(8 * time.Hour), End: day.Add(9*time.Hour + 30*time.Minute)}
+	if s, ok := span.NodeSeconds(Generic, 8); !ok || s != 5400 {
+		t.Errorf("a span: %v %v", s, ok)
+	}
+	daily := Line{Start: day, End: day.Add(24 * time.Hour), Daily: true}
+	if s, ok := daily.NodeSeconds(Azure, 8); ok {
+		t.Errorf("a day without a unit billed %v s", s)
+	}
+	gcpGPU := Line{Unit: "seconds", Quantity: 28800, Item: "Nvidia H100 80GB GPU running in Americas"}
+	if s, ok := gcpGPU.NodeSeconds(GCP, 8); !ok || s != 3600 {
+		t.Errorf("Google's GPU SKU counts per GPU: %v %v", s, ok)
+	}
 }

@@ -43,7 +43,16 @@ func TimeUnit(unit string) (secs float64, perGPU, ok bool) {
 // instance by its own SKU, in seconds of one GPU ("Nvidia H100 80GB GPU
 // running in Americas"), so a Google line whose SKU names a GPU counts
 // per GPU.
+//
+// A line without a unit (a generic export that maps none) bills its own
+// span: its start to its end, unless it only names its day.
 func (l Line) NodeSeconds(f Format, gpus int) (float64, bool) {
+	if strings.TrimSpace(l.Unit) == "" {
+		if l.Daily || !l.End.After(l.Start) {
+			return 0, false
+		}
+		return l.End.Sub(l.Start).Seconds(), true
+	}
 	secs, perGPU, ok := TimeUnit(l.Unit)
 	if !ok {
 		return 0, false
