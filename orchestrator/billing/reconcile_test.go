@@ -255,3 +255,48 @@ func TestDur(t *testing.T) {
 		}
 	}
 }
+
+// Each provider's format, on its genuine header (testdata/README.md),
+// reconciles with a window of gpu-01 and gpu-02 on 2026-12-06 at the
+// price its rows bill: matched by instance ID, by an Azure resource ID's
+// last part, by Google's resource.name.
+func TestReconcileEachFormat(t *testing.T) {
+	for _, c := range []struct {
+		file     string
+		price    float64 // per GPU-hour, 8 GPUs a node
+		window   time.Duration
+		ids      [2]string
+		opts     Options
+		currency string
+	}{
+		{"aws-cur.csv", 12.29, 50 * time.Minute, [2]string{"i-0a1b2c3d4e5f60001", "i-0a1b2c3d4e5f60002"}, Options{}, "USD"},
+		{"aws-cur2.csv", 12.29, 50 * time.Minute, [2]string{"i-0a1b2c3d4e5f60001", "i-0a1b2c3d4e5f60002"}, Options{}, "USD"},
+		{"gcp.csv", 88.49 / 8, 50 * time.Minute, [2]string{}, Options{}, "USD"},
+		{"azure-ea.csv", 12.29, 90 * time.Minute, [2]string{}, Options{}, "USD"},
+		{"azure-usage-bom.csv", 12.29, 90 * time.Minute, [2]string{}, Options{}, "USD"},
+		{"azure-usage-german.csv", 12.29, 90 * time.Minute, [2]string{}, Options{}, "USD"},
+		{"generic.csv", 2.49, 50 * time.Minute, [2]string{}, Options{}, "EUR"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			q, _ := json.Marshal(map[string]any{"gpus_per_node": 8, "price_per_gpu_hour": c.price, "currency": c.currency,
+				"billing_granularity": "1h"})
+			r := &record.Run{ID: "r", Started: t0, Ended: t0.Add(c.window), Quote: q}
+			for i, name := range []string{"gpu-01", "gpu-02"} {
+				r.Nodes = append(r.Nodes, record.Node{Index: i, Name: name, Address: fmt.Sprintf("10.0.0.%d", i+1), BillingID: c.ids[i]})
+				r.Phases = append(r.Phases, record.PhaseResult{Phase: "connect", Node: name, Index: i, Outcome: record.OK, Started: t0, Ended: t0})
+			}
+			res, err := Reconcile([]*record.Run{r}, readFile(t, c.file, c.opts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := fails(res); len(f) > 0 {
+				t.Errorf("fails: %q", f)
+			}
+			for _, row := range res.Rows {
+				if len(row.Lines) != 1 || row.BilledSecs <= 0 {
+					t.Errorf("%s: lines %v, billed %v s", row.Node, row.Lines, row.BilledSecs)
+				}
+			}
+		})
+	}
+}
