@@ -67,6 +67,7 @@ func TestCompareCostFromTheInvoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"35.00 USD per accepted node from the invoice (ledger 29.88 USD, 2 accepted)",
+		"70.00 USD (+10.24 against the ledger)", "no usage export judged",
 		"8.40 EUR per accepted node from the ledger (2 accepted)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("compare lacks %q:\n%s", want, b.String())

@@ -196,6 +196,16 @@ func compareSections(c *Comparison) []compareSection {
 			}
 			return money(r.Cost.TotalCost, r.Cost.Currency)
 		}),
+		row("billed by the provider", func(r *ComparedRun) string {
+			l := r.Cost
+			switch {
+			case l == nil:
+				return ""
+			case l.Invoiced == nil:
+				return "no usage export judged"
+			}
+			return fmt.Sprintf("%s (%+.2f against the ledger)", money(*l.Invoiced, l.Currency), *l.Invoiced-l.TotalCost)
+		}),
 		row("cost per accepted unit", func(r *ComparedRun) string {
 			l := r.Cost
 			switch {
