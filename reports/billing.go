@@ -227,16 +227,20 @@ func billVerdictLine(v record.Verdict) string {
 }
 
 func billLines(ns []int) string {
-	switch len(ns) {
-	case 0:
-		return "0"
-	case 1:
-		return fmt.Sprint(ns[0])
-	}
-	if ns[len(ns)-1]-ns[0] == len(ns)-1 {
+	switch {
+	case len(ns) == 0:
+		return "none"
+	case len(ns) > 1 && ns[len(ns)-1]-ns[0] == len(ns)-1:
 		return fmt.Sprintf("%d-%d", ns[0], ns[len(ns)-1])
 	}
-	return fmt.Sprintf("%d (%d…)", len(ns), ns[0])
+	var parts []string
+	for _, n := range ns[:min(len(ns), 3)] {
+		parts = append(parts, fmt.Sprint(n))
+	}
+	if len(ns) > 3 {
+		parts = append(parts, fmt.Sprintf("+%d", len(ns)-3))
+	}
+	return strings.Join(parts, ",")
 }
 
 // billDur is seconds as a bill reads: 2h00m, 14m05s, 41s.

@@ -117,3 +117,11 @@ func TestBillTextAtAThousandNodes(t *testing.T) {
 		}
 	}
 }
+
+func TestBillLines(t *testing.T) {
+	for want, ns := range map[string][]int{"none": nil, "7": {7}, "2-4": {2, 3, 4}, "2,6": {2, 6}, "1,5,9,+2": {1, 5, 9, 12, 14}} {
+		if got := billLines(ns); got != want {
+			t.Errorf("%v: %q, want %q", ns, got, want)
+		}
+	}
+}

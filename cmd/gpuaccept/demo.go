@@ -200,8 +200,8 @@ to 0.7 × from the third iteration, which the drift (first quarter against the l
 				if werr := writeDemoBillingExport(dir, rec); werr != nil {
 					o.Progress.Line("demo: %s: %v", demoBillingExport, werr)
 				} else if rec.Ledger != nil {
-					o.Progress.Line("demo: %s bills the window as an honest provider would: gpuaccept bill %s %s",
-						demoBillingExport, dir, filepath.Join(dir, demoBillingExport))
+					o.Progress.Line("demo: the bundle's %s bills it as an honest provider would: gpuaccept bill DIR DIR/%s",
+						demoBillingExport, demoBillingExport)
 				}
 			}
 			return finish(cmd, rec, dir, err, f)

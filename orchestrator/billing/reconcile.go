@@ -379,7 +379,7 @@ func (res *Result) judgeTime(n *node) {
 		res.add(v)
 		return
 	}
-	v.Quoted = fmt.Sprintf("%s (the window's %s to the %s granule)", dur(r.ExpectedSecs), dur(r.PresentSecs), g)
+	v.Quoted = fmt.Sprintf("%s (the window's %s to the %s granule)", dur(r.ExpectedSecs), dur(r.PresentSecs), dur(g.Seconds()))
 	v.Measured = fmt.Sprintf("billed %s on line(s) %s", dur(r.BilledSecs), rows(r.Lines))
 	over := r.BilledSecs - r.ExpectedSecs
 	v.Measure(math.Max(over, 0), record.UnitSeconds)
@@ -393,7 +393,7 @@ func (res *Result) judgeTime(n *node) {
 	default:
 		v.Status = record.Pass
 		if over > slack {
-			v.Detail = fmt.Sprintf("%s more, within one granule (%s)", dur(over), g)
+			v.Detail = fmt.Sprintf("%s more, within one granule (%s)", dur(over), dur(g.Seconds()))
 		}
 	}
 	res.add(v)
