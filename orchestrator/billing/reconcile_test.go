@@ -300,3 +300,34 @@ func TestReconcileEachFormat(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReconcile: whatever an export that reads holds, the reconciliation
+// neither panics nor judges without a status.
+func FuzzReconcile(f *testing.F) {
+	var b strings.Builder
+	b.WriteString("resource,start,end,quantity,unit,cost,currency,tags\n")
+	for _, l := range clean() {
+		fmt.Fprintf(&b, "%s,%s,%s,%d,h,%.2f,USD,team=ml\n", l.node, t0.Format(time.RFC3339),
+			t0.Add(time.Duration(l.hours)*time.Hour).Format(time.RFC3339), l.hours, l.cost)
+	}
+	f.Add([]byte(b.String()))
+	f.Add([]byte("resource,start,end,quantity,unit,cost\ngpu-01,2026-12-06T08:00:00Z,2026-12-06T08:00:00Z,1e308,GPU-hours,-1e308\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ex, err := Read(strings.NewReader(string(data)), Options{MaxBytes: 1 << 16, MaxLines: 200})
+		if err != nil {
+			return
+		}
+		// Another currency than the quote's is refused before judging
+		// (TestReconcileRefusesAnotherCurrency); here every line is judged.
+		ex.Currency = ""
+		res, err := Reconcile([]*record.Run{window("credited")}, ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Verdicts {
+			if v.Status == "" || !strings.HasPrefix(v.ID, "BILL-") {
+				t.Fatalf("verdict %+v", v)
+			}
+		}
+	})
+}
