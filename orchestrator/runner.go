@@ -255,8 +255,9 @@ func header(inv *inventory.Inventory, id string, now time.Time, tool string) *re
 	}
 	rec.Regression = &record.Regression{Threshold: inv.Acceptance.Regression, ByID: inv.Acceptance.RegressionByID}
 	for i, n := range inv.Nodes {
-		rec.Nodes = append(rec.Nodes, record.Node{Index: i, Name: n.Name, Address: n.Address, Labels: n.Labels})
+		rec.Nodes = append(rec.Nodes, record.Node{Index: i, Name: n.Name, Address: n.Address, Labels: n.Labels, BillingID: n.BillingID})
 	}
+	rec.Billing = billingTerms(inv.Billing)
 	return rec
 }
 
@@ -360,6 +361,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	} else {
 		w.rec.Ledger = l
 	}
+	w.judgeBilling()
 	w.rec = scrubbed(w.rec)
 	reason := "completed"
 	switch {

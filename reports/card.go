@@ -19,7 +19,7 @@ var cardConditions = map[string]string{
 	record.CardStaging:    "dataset + weights staged within the planned setup window",
 	record.CardCheckpoint: "checkpoints complete without long GPU idle; restore verified",
 	record.CardFailure:    "stop one worker: restart, checkpoint resume and billing behave",
-	record.CardBilling:    "billed time is attributable; idle and failed work are visible",
+	record.CardBilling:    "billed time is attributable; idle and failed work are visible; the provider's usage export agrees with what was measured",
 	record.CardSecurity:   "access, isolation, secrets, logs, data deletion and audit records match policy",
 	record.CardLoad:       "the buyer's workload and a burn-in run at the quoted rate without throttling, Xid or ECC errors",
 }
@@ -36,7 +36,7 @@ var cardEnable = map[string]string{
 	record.CardFailure:    "phases.failure.enabled",
 	record.CardSecurity:   "phases.security.enabled",
 	record.CardLoad:       "phases.workload.enabled",
-	record.CardBilling:    "idle.after (the idle guard) or a quote.price_per_gpu_hour (the cost ledger)",
+	record.CardBilling:    "idle.after (the idle guard), a quote.price_per_gpu_hour (the cost ledger) or billing.export (the usage export)",
 }
 
 // Statuses of a card row besides a verdict's.

@@ -120,6 +120,10 @@ type ComparedCost struct {
 	Unit          string   `json:"unit,omitempty"`
 	AcceptedUnits float64  `json:"accepted_units"`
 	CostPerUnit   *float64 `json:"cost_per_unit,omitempty"` // absent: nothing was accepted
+	// Invoiced is what the provider's usage export billed, when the
+	// window judged one; InvoicePerUnit that per accepted unit.
+	Invoiced       *float64 `json:"invoiced,omitempty"`
+	InvoicePerUnit *float64 `json:"invoice_per_unit,omitempty"`
 }
 
 // Criterion is one requirement ID across the runs.
@@ -322,6 +326,14 @@ func comparedRun(r *record.Run, label string) ComparedRun {
 	}
 	if l := r.Ledger; l != nil {
 		cr.Cost = &ComparedCost{TotalCost: l.TotalCost, Currency: l.Currency, Unit: l.Unit, AcceptedUnits: l.AcceptedUnits, CostPerUnit: l.CostPerUnit}
+		if rc := reconciled(r); rc != nil {
+			billed := rc.Billed
+			cr.Cost.Invoiced = &billed
+			if l.AcceptedUnits > 0 {
+				per := billed / l.AcceptedUnits
+				cr.Cost.InvoicePerUnit = &per
+			}
+		}
 	} else if cr.Quote == nil || cr.Quote.PricePerGPUHour == 0 {
 		cr.CostWhyNot = "no price: the quote states no price_per_gpu_hour"
 	} else {

@@ -329,7 +329,7 @@ func TestCompareTextRows(t *testing.T) {
 		`\| failure: victim back\s+\| 30\.5 s after the failure\s+\| never\s+\| —\s+\|`,
 		`\| failure: stall billed\s+\| 28\.5 node-s\s+\| 63\.4 node-s\s+\| —\s+\|`,
 		`\| cost of the window\s+\| 59\.76 USD\s+\| 16\.80 EUR\s+\| no price: the quote states no price_per_gpu_hour\s+\|`,
-		`\| cost per accepted unit\s+\| 29\.88 USD per accepted node \(2 accepted\)\s+\| 8\.40 EUR per accepted node \(2 accepted\)\s+\| —\s+\|`,
+		`\| cost per accepted unit\s+\| 29\.88 USD per accepted node from the ledger \(2 accepted\)\s+\| 8\.40 EUR per accepted node from the ledger \(2 accepted\)\s+\| —\s+\|`,
 		`\| verdict\s+\| NOT ACCEPTED: GPU-001, NCCL-002 failed \(2 FAIL, 0 WARN, 1 SKIP\)\s+\| ACCEPTED\s+\| NOT ACCEPTED: INTERRUPTED\s+\|`,
 		`\n3 runs compared: ACCEPTED vendor-b; NOT ACCEPTED vendor-a, vendor-c\n$`,
 	} {
@@ -388,7 +388,7 @@ func TestCompareHTML(t *testing.T) {
 		`<th scope="col">&lt;b&gt;vendor-a&lt;/b&gt;</th><th scope="col">vendor-b</th><th scope="col">vendor-c</th>`,
 		`<th colspan="4" scope="rowgroup">Acceptance criteria</th>`,
 		`<th scope="row">NCCL-002<span class="title">inter-node all_reduce bus bandwidth matches the quote</span></th><td class="fail">FAIL 296.1 GB/s vs 370 GB/s (0.80)</td><td class="pass">PASS 372.4 GB/s vs 360 GB/s (1.03)</td><td class="skip">SKIP interrupted</td>`,
-		`<th scope="row">cost per accepted unit</th><td>29.88 USD per accepted node (2 accepted)</td>`,
+		`<th scope="row">cost per accepted unit</th><td>29.88 USD per accepted node from the ledger (2 accepted)</td>`,
 		`<td class="pass">ACCEPTED</td>`,
 		`</html>`,
 	} {

@@ -196,6 +196,16 @@ func compareSections(c *Comparison) []compareSection {
 			}
 			return money(r.Cost.TotalCost, r.Cost.Currency)
 		}),
+		row("billed by the provider", func(r *ComparedRun) string {
+			l := r.Cost
+			switch {
+			case l == nil:
+				return ""
+			case l.Invoiced == nil:
+				return "no usage export judged"
+			}
+			return fmt.Sprintf("%s (%+.2f against the ledger)", money(*l.Invoiced, l.Currency), *l.Invoiced-l.TotalCost)
+		}),
 		row("cost per accepted unit", func(r *ComparedRun) string {
 			l := r.Cost
 			switch {
@@ -203,8 +213,11 @@ func compareSections(c *Comparison) []compareSection {
 				return ""
 			case l.CostPerUnit == nil:
 				return "nothing accepted"
+			case l.InvoicePerUnit != nil:
+				return fmt.Sprintf("%s per %s from the invoice (ledger %s, %s accepted)", money(*l.InvoicePerUnit, l.Currency),
+					orWord(l.Unit, "accepted unit"), money(*l.CostPerUnit, l.Currency), strconv.FormatFloat(l.AcceptedUnits, 'f', -1, 64))
 			}
-			return fmt.Sprintf("%s per %s (%s accepted)", money(*l.CostPerUnit, l.Currency), orWord(l.Unit, "accepted unit"),
+			return fmt.Sprintf("%s per %s from the ledger (%s accepted)", money(*l.CostPerUnit, l.Currency), orWord(l.Unit, "accepted unit"),
 				strconv.FormatFloat(l.AcceptedUnits, 'f', -1, 64))
 		}),
 	}}

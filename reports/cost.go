@@ -55,9 +55,9 @@ func costIntro(l *record.Ledger) string {
 func costPerUnit(l *record.Ledger) string {
 	unit := orNone(oneLine(l.Unit))
 	if l.CostPerUnit == nil {
-		return fmt.Sprintf("Cost per %s: none (%s for %s %s(s)).", unit, costMoney(l.TotalCost, l.Currency), costCount(l.AcceptedUnits), unit)
+		return fmt.Sprintf("Cost per %s from the ledger: none (%s for %s %s(s)).", unit, costMoney(l.TotalCost, l.Currency), costCount(l.AcceptedUnits), unit)
 	}
-	return fmt.Sprintf("Cost per %s: %s (%s ÷ %s %s(s)).", unit, costMoney(*l.CostPerUnit, l.Currency),
+	return fmt.Sprintf("Cost per %s from the ledger: %s (%s ÷ %s %s(s)).", unit, costMoney(*l.CostPerUnit, l.Currency),
 		costMoney(l.TotalCost, l.Currency), costCount(l.AcceptedUnits), unit)
 }
 

@@ -38,7 +38,7 @@ func TestMarkdownCost(t *testing.T) {
 	if err := Markdown(&b, run); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Cost", "Cost per training step: none (53.04 USD for 0 training step(s)).", "| total "} {
+	for _, want := range []string{"## Cost", "Cost per training step from the ledger: none (53.04 USD for 0 training step(s)).", "| total "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report.md has no %q", want)
 		}

@@ -88,6 +88,7 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		}
 	}
 	page.Cost = newHTMLCost(run.Ledger)
+	page.Billing = newHTMLBilling(run)
 	page.Workload = newHTMLWorkload(run)
 	var fd struct {
 		Timeline string `json:"timeline"`
@@ -120,6 +121,7 @@ type htmlPage struct {
 	Evidence                []EvidenceFile
 	Raw                     rawSummary
 	Cost                    *htmlCost
+	Billing                 *htmlBilling
 	Workload                *htmlWorkload
 }
 
@@ -377,6 +379,15 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 <tr>{{range .NodeHeader}}<th>{{.}}</th>{{end}}</tr>
 {{range .Nodes}}<tr{{if not .Accepted}} class="fail"{{end}}>{{range $i, $c := .Cells}}<td{{if and (ge $i 1) (le $i 6)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</table></details>
+{{end}}
+{{with .Billing}}<h2>Billing reconciliation</h2>
+<p>{{.Read}}</p>
+<table id="billing">
+<tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if ge $i 1}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>
+{{if .Hidden}}<p>{{.Hidden}} more node(s) billed as the ledger priced them.</p>
+{{end}}<p id="invoice-per-unit">{{.PerUnit}}</p>
 {{end}}
 <h2>Nodes</h2>
 <details><summary>{{len .Nodes}} node(s): addresses, GPUs, driver, CUDA, kernel, OS</summary>

@@ -106,7 +106,7 @@ func TestHTMLHasEveryPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"<h2>Cost</h2>", `<table id="cost-nodes">`, `<tr class="fail"><td>gpu-02</td>`, "compute (19.200 GPU-hours)",
-		`<td>licences</td><td class="num">3.00</td>`, "Cost per training step: 0.00442 USD (53.04 USD ÷ 12000 training step(s)).",
+		`<td>licences</td><td class="num">3.00</td>`, "Cost per training step from the ledger: 0.00442 USD (53.04 USD ÷ 12000 training step(s)).",
 		`<table id="cost-tco">`, `<td>committed compute</td><td class="num">143000.00</td>`, `<td>total</td><td class="num">152800.00</td>`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the costed page has no %q", want)

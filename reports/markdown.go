@@ -193,6 +193,9 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	if err := mdCost(&b, run.Ledger); err != nil {
 		return err
 	}
+	if err := mdBilling(&b, run); err != nil {
+		return err
+	}
 
 	b.WriteString("\n## Phases\n")
 	groups := phaseGroups(run)

@@ -16,6 +16,7 @@ import (
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/ledger"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
@@ -343,9 +344,11 @@ func printEstimate(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phas
 	fmt.Fprintf(w, "cost: at most %.2f%s (%s)\n", cost, cur, what)
 }
 
-// boundCost prices the bound b at the quote: GPUs × hours × the GPU-hour
-// price, plus hosts × hours × the host-hour price where there is one;
-// false when the quote states no price or no GPUs per node.
+// boundCost prices the bound b at the quote as the invoice will: each
+// node's time rounded up to quote.billing_granularity (as the ledger
+// bills it), × GPUs × the GPU-hour price, plus hosts × hours × the
+// host-hour price where there is one; false when the quote states no
+// price or no GPUs per node.
 func boundCost(inv *inventory.Inventory, b orchestrator.WindowBound) (float64, string, bool) {
 	q := inv.Quote
 	n := len(inv.Nodes)
@@ -353,13 +356,22 @@ func boundCost(inv *inventory.Inventory, b orchestrator.WindowBound) (float64, s
 	if q.PricePerGPUHr <= 0 || gpus == 0 {
 		return 0, "", false
 	}
-	hours := b.Total.Hours()
+	billed := b.Total
+	step, err := ledger.Granularity(q.Billing)
+	if err == nil {
+		billed = ledger.RoundUp(b.Total, step)
+	}
+	hours := billed.Hours()
 	cost := hours * float64(gpus) * q.PricePerGPUHr
 	cur := ""
 	if q.Currency != "" {
 		cur = " " + q.Currency
 	}
-	what := fmt.Sprintf("%d GPUs × %.2f h × %.2f%s per GPU-hour", gpus, hours, q.PricePerGPUHr, cur)
+	rounded := ""
+	if billed != b.Total {
+		rounded = fmt.Sprintf(" (to whole %s)", strings.TrimSpace(q.Billing))
+	}
+	what := fmt.Sprintf("%d GPUs × %.2f h%s × %.2f%s per GPU-hour", gpus, hours, rounded, q.PricePerGPUHr, cur)
 	if q.PriceHostPerNodeHour != nil && *q.PriceHostPerNodeHour > 0 {
 		cost += hours * float64(n) * *q.PriceHostPerNodeHour
 		what += fmt.Sprintf(" + %d hosts × %.2f%s per host-hour", n, *q.PriceHostPerNodeHour, cur)

@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/remote"
 	"gpuaccept/remote/sshtest"
 	"gpuaccept/scripts/standins"
@@ -160,5 +163,22 @@ func TestToolAnswersOfAHostileNode(t *testing.T) {
 	// An exit status line is a number, or the node's own text, not printed.
 	if a := toolAnswers([]byte("@@ dcgmi\nboom\n@@ rc \x1b]0;pwned\x07\n"))["dcgmi"]; strings.ContainsAny(a, "\x1b\x07") || a != "fails (exit ?): boom" {
 		t.Errorf("a hostile exit status: %q", a)
+	}
+}
+
+// The bound is priced as the invoice will bill it: at 1 h granularity a
+// window bounded at 3 h 30 min is 4 whole hours a node (a new user saw
+// the bound priced per second, some 400 EUR under the invoice).
+func TestBoundCostRoundsToTheBillingStep(t *testing.T) {
+	inv := &inventory.Inventory{Nodes: make([]inventory.Node, 4), Quote: inventory.Quote{GPUsPerNode: 8,
+		PricePerGPUHr: 26.28, Currency: "EUR", Billing: "1h"}}
+	b := orchestrator.WindowBound{Total: 3*time.Hour + 30*time.Minute}
+	cost, what, ok := boundCost(inv, b)
+	if !ok || fmt.Sprintf("%.2f", cost) != "3363.84" || what != "32 GPUs × 4.00 h (to whole 1h) × 26.28 EUR per GPU-hour" {
+		t.Errorf("%.2f %q %v", cost, what, ok)
+	}
+	inv.Quote.Billing = ""
+	if cost, what, _ = boundCost(inv, b); fmt.Sprintf("%.2f", cost) != "2943.36" || strings.Contains(what, "whole") {
+		t.Errorf("per second: %.2f %q", cost, what)
 	}
 }

@@ -197,6 +197,14 @@ training job); gpu-03's GPU 3 computes 20% slower and is named, and gpu-02's all
 				}
 			}
 			rec, dir, err := orchestrator.Start(contextOf(cmd), inv, phases.All(), o)
+			if rec != nil {
+				if werr := writeDemoBillingExport(dir, rec); werr != nil {
+					o.Progress.Line("demo: %s: %v", demoBillingExport, werr)
+				} else if rec.Ledger != nil {
+					o.Progress.Line("demo: the bundle's %s bills it as an honest provider would: gpuaccept bill DIR DIR/%s",
+						demoBillingExport, demoBillingExport)
+				}
+			}
 			return finish(cmd, rec, dir, err, f)
 		},
 	}

@@ -93,7 +93,7 @@ run, 130 interrupted.`,
 		Version:       toolName(),
 	}
 	root.AddCommand(newRunCmd(), newCheckCmd(), newExecCmd(), newVerifyCmd(), newDiffCmd(), newCompareCmd(), newParseCmd(),
-		newDemoCmd(), newVersionCmd(), newStandinCmd(), newSignCmd(), newLoadgenCmd(), newStatusCmd())
+		newDemoCmd(), newVersionCmd(), newStandinCmd(), newSignCmd(), newLoadgenCmd(), newStatusCmd(), newBillCmd())
 	return root
 }
 

@@ -38,7 +38,31 @@ type Inventory struct {
 	// Idle is the idle guard: a node whose GPUs sit idle while it is
 	// held for nothing is signalled (and, if asked, released).
 	Idle Idle `mapstructure:"idle" json:"idle"`
+	// Billing is the provider's usage export and what it must carry:
+	// `gpuaccept bill` and the window's report hold it against the
+	// window's own records.
+	Billing Billing `mapstructure:"billing" json:"billing"`
 }
+
+// Billing says where the provider's usage export is and how to read it.
+type Billing struct {
+	// Export is the usage export (CSV or JSON); when the file is there at
+	// the window's end, the window's report judges it.
+	Export string `mapstructure:"export" json:"export,omitempty"`
+	// Columns maps the generic format's fields (BillingFields) to the
+	// export's own column names, for a provider whose export is none of
+	// the formats gpuaccept knows by their headers.
+	Columns map[string]string `mapstructure:"columns" json:"columns,omitempty"`
+	// RequiredTags are the tags every billed line must carry for its cost
+	// to be attributable (team, workload, environment, job).
+	RequiredTags []string `mapstructure:"required_tags" json:"required_tags,omitempty"`
+}
+
+// BillingFields are what a line of a usage export says, as
+// billing.columns names them: resource (an instance or resource ID, or a
+// host name), start and end of the usage, quantity in unit, cost in
+// currency, the unit price (rate), what was billed (item) and its tags.
+var BillingFields = []string{"resource", "start", "end", "quantity", "unit", "cost", "currency", "rate", "item", "tags"}
 
 // Idle configures the idle guard. It watches the telemetry's utilisation:
 // a node whose every GPU stays under UtilPct for After, outside any phase
@@ -129,6 +153,10 @@ type Node struct {
 	// Slurm's node name), when that differs from the address the
 	// coordinator dials (a public IP, an ssh_config alias, a jump host).
 	FabricAddress string `mapstructure:"fabric_address" json:"fabric_address,omitempty"`
+	// BillingID is what the provider's usage export calls the node (an
+	// instance or resource ID), when that is neither its name nor its
+	// address.
+	BillingID string `mapstructure:"billing_id" json:"billing_id,omitempty"`
 }
 
 // Image is the pinned container image the window runs.

@@ -82,6 +82,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	v.telemetry()
 	v.idle()
 	v.cost()
+	v.billing()
 }
 
 // given reports whether the file or the environment sets key.

@@ -63,9 +63,9 @@ func Compute(run *record.Run, inv *inventory.Inventory) (*record.Ledger, error) 
 	if run.Started.IsZero() {
 		return nil, errors.New("ledger: the run has no start time")
 	}
-	start, end := run.Started, windowEnd(run)
+	start, end := run.Started, WindowEnd(run)
 	span := end.Sub(start)
-	billed := roundUp(span, step)
+	billed := RoundUp(span, step)
 	billedEnd := start.Add(billed)
 
 	l := &record.Ledger{
@@ -86,13 +86,13 @@ func Compute(run *record.Run, inv *inventory.Inventory) (*record.Ledger, error) 
 	accepted := 0
 	for _, n := range run.Nodes {
 		gpus := gpusOf(q, run.NodeFacts(n.Name))
-		qAt := quarantinedAt(run, n)
+		qAt := QuarantinedAt(run, n)
 		// A node the idle guard released is billed to its release (its
 		// teardown's end), as the provider bills one given back then.
 		span, billed, billedEnd := span, billed, billedEnd
 		if r := n.ReleasedAt; !r.IsZero() && r.After(start) && r.Before(end) {
 			span = r.Sub(start)
-			billed = roundUp(span, step)
+			billed = RoundUp(span, step)
 			billedEnd = start.Add(billed)
 		}
 		var busy, failed []interval
@@ -182,9 +182,9 @@ func Compute(run *record.Run, inv *inventory.Inventory) (*record.Ledger, error) 
 	return l, nil
 }
 
-// windowEnd is when the window ended: its recorded end, else the end of its
+// WindowEnd is when the window ended: its recorded end, else the end of its
 // last phase result (a record cut short), never before its start.
-func windowEnd(run *record.Run) time.Time {
+func WindowEnd(run *record.Run) time.Time {
 	end := run.Ended
 	if end.IsZero() {
 		for _, p := range run.Phases {
@@ -199,8 +199,8 @@ func windowEnd(run *record.Run) time.Time {
 	return end
 }
 
-// roundUp rounds d up to a whole number of steps.
-func roundUp(d, step time.Duration) time.Duration {
+// RoundUp rounds d up to a whole number of steps.
+func RoundUp(d, step time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
@@ -226,12 +226,12 @@ func gpusOf(q *inventory.Quote, facts json.RawMessage) int {
 	return 1
 }
 
-// quarantinedAt is when node n was quarantined (zero when it was not): as
+// QuarantinedAt is when node n was quarantined (zero when it was not): as
 // recorded, or for runs recorded before that, the end of the phase its
 // reason names ("<phase> failed: ..." for a node's
 // gating phase, "<phase>: ..." for a cluster-wide one), else the end of its
 // first failed result, else the window's start.
-func quarantinedAt(run *record.Run, n record.Node) time.Time {
+func QuarantinedAt(run *record.Run, n record.Node) time.Time {
 	if !n.Quarantined {
 		return time.Time{}
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // judgeSources are the files whose verdicts a window can carry: every
-// phase, the fabric judge, the runner and the telemetry judge.
-var judgeSources = []string{"*.go", "../fabric/*.go", "../*.go", "../telemetry/*.go"}
+// phase, the fabric judge, the runner, the telemetry judge and the
+// usage export's reconciliation (billing.export).
+var judgeSources = []string{"*.go", "../fabric/*.go", "../*.go", "../telemetry/*.go", "../billing/*.go"}
 
 var idLiteral = regexp.MustCompile(`"([A-Z]+-[0-9]{3})"`)
 

@@ -172,6 +172,18 @@ var catalog = []Requirement{
 	// did not check it is not incomplete (the check costs a node).
 	req("IDLE-002", "the provider stops or signals an idle node as quoted", CardBilling),
 
+	// The provider's usage export held against the window (gpuaccept
+	// bill, billing.export): the card's billing row, and the failure
+	// check's billing.
+	req("BILL-001", "the usage export reads whole: each line's time, cost and currency", CardBilling),
+	req("BILL-002", "billed time per node within one billing granule of the window's own", CardBilling).measured(UnitSeconds),
+	req("BILL-003", "a node that failed or never answered billed as quote.terms.failed_node says", CardBilling),
+	req("BILL-004", "nothing billed twice (no duplicate or overlapping lines)", CardBilling),
+	req("BILL-005", "the billed rate is the quoted price", CardBilling),
+	req("BILL-006", "every billed line attributable: to a node, with billing.required_tags", CardBilling),
+	req("BILL-007", "the total billed agrees with the cost ledger, line by line", CardBilling),
+	req("BILL-008", "the failure test's victim billed around the kill as quote.terms.failed_node says", CardFailure),
+
 	req("SEC-001", "access: key login only, no other key for the window's user", CardSecurity),
 	req("SEC-002", "isolation: no other user's or GPU process, no container running", CardSecurity),
 	req("SEC-003", "no residue of an earlier tenant before the window", CardSecurity),

@@ -75,12 +75,62 @@ type Run struct {
 	// Ledger is what the window cost and what that bought (absent when the
 	// quote has no price).
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// Billing is how the provider's usage export is read and what it must
+	// carry (the inventory's billing keys); absent when none is given.
+	Billing *Billing `json:"billing,omitempty"`
 	// Idle is what the idle guard saw; nil when it was off.
 	Idle *IdleGuard `json:"idle,omitempty"`
 	// Telemetry is each node's GPUs summarised per phase (min / median /
 	// max of what the window's sampler recorded; the series itself is
 	// raw/<node>/telemetry.txt.gz). Absent when the sampler did not run.
 	Telemetry map[string][]TelemetryPhase `json:"telemetry,omitempty"`
+}
+
+// Billing is the inventory's billing keys, kept so that `gpuaccept bill`
+// reads a run's export as the window would have.
+type Billing struct {
+	// Export is the usage export the window judged, as the inventory
+	// names it.
+	Export string `json:"export,omitempty"`
+	// Columns maps the generic export's fields (resource, start, end,
+	// quantity, unit, cost, currency, rate, item, tags) to its columns.
+	Columns map[string]string `json:"columns,omitempty"`
+	// RequiredTags are the tags every billed line must carry to be
+	// attributable (team, workload, environment, job).
+	RequiredTags []string `json:"required_tags,omitempty"`
+	// Reconciled is the export as the window judged it (billing.export
+	// there at its end); absent when it was not.
+	Reconciled *Reconciliation `json:"reconciled,omitempty"`
+}
+
+// Reconciliation is a usage export held against runs: what it billed
+// each node against the window's own time and the ledger's cost.
+type Reconciliation struct {
+	Export   string           `json:"export"`
+	Format   string           `json:"format"`
+	Currency string           `json:"currency,omitempty"`
+	Nodes    []ReconciledNode `json:"nodes"`
+	// Unmatched: lines of the windows' days that name no node.
+	UnmatchedLines int     `json:"unmatched_lines,omitempty"`
+	UnmatchedCost  float64 `json:"unmatched_cost,omitempty"`
+	// OutsideLines lie outside every window's days: not held against it.
+	OutsideLines int      `json:"outside_lines,omitempty"`
+	Billed       float64  `json:"billed"`
+	Ledger       *float64 `json:"ledger,omitempty"` // absent: no run has a ledger
+}
+
+// ReconciledNode is one node's bill: the export's lines naming it, the
+// node time and cost they bill, the window's own time (to its end or
+// release) and that rounded up to the quote's granularity, and the
+// ledger's cost.
+type ReconciledNode struct {
+	Node         string   `json:"node"` // "<run id>:<name>" when several runs are reconciled
+	Lines        []int    `json:"lines"`
+	BilledSecs   float64  `json:"billed_seconds"`
+	WindowSecs   float64  `json:"window_seconds"`
+	ExpectedSecs float64  `json:"expected_seconds"`
+	BilledCost   float64  `json:"billed_cost"`
+	LedgerCost   *float64 `json:"ledger_cost,omitempty"`
 }
 
 // TelemetryPhase is one GPU's figures over one phase of the window, as
@@ -245,6 +295,10 @@ type Node struct {
 	// (idle.action release; its teardown ended); the ledger bills it to
 	// here.
 	ReleasedAt time.Time `json:"released_at,omitzero"`
+	// BillingID is what the provider's usage export calls the node (an
+	// instance or resource ID: the inventory's billing_id), when it is
+	// neither its name nor its address.
+	BillingID string `json:"billing_id,omitempty"`
 	// Facts are what preflight found (GPU models, versions, NICs...), as
 	// runs recorded them before the schema kept them once, in the node's
 	// preflight result: read them with Run.NodeFacts.
