@@ -101,7 +101,7 @@ func roundsVerdict(id string, rounds []roundFigure, none *LoadUnmeasured, durati
 	// window's ends are the burn-in's.
 	window := driftWindow(duration)
 	_, _, drift := burninDrift(runs, duration)
-	span := "first " + driftSpan(window) + " against the last"
+	span := driftSpan(window)
 	if drift != nil {
 		x := 1 + drift.Pct/100
 		v.Value = &x
@@ -117,7 +117,7 @@ func roundsVerdict(id string, rounds []roundFigure, none *LoadUnmeasured, durati
 		v.Detail = fmt.Sprintf("%d of %d round(s) failed: %s", len(failed), len(rounds), strings.Join(firstFew(failed), "; "))
 	case drift == nil:
 		v.Status = record.Pass
-		v.Detail = "every round passed; too few to compare the " + span
+		v.Detail = "every round passed; too few to compare " + span
 	case drift.Pct < -driftFail*100:
 		v.Status, v.Detail = record.Fail, fmt.Sprintf("%s worse by more than %.0f %%, %s", what, driftFail*100, span)
 	case drift.Pct < -driftWarn*100:

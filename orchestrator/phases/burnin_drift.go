@@ -107,7 +107,7 @@ func burninDrift(runs []BurninRun, duration time.Duration) (time.Duration, []Gem
 func driftVerdict(node string, res BurninNode) record.Verdict {
 	v := record.NewVerdict("BURN-002", node)
 	v.Unit = record.UnitTimesFirst
-	window := driftSpan(time.Duration(res.DriftWindowS * float64(time.Second)))
+	span := driftSpan(time.Duration(res.DriftWindowS * float64(time.Second)))
 	var asked []string
 	for _, m := range res.NotMeasured {
 		// The cluster rounds' loads are BURN-004's and BURN-005's.
@@ -145,10 +145,9 @@ func driftVerdict(node string, res BurninNode) record.Verdict {
 			figures = fmt.Sprintf("%.4g to %.4g GB/s busbw (medians of %d and %d run(s))", c.First, c.Last, c.FirstRuns, c.LastRuns)
 		}
 	}
-	span := fmt.Sprintf("first %s against the last", window)
 	if judged == 0 {
 		v.Status, v.Measured = record.Skip, "not judged"
-		v.Detail = fmt.Sprintf("%d run(s): too few to compare the %s (one run in each, apart, at least)", len(res.Runs), span)
+		v.Detail = fmt.Sprintf("%d run(s): too few to compare %s (one run in each, apart, at least)", len(res.Runs), span)
 		if onCPU && len(res.Drift) > 0 {
 			v.Detail = "the gemm's rate on the CPU (simulated) is not held to drift, and no collective's figures to compare"
 		}
@@ -181,11 +180,17 @@ func driftVerdict(node string, res BurninNode) record.Verdict {
 	return v
 }
 
-// driftSpan is a drift window as the verdicts say it: a demo's or a
-// test's quarter is seconds, a day's burn-in hours.
+// driftSpan says which ends a drift compared, as the verdicts say it:
+// "the first hour against the last", or for a shorter burn-in "the first
+// quarter (2.5s) against the last" (a demo's quarter is seconds).
 func driftSpan(window time.Duration) string {
-	if window >= time.Minute {
-		return window.Round(time.Second).String()
+	if window == time.Hour {
+		return "the first hour against the last"
 	}
-	return window.Round(100 * time.Millisecond).String()
+	if window >= time.Minute {
+		window = window.Round(time.Second)
+	} else {
+		window = window.Round(100 * time.Millisecond)
+	}
+	return fmt.Sprintf("the first quarter (%s) against the last", window)
 }
