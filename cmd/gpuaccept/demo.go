@@ -407,7 +407,7 @@ func demoNodes(work, exe string, inv *inventory.Inventory, hosts []standins.Fabr
 			standins.LoopbackEnv + "=" + demoLoopback(i),
 			standins.StateEnv + "=" + state}
 		if inv.Phases.Burnin.Enabled {
-			if err := demoGemmScript(bin, i); err != nil {
+			if err := demoGemmScript(bin, i, inv.Quote.GPUModel); err != nil {
 				return servers, err
 			}
 			if i == demoSagNode {

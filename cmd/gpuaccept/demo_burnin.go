@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,8 +64,10 @@ func demoAddBurnin(inv *inventory.Inventory) {
 const demoIdleAfter = 10 * time.Second
 
 // demoGemmScript is node i's simulated gemm.py run: eight GPUs, each a
-// few tenths of a TFLOP/s apart, GPU 3 of the slow node at 0.8 ×.
-func demoGemmScript(bin string, i int) error {
+// few tenths of a TFLOP/s apart, GPU 3 of the slow node at 0.8 ×. The
+// GPUs are the quote's model (an H100 and an H200 share one compute die:
+// the H200's sustained rate stands for either), labelled simulated.
+func demoGemmScript(bin string, i int, model string) error {
 	slow := 1.0
 	if i == demoSlow {
 		slow = demoGemmSlow
@@ -89,12 +92,12 @@ echo $((n + 1)) > "$HOME/%s"
 awk -v secs="$secs" -v size="$size" -v rate=%g -v slowgpu=%d -v slow=%g 'BEGIN {
   for (g = 0; g < 8; g++) {
     r = rate - 0.3 * g; if (g == slowgpu) r *= slow
-    printf "GPUACCEPT gemm gpu=%%d tflops=%%.6g iters=%%d secs=%%.3f size=%%d on=cuda device=NVIDIA H200 (simulated)\n",
+    printf "GPUACCEPT gemm gpu=%%d tflops=%%.6g iters=%%d secs=%%.3f size=%%d on=cuda device=%s (simulated)\n",
       g, r, r * 1e12 * secs / (2 * size * size * size), secs, size
   }
   print "GPUACCEPT gemm done"
 }'
-`, demoGemmSeconds, demoRunsFile, demoRunsFile, demoH200TFLOPS, demoGemmSlowGPU, slow)
+`, demoGemmSeconds, demoRunsFile, demoRunsFile, demoH200TFLOPS, demoGemmSlowGPU, slow, awkString(cmp.Or(model, "NVIDIA H200")))
 	return os.WriteFile(filepath.Join(bin, demoGemmPython), []byte(script), 0o755)
 }
 
@@ -124,4 +127,17 @@ exec %s "$@"
 `, node, demoSag, demoRunsFile, demoSagFrom, standins.FabricEnv, remote.Quote(standins.FormatFabric(sagged)), standins.FabricEnv,
 		strings.Join(words, " "))
 	return os.WriteFile(filepath.Join(bin, "all_reduce_perf"), []byte(script), 0o755)
+}
+
+// awkString is s safe inside the awk program's double-quoted string and
+// the shell's single-quoted script around it (a quote's model is the
+// buyer's text).
+func awkString(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '"' || r == '\\' || r == '\'' || r == '%' || r < 0x20 || r == 0x7f:
+			return -1
+		}
+		return r
+	}, s)
 }
