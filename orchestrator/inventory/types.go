@@ -779,7 +779,37 @@ type Slurm struct {
 	MPI      string        `mapstructure:"mpi" json:"mpi"`
 	SrunArgs []string      `mapstructure:"srun_args" json:"srun_args"`
 	Timeout  time.Duration `mapstructure:"timeout" json:"timeout"`
+	// Allocate: the window holds its own allocation for its whole length
+	// and its nodes are the allocation's (the inventory then names none).
+	Allocate *SlurmAllocate `mapstructure:"allocate" json:"allocate,omitempty"`
+	// AllocateTimeout is how long the window waits for the allocation
+	// (default DefaultAllocateTimeout): past it, the window is INCOMPLETE
+	// with squeue's reason.
+	AllocateTimeout time.Duration `mapstructure:"allocate_timeout" json:"allocate_timeout,omitempty"`
 }
+
+// SlurmAllocate is the allocation a window asks for: salloc --no-shell on
+// the login node, with slurm.partition and slurm.account.
+type SlurmAllocate struct {
+	// Nodes is how many, NodeList which (a Slurm hostlist): one of them.
+	Nodes    int    `mapstructure:"nodes" json:"nodes,omitempty"`
+	NodeList string `mapstructure:"nodelist" json:"nodelist,omitempty"`
+	// Exclusive: whole nodes, no other job beside the window's (default
+	// true: an acceptance shares no node).
+	Exclusive *bool  `mapstructure:"exclusive" json:"exclusive,omitempty"`
+	GRES      string `mapstructure:"gres" json:"gres,omitempty"`
+	QOS       string `mapstructure:"qos" json:"qos,omitempty"`
+	// Time is the job's time limit; default the window's bound.
+	Time time.Duration `mapstructure:"time" json:"time,omitempty"`
+	Args []string      `mapstructure:"args" json:"args,omitempty"`
+}
+
+// DefaultAllocateTimeout is slurm.allocate_timeout's default.
+const DefaultAllocateTimeout = 10 * time.Minute
+
+// Allocates says whether the window's nodes come from its own Slurm
+// allocation.
+func (s Slurm) Allocates() bool { return s.Allocate != nil }
 
 // SlurmLogin is where srun runs.
 type SlurmLogin struct {

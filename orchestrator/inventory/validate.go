@@ -207,6 +207,9 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (v *validator) nodes() {
 	if len(v.inv.Nodes) == 0 {
+		if v.inv.Slurm.Allocate != nil {
+			return // the allocation's nodes, known once Slurm grants it
+		}
 		if !v.nodesLost && !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {
 			v.problem("nodes", "at least one node is required (nodes:, or nodes_from: a file of host names or a nodelist)")
 		}

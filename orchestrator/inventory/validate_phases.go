@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/redact"
 	"net/url"
 	"os"
@@ -473,4 +474,52 @@ func (v *validator) slurm() {
 		v.problem(k+"mpi", "%q is not an srun --mpi plugin name", short(s.MPI))
 	}
 	v.nonNegativeDuration(k+"timeout", s.Timeout)
+	v.slurmAllocate()
+}
+
+// slurmAllocate checks slurm.allocate: how many nodes or which, and the
+// words salloc is given (each one argument, never a shell's).
+func (v *validator) slurmAllocate() {
+	s := &v.inv.Slurm
+	const k = "slurm.allocate."
+	if s.Allocate == nil {
+		if v.given("slurm.allocate_timeout") {
+			v.problem("slurm.allocate_timeout", "set without slurm.allocate: the window asks for no allocation to wait for")
+		}
+		return
+	}
+	a := s.Allocate
+	switch {
+	case a.Nodes == 0 && a.NodeList == "":
+		v.problem("slurm.allocate", "names no nodes: set nodes (how many) or nodelist (which, e.g. gpu[01-04])")
+	case a.Nodes != 0 && a.NodeList != "":
+		v.problem(k+"nodelist", "set with slurm.allocate.nodes: one of them (nodelist implies the count)")
+	case a.Nodes < 0 || a.Nodes > 100000:
+		v.problem(k+"nodes", "must be 1 to 100000, got %d", a.Nodes)
+	case a.NodeList != "":
+		if names, err := hostlist.Expand(a.NodeList); err != nil || len(names) == 0 {
+			v.problem(k+"nodelist", "%q is not a Slurm hostlist (e.g. gpu[01-04],gpu07): %v", short(a.NodeList), err)
+		}
+	}
+	if len(v.inv.Nodes) > 0 {
+		v.problem("nodes", "set with slurm.allocate: the window's nodes are its allocation's; leave nodes (and nodes_from) out")
+	}
+	for _, kv := range [][2]string{{"gres", a.GRES}, {"qos", a.QOS}} {
+		if strings.ContainsAny(kv[1], " \t\n'\"") {
+			v.problem(k+kv[0], "%q holds blanks or quotes: one salloc argument", short(kv[1]))
+		}
+	}
+	if v.given(k+"time") && (a.Time < time.Minute || a.Time > 365*24*time.Hour) {
+		v.problem(k+"time", "must be 1m to 365 days (Slurm counts minutes), got %s", a.Time)
+	}
+	if a.Exclusive == nil {
+		t := true
+		a.Exclusive = &t
+	}
+	switch {
+	case !v.given("slurm.allocate_timeout"):
+		s.AllocateTimeout = DefaultAllocateTimeout
+	case s.AllocateTimeout < 10*time.Second || s.AllocateTimeout > 7*24*time.Hour:
+		v.problem("slurm.allocate_timeout", "must be 10s to 7 days, got %s", s.AllocateTimeout)
+	}
 }
