@@ -80,6 +80,9 @@ type Run struct {
 	Billing *Billing `json:"billing,omitempty"`
 	// Idle is what the idle guard saw; nil when it was off.
 	Idle *IdleGuard `json:"idle,omitempty"`
+	// Slurm is the window's own allocation (slurm.allocate); nil when the
+	// inventory named its nodes.
+	Slurm *SlurmAllocation `json:"slurm,omitempty"`
 	// Telemetry is each node's GPUs summarised per phase (min / median /
 	// max of what the window's sampler recorded; the series itself is
 	// raw/<node>/telemetry.txt.gz). Absent when the sampler did not run.
