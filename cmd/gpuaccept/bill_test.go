@@ -118,20 +118,24 @@ func TestBillTheDemosExport(t *testing.T) {
 	}
 
 	// What cannot be read is exit 2, named.
-	for name, want := range map[string]string{
-		"mixed":   "mixed currencies",
-		"unknown": "unknown export format",
+	for name, c := range map[string]struct {
+		want string
+		edit func([][]string)
+	}{
+		"mixed":   {"mixed currencies", func(rs [][]string) { rs[2][6] = "EUR" }},
+		"unknown": {"unknown export format", func(rs [][]string) { rs[0][0] = "instance" }},
+		// Summed to +Inf, it printed -9223372036854775808s and broke -o json.
+		"huge": {"line 3: quantity: 1e+306 days is more time than a node-year", func(rs [][]string) {
+			rs[2][3], rs[2][4] = "1e306", "days"
+		}},
+		"currency": {`line 4: currency "?]0;owned?" is not a 3-letter ISO 4217 code`, func(rs [][]string) {
+			rs[3][6] = "\x1b]0;owned\a"
+		}},
 	} {
-		p := plant(name, func(rs [][]string) [][]string {
-			if name == "mixed" {
-				rs[2][6] = "EUR"
-			} else {
-				rs[0][0] = "instance"
-			}
-			return rs
-		})
-		if res := gpuaccept(t, work, "bill", dir, p); res.code != 2 || !strings.Contains(res.stderr, want) {
-			t.Errorf("%s: exit %d, want 2 with %q\n%s", name, res.code, want, res.stderr)
+		p := plant(name, func(rs [][]string) [][]string { c.edit(rs); return rs })
+		res := gpuaccept(t, work, "bill", dir, p)
+		if res.code != 2 || !strings.Contains(res.stderr, c.want) || strings.ContainsRune(res.stderr, 0x1b) {
+			t.Errorf("%s: exit %d, want 2 with %q\n%q", name, res.code, c.want, res.stderr)
 		}
 	}
 	if res := gpuaccept(t, work, "bill", export); res.code != 2 {

@@ -90,8 +90,10 @@ func Reconcile(runs []*record.Run, ex *Export) (*Result, error) {
 			return nil, err
 		}
 		if c := strings.ToUpper(strings.TrimSpace(v.quote.Currency)); c != "" && ex.Currency != "" && c != ex.Currency {
+			// The export's code is checked on read; the run's quote is a
+			// file too, and its code reaches the terminal here.
 			return nil, fmt.Errorf("run %s: the export bills in %s, the quote prices in %s: convert the export first",
-				r.ID, ex.Currency, c)
+				clip(r.ID), ex.Currency, clip(c))
 		}
 		views = append(views, v)
 	}

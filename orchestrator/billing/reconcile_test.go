@@ -246,6 +246,13 @@ func TestReconcileRefusesAnotherCurrency(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the export bills in EUR, the quote prices in USD") {
 		t.Fatal(err)
 	}
+	// The run's quote is a file too: its code reaches the terminal
+	// escaped.
+	r := window("")
+	r.Quote = []byte(`{"currency": "\u001b[2J"}`)
+	if _, err := Reconcile([]*record.Run{r}, export(t, lines...)); err == nil || strings.ContainsRune(err.Error(), 0x1b) {
+		t.Fatalf("%q", err)
+	}
 }
 
 func TestDur(t *testing.T) {
