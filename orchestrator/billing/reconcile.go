@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/ledger"
@@ -403,28 +404,100 @@ func (res *Result) judgeTime(n *node) {
 
 // Terms of quote.terms.failed_node the reconciliation can hold a bill to.
 const (
-	termsNone       = ""
-	termsCredited   = "credited"
-	termsGranule    = "billed as a whole granule"
-	termsUntil      = "billed until replaced"
-	termsUnreadable = "unreadable"
+	termsNone        = ""
+	termsCredited    = "credited"
+	termsGranule     = "billed as a whole granule"
+	termsUntil       = "billed until replaced"
+	termsNotCredited = "not credited"
+	termsUnreadable  = "unreadable"
 )
 
+// termsKnown is what failedTerms reads, for a WARN on what it cannot.
+const termsKnown = "the terms say neither credited, not credited, billed as a whole granule nor billed until replaced"
+
 // failedTerms reads quote.terms.failed_node, the provider's own words,
-// for what a failed node costs.
+// for what a failed node costs. Words are read within their clause (; , .
+// end one) and with their negation: "no credit", "not credited" and
+// "credit is not given" say the time is billed, "not billed" and "no
+// charge" that it is credited. Terms that say both are unreadable, as are
+// terms that say none of them.
 func failedTerms(s string) string {
 	t := strings.ToLower(s)
-	switch {
-	case strings.TrimSpace(t) == "":
+	if strings.TrimSpace(t) == "" {
 		return termsNone
-	case strings.Contains(t, "credit") || strings.Contains(t, "not billed") || strings.Contains(t, "free of charge"):
+	}
+	t = strings.ReplaceAll(t, "’", "'")
+	t = strings.NewReplacer("won't", "will not", "can't", "can not", "n't", " not").Replace(t)
+	var credit, noCredit, granule, until bool
+	clauses := strings.FieldsFunc(t, func(r rune) bool { return strings.ContainsRune(";,.:()", r) })
+	for _, c := range clauses {
+		words := strings.FieldsFunc(c, func(r rune) bool { return !unicode.IsLetter(r) })
+		for i, w := range words {
+			neg := negated(words, i)
+			switch {
+			case strings.HasPrefix(w, "credit") || strings.HasPrefix(w, "refund"):
+				if neg {
+					noCredit = true
+				} else {
+					credit = true
+				}
+			case w == "billed" || w == "charged" || w == "charge" || w == "charges" || w == "invoiced":
+				if neg {
+					credit = true // not billed, no charge
+				}
+			case w == "free":
+				if neg {
+					noCredit = true
+				} else {
+					credit = true // free of charge
+				}
+			case w == "whole" || strings.HasPrefix(w, "granule") || w == "rounded":
+				granule = true
+			case w == "until" || strings.HasPrefix(w, "replace"):
+				until = true
+			}
+		}
+	}
+	switch {
+	case credit && noCredit:
+		return termsUnreadable
+	case credit:
 		return termsCredited
-	case strings.Contains(t, "whole") || strings.Contains(t, "granule") || strings.Contains(t, "rounded"):
+	case granule:
 		return termsGranule
-	case strings.Contains(t, "until") || strings.Contains(t, "replace"):
+	case until:
 		return termsUntil
+	case noCredit:
+		return termsNotCredited
 	}
 	return termsUnreadable
+}
+
+var negations = map[string]bool{"no": true, "not": true, "non": true, "never": true, "without": true, "nor": true,
+	"none": true, "neither": true}
+
+// auxiliaries may stand between a word and the negation after it
+// ("credit is not given", "credits will never be issued").
+var auxiliaries = map[string]bool{"is": true, "are": true, "was": true, "were": true, "will": true, "be": true,
+	"shall": true, "does": true, "do": true, "gets": true, "get": true, "can": true}
+
+// negated: one of the three words before words[i] negates it, or an
+// auxiliary after it is negated.
+func negated(words []string, i int) bool {
+	for _, w := range words[max(0, i-3):i] {
+		if negations[w] {
+			return true
+		}
+	}
+	for _, w := range words[i+1:] {
+		if negations[w] {
+			return true
+		}
+		if !auxiliaries[w] {
+			break
+		}
+	}
+	return false
 }
 
 // answered: the node answered the window at least once.
@@ -491,11 +564,14 @@ func (res *Result) judgeFailed(n *node) {
 	case termsUnreadable:
 		v.Status = record.Warn
 		v.Quoted = fmt.Sprintf("%q", clip(words))
-		v.Detail = "the terms say neither credited, billed as a whole granule nor billed until replaced"
-	case termsUntil:
+		v.Detail = termsKnown
+	case termsUntil, termsNotCredited:
 		v.Status = record.Pass
 		v.Quoted = terms
 		v.Detail = "held to the window's own time (BILL-002): the window does not see a replacement"
+		if terms == termsNotCredited {
+			v.Detail = "billed as any other time: held to the window's own (BILL-002)"
+		}
 	default:
 		v.Quoted = fmt.Sprintf("nothing after %s (%s)", cutoff.UTC().Format("15:04:05Z"), terms)
 		if after > n.run.granule.Seconds()+slack {
@@ -838,7 +914,7 @@ func (res *Result) judgeVictim(vw *runView) {
 	case terms == termsUnreadable:
 		v.Status = record.Warn
 		v.Quoted = fmt.Sprintf("%q", clip(words))
-		v.Detail = "the terms say neither credited, billed as a whole granule nor billed until replaced"
+		v.Detail = termsKnown
 	default:
 		v.Quoted = fmt.Sprintf("%s by the terms (%s)", dur(allowed), terms)
 		if over := r.BilledSecs - allowed; over > vw.granule.Seconds()+slack {

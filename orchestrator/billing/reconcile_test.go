@@ -182,6 +182,13 @@ func TestReconcileFailedNodeTerms(t *testing.T) {
 		{"billed until replaced (4 h SLA)", record.Pass},
 		{"the failed hour is billed as a whole hour, then nothing", record.Fail},
 		{"ask support", record.Warn},
+		// Negated, credit means the time is billed: read as credited,
+		// each of these failed gpu-04's 3 h.
+		{"no credit", record.Pass},
+		{"not credited", record.Pass},
+		{"billed until replaced; no credit", record.Pass},
+		{"credit is not given for a failed node", record.Pass},
+		{"credited; no credit", record.Warn},
 	} {
 		res, err := Reconcile([]*record.Run{window(c.terms)}, export(t, lines...))
 		if err != nil {
@@ -189,6 +196,30 @@ func TestReconcileFailedNodeTerms(t *testing.T) {
 		}
 		if v := verdict(t, res, "BILL-003", "gpu-04"); v.Status != c.status {
 			t.Errorf("%q: %s %s %s", c.terms, v.Status, v.Quoted, v.Detail)
+		}
+	}
+}
+
+func TestFailedTerms(t *testing.T) {
+	for words, want := range map[string]string{
+		"":                                 termsNone,
+		"credited from the failure":        termsCredited,
+		"failed nodes are not billed":      termsCredited,
+		"free of charge":                   termsCredited,
+		"no charge after the failure":      termsCredited,
+		"credited, and not billed":         termsCredited,
+		"no credit":                        termsNotCredited,
+		"not credited":                     termsNotCredited,
+		"non-credited":                     termsNotCredited,
+		"credits won't be issued":          termsNotCredited,
+		"billed until replaced; no credit": termsUntil,
+		"not credited: the failed hour is billed as a whole hour": termsGranule,
+		"billed until replaced (4 h SLA)":                         termsUntil,
+		"credited; no credit":                                     termsUnreadable,
+		"ask support":                                             termsUnreadable,
+	} {
+		if got := failedTerms(words); got != want {
+			t.Errorf("%q: %q, want %q", words, got, want)
 		}
 	}
 }
