@@ -324,8 +324,18 @@ func nodeRate(n *node) float64 {
 	return r
 }
 
-// slack absorbs float rounding in billed quantities (0.333333 h).
+// slack absorbs float rounding in billed quantities (0.333333 h), and
+// nothing else. The one rule of BILL-002, 003, 007 and 008: billed time
+// may exceed the window's own, rounded up to the quote's granularity, by
+// nothing; it is already a whole granule, as the invoice rounds it. (A
+// granule more, once per verdict, let an hour's duplicate through at 1 h
+// granularity, and 1,000 node-hours over a rounded ledger at 1,000
+// nodes.)
 const slack = 1.0
+
+// centSlack is what a bill's rounding of each line to the cent may leave
+// between its cost and the ledger's.
+const centSlack = 0.005
 
 func (res *Result) judge(views []*runView, ex *Export) {
 	res.judgeExport(ex)
@@ -382,12 +392,13 @@ func (res *Result) judgeTime(n *node) {
 		res.add(v)
 		return
 	}
-	v.Quoted = fmt.Sprintf("%s (the window's %s to the %s granule)", dur(r.ExpectedSecs), dur(r.PresentSecs), dur(g.Seconds()))
+	v.Quoted = fmt.Sprintf("at most %s (the window's %s rounded up to the %s granule)", dur(r.ExpectedSecs),
+		dur(r.PresentSecs), dur(g.Seconds()))
 	v.Measured = fmt.Sprintf("billed %s on line(s) %s", dur(r.BilledSecs), rows(r.Lines))
 	over := r.BilledSecs - r.ExpectedSecs
 	v.Measure(math.Max(over, 0), record.UnitSeconds)
 	switch {
-	case over > g.Seconds()+slack:
+	case over > slack:
 		v.Status = record.Fail
 		v.Detail = fmt.Sprintf("%s beyond the window's time: %s overbilled", dur(over), money(over/3600*nodeRate(n), n.run.quote.Currency))
 	case r.BilledSecs == 0 && r.NotTime > 0:
@@ -395,9 +406,6 @@ func (res *Result) judgeTime(n *node) {
 		v.Detail = "its lines bill no time (their unit is not one of time)"
 	default:
 		v.Status = record.Pass
-		if over > slack {
-			v.Detail = fmt.Sprintf("%s more, within one granule (%s)", dur(over), dur(g.Seconds()))
-		}
 	}
 	res.add(v)
 }
@@ -546,13 +554,16 @@ func (res *Result) judgeFailed(n *node) {
 	}
 	words := n.run.quote.Terms.FailedNode
 	terms := failedTerms(words)
-	// The terms' cutoff: credited, nothing after the failure; billed as a
-	// whole granule, nothing after the granule it fell in. A line that
-	// straddles the cutoff is the provider's step, so one granule past it
-	// is no finding.
-	cutoff := at
+	// The terms' cutoff, on the rule of BILL-002 (the window's time
+	// rounded up to the granule, nothing more): credited, nothing after
+	// the failure rounded up to the granule; billed as a whole granule,
+	// nothing after the end of the granule it fell in (one that fell on a
+	// granule's start, as a node that never answered, begins it).
+	g := n.run.granule
+	since := at.Sub(n.run.start)
+	cutoff := n.run.start.Add(ledger.RoundUp(since, g))
 	if terms == termsGranule {
-		cutoff = at.Add(n.run.granule)
+		cutoff = n.run.start.Add(max(since, 0)/g*g + g)
 	}
 	after := billedAfter(n, res.Format, cutoff)
 	v.Measured = fmt.Sprintf("%s; billed %s, %s of it after %s", what, dur(r.BilledSecs), dur(after), cutoff.UTC().Format("15:04:05Z"))
@@ -573,10 +584,11 @@ func (res *Result) judgeFailed(n *node) {
 			v.Detail = "billed as any other time: held to the window's own (BILL-002)"
 		}
 	default:
-		v.Quoted = fmt.Sprintf("nothing after %s (%s)", cutoff.UTC().Format("15:04:05Z"), terms)
-		if after > n.run.granule.Seconds()+slack {
+		v.Quoted = fmt.Sprintf("nothing after %s (%s, to the %s granule)", cutoff.UTC().Format("15:04:05Z"), terms,
+			dur(g.Seconds()))
+		if after > slack {
 			v.Status = record.Fail
-			v.Detail = fmt.Sprintf("billed %s after it failed beyond the terms: %s to be credited", dur(after),
+			v.Detail = fmt.Sprintf("billed %s past the terms: %s to be credited", dur(after),
 				money(after/3600*nodeRate(n), cur))
 		} else {
 			v.Status = record.Pass
@@ -799,9 +811,10 @@ func (res *Result) judgeAttribution(views []*runView) {
 }
 
 func (res *Result) judgeTotal(views []*runView) {
-	// unexplained is what was billed beyond the ledger that the
-	// provider's billing step does not account for: a node billed more
-	// than a granule past its ledger cost, a line of no node.
+	// unexplained is what was billed beyond the ledger: the ledger is
+	// already rounded up to the granule (the rule of BILL-002), so a node
+	// billed more than its ledger cost, past a cent's rounding a line and
+	// slack's seconds, and a line of no node.
 	var unexplained float64
 	var diffs []string
 	for _, vw := range views {
@@ -818,7 +831,9 @@ func (res *Result) judgeTotal(views []*runView) {
 			if math.Abs(d) >= 0.005 {
 				diffs = append(diffs, fmt.Sprintf("%s %+.2f", n.row.Label, d))
 			}
-			unexplained += math.Max(0, d-vw.granule.Hours()*nodeRate(n))
+			if d > centSlack*float64(len(n.lines))+slack/3600*nodeRate(n) {
+				unexplained += d
+			}
 		}
 	}
 	for _, l := range res.Unmatched {
@@ -842,7 +857,7 @@ func (res *Result) judgeTotal(views []*runView) {
 	}
 	if unexplained > 0.01 {
 		v.Status = record.Fail
-		v.Detail += fmt.Sprintf(" (%s beyond the billing step)", money(unexplained, res.Currency))
+		v.Detail += fmt.Sprintf(" (%s beyond the ledger, which is rounded up to the billing step)", money(unexplained, res.Currency))
 	} else {
 		v.Status = record.Pass
 	}
@@ -916,8 +931,9 @@ func (res *Result) judgeVictim(vw *runView) {
 		v.Quoted = fmt.Sprintf("%q", clip(words))
 		v.Detail = termsKnown
 	default:
-		v.Quoted = fmt.Sprintf("%s by the terms (%s)", dur(allowed), terms)
-		if over := r.BilledSecs - allowed; over > vw.granule.Seconds()+slack {
+		v.Quoted = fmt.Sprintf("at most %s by the terms (%s, rounded up to the %s granule)", dur(allowed), terms,
+			dur(vw.granule.Seconds()))
+		if over := r.BilledSecs - allowed; over > slack {
 			v.Status = record.Fail
 			v.Detail = fmt.Sprintf("%s beyond the terms: %s", dur(over), money(over/3600*nodeRate(n), n.run.quote.Currency))
 		} else {

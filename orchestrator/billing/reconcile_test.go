@@ -142,9 +142,15 @@ func TestReconcilePlantedFaults(t *testing.T) {
 		{"overbilled 2 h", replace(clean(), 1, bill{node: "gpu-02", hours: 4, cost: 79.68}), "BILL-002", "gpu-02",
 			"2h00m beyond the window's time: 39.84 USD overbilled"},
 		{"billed after quarantine", replace(clean(), 3, bill{node: "gpu-04", hours: 2, cost: 39.84}), "BILL-003", "gpu-04",
-			"billed 1h50m after it failed beyond the terms: 36.52 USD to be credited"},
-		{"overbilled 2 h beyond a granule", replace(clean(), 1, bill{node: "gpu-02", hours: 4, cost: 79.68}), "BILL-007", "",
-			"gpu-02 +39.84; gpu-04 -19.92 (19.92 USD beyond the billing step)"},
+			"billed 1h00m past the terms: 19.92 USD to be credited"},
+		{"overbilled 2 h, in the total", replace(clean(), 1, bill{node: "gpu-02", hours: 4, cost: 79.68}), "BILL-007", "",
+			"gpu-02 +39.84; gpu-04 -19.92 (39.84 USD beyond the ledger"},
+		// One granule more is no slack: the ledger and the window's time
+		// are already rounded up to it.
+		{"overbilled one granule", replace(clean(), 1, bill{node: "gpu-02", hours: 3, cost: 59.76}), "BILL-002", "gpu-02",
+			"1h00m beyond the window's time: 19.92 USD overbilled"},
+		{"overbilled one granule, in the total", replace(clean(), 1, bill{node: "gpu-02", hours: 3, cost: 59.76}), "BILL-007", "",
+			"(19.92 USD beyond the ledger"},
 		{"duplicate", append(clean(), bill{node: "gpu-01", hours: 2, cost: 39.84}), "BILL-004", "gpu-01", "line 6 repeats line 2"},
 		{"overlap", append(clean(), bill{node: "gpu-01", from: 1, hours: 1, cost: 19.92}), "BILL-004", "gpu-01", "lines 2 and 6 overlap 1h00m"},
 		{"missing tag", replace(clean(), 2, bill{node: "gpu-03", hours: 2, cost: 39.84, tags: "-"}), "BILL-006", "gpu-03", "line 4 lacks team"},
@@ -197,6 +203,29 @@ func TestReconcileFailedNodeTerms(t *testing.T) {
 		if v := verdict(t, res, "BILL-003", "gpu-04"); v.Status != c.status {
 			t.Errorf("%q: %s %s %s", c.terms, v.Status, v.Quoted, v.Detail)
 		}
+	}
+}
+
+// The granule is applied once, as the window's time is rounded up to it:
+// a failed node billed as a whole granule is billed to the end of the
+// granule it fell in, not a granule past its failure; the victim is held
+// to its time rounded up, not a granule more.
+func TestReconcileNoSecondGranule(t *testing.T) {
+	lines := replace(clean(), 3, bill{node: "gpu-04", hours: 2, cost: 39.84})
+	res, err := Reconcile([]*record.Run{window("billed as a whole granule")}, export(t, lines...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, res, "BILL-003", "gpu-04"); v.Status != record.Fail || !strings.Contains(v.Measured, "1h00m of it after 09:00:00Z") {
+		t.Errorf("gpu-04 billed to 10:00, quarantined at 08:10: %s %s | %s | %s", v.Status, v.Measured, v.Quoted, v.Detail)
+	}
+	lines = replace(clean(), 2, bill{node: "gpu-03", hours: 3, cost: 59.76})
+	res, err = Reconcile([]*record.Run{window("credited")}, export(t, lines...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, res, "BILL-008", "gpu-03"); v.Status != record.Fail || !strings.Contains(v.Detail, "1h00m beyond the terms") {
+		t.Errorf("the victim billed 3 h of a 1h30m window: %s %s | %s | %s", v.Status, v.Measured, v.Quoted, v.Detail)
 	}
 }
 
