@@ -97,6 +97,12 @@ func TestBillTheDemosExport(t *testing.T) {
 		{"overbilled", dir, "BILL-002 FAIL gpu-02: billed 2h01m", func(rs [][]string) [][]string { later(rs[2], 2); return rs }},
 		{"after-quarantine", credited, "BILL-003 FAIL gpu-04: quarantined at", func(rs [][]string) [][]string { later(rs[4], 2); return rs }},
 		{"duplicate", dir, "BILL-004 FAIL gpu-01: line 6 repeats line 2", func(rs [][]string) [][]string { return append(rs, rs[1]) }},
+		// The copy names gpu-02 in upper case: the same node, so a repeat.
+		{"duplicate-renamed", dir, "BILL-004 FAIL gpu-02: line 6 repeats line 3", func(rs [][]string) [][]string {
+			dup := append([]string(nil), rs[2]...)
+			dup[0] = strings.ToUpper(dup[0])
+			return append(rs, dup)
+		}},
 		{"missing-tag", dir, "BILL-006 FAIL gpu-03: line 4 lacks team", func(rs [][]string) [][]string { rs[3][8] = "job=x"; return rs }},
 	} {
 		t.Run(c.name, func(t *testing.T) {

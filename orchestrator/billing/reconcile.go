@@ -604,38 +604,58 @@ func (res *Result) judgeFailed(n *node) {
 	res.add(v)
 }
 
+// judgeTwice finds what is billed twice. Lines are compared by the node
+// they matched, not by their text: a copy of a line that names its node
+// another way (GPU-02, its billing_id, Azure's full ResourceId) or under
+// another item label is a repeat all the same. Two lines that bill one
+// node's time over the same span (beyond slack) overlap whatever their
+// items say: the node's time is billed once (BILL-002 adds them up).
+// Lines of a unit that is not time (storage, traffic) overlap only with
+// their own item: a node's traffic and its disk are billed side by side.
 func (res *Result) judgeTwice(views []*runView) {
-	type key struct{ who, item string }
-	groups := map[key][]Line{}
+	type group struct {
+		who   string
+		gpus  int
+		lines []Line
+	}
+	var groups []*group
 	for _, v := range views {
 		for _, n := range v.nodes {
-			for _, l := range n.lines {
-				k := key{n.row.Label, l.Item}
-				groups[k] = append(groups[k], l)
-			}
+			groups = append(groups, &group{who: n.row.Label, gpus: n.gpus, lines: slices.Clone(n.lines)})
 		}
 	}
+	// Lines of no node: by their resource, as the export names it.
+	byRsc := map[string]*group{}
 	for _, l := range res.Unmatched {
-		k := key{"resource " + orNone(l.Resource), l.Item}
-		groups[k] = append(groups[k], l)
+		k := strings.ToLower(strings.TrimSpace(l.Resource))
+		if byRsc[k] == nil {
+			byRsc[k] = &group{who: "resource " + orNone(clip(l.Resource)), gpus: 1}
+			groups = append(groups, byRsc[k])
+		}
+		byRsc[k].lines = append(byRsc[k].lines, l)
 	}
 	found := map[string][]string{}
 	twice := map[string]float64{}
-	for k, ls := range groups {
+	for _, g := range groups {
+		ls := g.lines
 		sort.SliceStable(ls, func(i, j int) bool { return ls[i].Start.Before(ls[j].Start) })
 		for i := 1; i < len(ls); i++ {
 			for j := 0; j < i; j++ {
 				a, b := ls[j], ls[i]
+				_, aTime := a.NodeSeconds(res.Format, g.gpus)
+				_, bTime := b.NodeSeconds(res.Format, g.gpus)
+				bothTime := aTime && bTime
 				same := a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.Quantity == b.Quantity && a.Cost == b.Cost &&
-					a.Resource == b.Resource
-				over := !a.Daily && !b.Daily && b.Start.Before(a.End) && a.Start.Before(b.End) && a.Resource == b.Resource
+					strings.EqualFold(strings.TrimSpace(a.Unit), strings.TrimSpace(b.Unit)) && (bothTime || a.Item == b.Item)
+				overlap := minTime(a.End, b.End).Sub(b.Start)
+				over := !a.Daily && !b.Daily && overlap.Seconds() > slack && (bothTime || a.Item == b.Item)
 				switch {
 				case same:
-					found[k.who] = append(found[k.who], fmt.Sprintf("line %d repeats line %d", b.Row, a.Row))
-					twice[k.who] += b.Cost
+					found[g.who] = append(found[g.who], fmt.Sprintf("line %d repeats line %d", b.Row, a.Row))
+					twice[g.who] += b.Cost
 				case over:
-					found[k.who] = append(found[k.who], fmt.Sprintf("lines %d and %d overlap %s", a.Row, b.Row,
-						dur(minTime(a.End, b.End).Sub(b.Start).Seconds())))
+					found[g.who] = append(found[g.who], fmt.Sprintf("lines %d and %d overlap %s", a.Row, b.Row,
+						dur(overlap.Seconds())))
 				default:
 					continue
 				}
@@ -666,7 +686,7 @@ func (res *Result) judgeTwice(views []*runView) {
 		}
 		v := record.NewVerdict("BILL-004", node)
 		v.Status = record.Fail
-		v.Measured = strings.Join(found[w], "; ")
+		v.Measured = strings.Join(first(found[w], 4), "; ")
 		if node == "" {
 			v.Measured = w + ": " + v.Measured
 		}

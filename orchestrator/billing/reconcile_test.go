@@ -153,6 +153,8 @@ func TestReconcilePlantedFaults(t *testing.T) {
 			"(19.92 USD beyond the ledger"},
 		{"duplicate", append(clean(), bill{node: "gpu-01", hours: 2, cost: 39.84}), "BILL-004", "gpu-01", "line 6 repeats line 2"},
 		{"overlap", append(clean(), bill{node: "gpu-01", from: 1, hours: 1, cost: 19.92}), "BILL-004", "gpu-01", "lines 2 and 6 overlap 1h00m"},
+		{"duplicate naming the node in upper case", append(clean(), bill{node: "gpu-02", rsc: "GPU-02", hours: 2, cost: 39.84}),
+			"BILL-004", "gpu-02", "line 6 repeats line 3"},
 		{"missing tag", replace(clean(), 2, bill{node: "gpu-03", hours: 2, cost: 39.84, tags: "-"}), "BILL-006", "gpu-03", "line 4 lacks team"},
 		{"rate", replace(clean(), 0, bill{node: "gpu-01", hours: 2, cost: 45.00}), "BILL-005", "gpu-01", "22.50 on line 2"},
 		{"untagged line of no node", append(clean(), bill{node: "disk-7", hours: 2, cost: 3, tags: "-"}), "BILL-006", "",
@@ -280,6 +282,43 @@ func TestReconcileMatching(t *testing.T) {
 	}
 	if len(res.Unmatched) != 1 || res.Unmatched[0].Row != 4 || res.Outside != 1 {
 		t.Errorf("unmatched %+v, outside %d", res.Unmatched, res.Outside)
+	}
+}
+
+// A line is billed twice whatever its copy calls the node or the item:
+// lines are compared by the node they matched.
+func TestReconcileTwiceByNode(t *testing.T) {
+	r := window("credited")
+	r.Nodes[0].BillingID = "i-0a1b2c3d4e5f60001"
+	azure := "/subscriptions/x/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/gpu-03"
+	in := "resource,start,end,quantity,unit,cost,currency,item,tags\n" +
+		"gpu-01,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 2
+		"gpu-02,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 3
+		"gpu-03,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 4
+		"gpu-04,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,19.92,USD,p5.48xlarge,team=ml\n" + // 5
+		"i-0a1b2c3d4e5f60001,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,BoxUsage,team=ml\n" + // 6: gpu-01 again
+		"gpu-02,2026-12-06T09:00:00Z,2026-12-06T10:00:00Z,1,h,19.92,USD,GPU hour,team=ml\n" + // 7: gpu-02's second hour again
+		azure + ",2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 8: gpu-03 again
+		"gpu-04,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,3,GB,0.27,USD,DataTransfer-Out,team=ml\n" + // 9: traffic beside its time
+		"gpu-04,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,GB-Mo,0.10,USD,EBS volume,team=ml\n" // 10: storage beside both
+	ex, err := Read(strings.NewReader(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Reconcile([]*record.Run{r}, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]string{"gpu-01": "line 6 repeats line 2", "gpu-02": "lines 3 and 7 overlap 1h00m",
+		"gpu-03": "line 8 repeats line 4"} {
+		if v := verdict(t, res, "BILL-004", node); v.Status != record.Fail || !strings.Contains(v.Measured, want) {
+			t.Errorf("%s: %s %s, want FAIL with %q", node, v.Status, v.Measured, want)
+		}
+	}
+	for _, v := range res.Verdicts {
+		if v.ID == "BILL-004" && v.Node == "gpu-04" {
+			t.Errorf("gpu-04's traffic and storage beside its time are no repeat: %s", v.Measured)
+		}
 	}
 }
 
