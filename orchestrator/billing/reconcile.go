@@ -518,6 +518,17 @@ func answered(run *record.Run, name string) bool {
 	return false
 }
 
+// timeLines counts n's lines that bill time.
+func timeLines(n *node, f Format) int {
+	c := 0
+	for _, l := range n.lines {
+		if _, ok := l.NodeSeconds(f, n.gpus); ok {
+			c++
+		}
+	}
+	return c
+}
+
 // billedAfter is the node time n's lines bill after cutoff: a line that
 // straddles it counts for its share after it.
 func billedAfter(n *node, f Format, cutoff time.Time) float64 {
@@ -586,6 +597,13 @@ func (res *Result) judgeFailed(n *node) {
 	default:
 		v.Quoted = fmt.Sprintf("nothing after %s (%s, to the %s granule)", cutoff.UTC().Format("15:04:05Z"), terms,
 			dur(g.Seconds()))
+		if len(r.Lines) > 0 && timeLines(n, res.Format) == 0 {
+			// "0s after" of lines that bill no time is nothing measured.
+			v.Status = record.Skip
+			v.Measured = fmt.Sprintf("%s; not measured: its %d line(s) bill no time (their unit is not one of time)",
+				what, len(r.Lines))
+			break
+		}
 		if after > slack {
 			v.Status = record.Fail
 			v.Detail = fmt.Sprintf("billed %s past the terms: %s to be credited", dur(after),
@@ -705,7 +723,7 @@ func minTime(a, b time.Time) time.Time {
 }
 
 func (res *Result) judgeRate(views []*runView) {
-	checked, priced := 0, false
+	checked, priced, lines := 0, false, 0
 	for _, vw := range views {
 		for _, n := range vw.nodes {
 			want := nodeRate(n)
@@ -713,6 +731,7 @@ func (res *Result) judgeRate(views []*runView) {
 				continue
 			}
 			priced = true
+			lines += len(n.lines)
 			var off []string
 			for _, l := range n.lines {
 				secs, ok := l.NodeSeconds(res.Format, n.gpus)
@@ -746,6 +765,13 @@ func (res *Result) judgeRate(views []*runView) {
 	case !priced:
 		v.Status = record.Skip
 		v.Measured = "the quote states no price_per_gpu_hour"
+	case checked == 0:
+		// No rate was held to the quote: no PASS on nothing.
+		v.Status = record.Skip
+		v.Measured = "not measured: no line of a node bills time"
+		if lines > 0 {
+			v.Measured = fmt.Sprintf("not measured: none of the %d line(s) of the nodes bills time (their unit is not one of time, or their quantity is 0)", lines)
+		}
 	default:
 		v.Status = record.Pass
 		v.Measured = fmt.Sprintf("%d line(s) billing time, each at the quoted price (±1 %%)", checked)
@@ -943,6 +969,9 @@ func (res *Result) judgeVictim(vw *runView) {
 	case len(r.Lines) == 0:
 		v.Status = record.Warn
 		v.Detail = "no billed line names it"
+	case timeLines(n, res.Format) == 0:
+		v.Status = record.Skip
+		v.Detail = fmt.Sprintf("not measured: its %d line(s) bill no time (their unit is not one of time)", len(r.Lines))
 	case terms == termsNone:
 		v.Status = record.Warn
 		v.Detail = "quote.terms.failed_node states nothing: its time out of the job billed as any other"

@@ -231,6 +231,33 @@ func TestReconcileNoSecondGranule(t *testing.T) {
 	}
 }
 
+// An export whose lines bill no time checks no rate and no failed node's
+// time: those are SKIP (not measured), never a PASS on nothing.
+func TestReconcileNoTimeIsNotMeasured(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("resource,start,end,quantity,unit,cost,currency,tags\n")
+	for _, node := range []string{"gpu-01", "gpu-02", "gpu-03", "gpu-04"} {
+		fmt.Fprintf(&b, "%s,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,100,GB,9,USD,team=ml\n", node)
+	}
+	ex, err := Read(strings.NewReader(b.String()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Reconcile([]*record.Run{window("credited")}, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ id, node, want string }{
+		{"BILL-005", "", "not measured: none of the 4 line(s) of the nodes bills time"},
+		{"BILL-003", "gpu-04", "not measured: its 1 line(s) bill no time"},
+		{"BILL-008", "gpu-03", "not measured: its 1 line(s) bill no time"},
+	} {
+		if v := verdict(t, res, c.id, c.node); v.Status != record.Skip || !strings.Contains(v.Measured+" "+v.Detail, c.want) {
+			t.Errorf("%s %s: %s %s | %s; want SKIP with %q", c.id, c.node, v.Status, v.Measured, v.Detail, c.want)
+		}
+	}
+}
+
 func TestFailedTerms(t *testing.T) {
 	for words, want := range map[string]string{
 		"":                                 termsNone,
