@@ -462,5 +462,12 @@ func FuzzReconcile(f *testing.F) {
 				t.Fatalf("verdict %+v", v)
 			}
 		}
+		// run.json and -o json keep it: no +Inf or NaN in a figure.
+		if _, err := json.Marshal(struct {
+			R *record.Reconciliation
+			V []record.Verdict
+		}{res.Record("x"), res.Verdicts}); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
