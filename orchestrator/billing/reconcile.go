@@ -660,9 +660,10 @@ func (res *Result) judgeTwice(views []*runView) {
 		for i := 1; i < len(ls); i++ {
 			for j := 0; j < i; j++ {
 				a, b := ls[j], ls[i]
-				_, aTime := a.NodeSeconds(res.Format, g.gpus)
-				_, bTime := b.NodeSeconds(res.Format, g.gpus)
-				bothTime := aTime && bTime
+				// A line of a time unit and no quantity bills no time.
+				as, aTime := a.NodeSeconds(res.Format, g.gpus)
+				bs, bTime := b.NodeSeconds(res.Format, g.gpus)
+				bothTime := aTime && bTime && as > 0 && bs > 0
 				same := a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.Quantity == b.Quantity && a.Cost == b.Cost &&
 					strings.EqualFold(strings.TrimSpace(a.Unit), strings.TrimSpace(b.Unit)) && (bothTime || a.Item == b.Item)
 				overlap := minTime(a.End, b.End).Sub(b.Start)
