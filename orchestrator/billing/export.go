@@ -352,22 +352,22 @@ func readCSV(br *bufio.Reader, o Options, lead int) (*Export, error) {
 	// ReuseRecord: the rows below overwrite the header's slice.
 	header = slices.Clone(header)
 	if len(header) > MaxColumns {
-		return nil, fmt.Errorf("line 1: %d columns, more than the %d an export has", len(header), MaxColumns)
+		return nil, fmt.Errorf("line %d: %d columns, more than the %d an export has", lead+1, len(header), MaxColumns)
 	}
 	cols := map[string]int{}
 	for i, h := range header {
 		name := canonical(h)
 		if !utf8.ValidString(name) {
-			return nil, fmt.Errorf("line 1: column %d's name is not UTF-8", i+1)
+			return nil, fmt.Errorf("line %d: column %d's name is not UTF-8", lead+1, i+1)
 		}
 		if _, dup := cols[name]; dup {
-			return nil, fmt.Errorf("line 1: column %q appears twice", clip(name))
+			return nil, fmt.Errorf("line %d: column %q appears twice", lead+1, clip(name))
 		}
 		cols[name] = i
 	}
 	l, err := pick(cols, o.Columns)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line %d: %w", lead+1, err)
 	}
 	idx := map[string]int{}
 	for f, names := range l.fields {
@@ -463,7 +463,7 @@ func pick(cols map[string]int, mapped *Columns) (layout, error) {
 			}
 		}
 		if len(missing) > 0 {
-			return layout{}, fmt.Errorf("line 1: billing.columns names columns the export lacks: %s; it has %s",
+			return layout{}, fmt.Errorf("billing.columns names columns the export lacks: %s; it has %s",
 				strings.Join(missing, ", "), someColumns(cols))
 		}
 		return l, nil
@@ -476,7 +476,7 @@ func pick(cols map[string]int, mapped *Columns) (layout, error) {
 	if g := genericLayout(Columns{}); has(g.detect) {
 		return g, nil
 	}
-	return layout{}, fmt.Errorf("line 1: unknown export format: its columns (%s) are none of AWS CUR "+
+	return layout{}, fmt.Errorf("unknown export format: its columns (%s) are none of AWS CUR "+
 		"(lineItem/UsageStartDate), CUR 2.0 (line_item_usage_start_date), Google Cloud (usage_start_time), "+
 		"Azure cost details (Date, Quantity, MeterId), Azure usage (UsageDateTime, PreTaxCost) or the generic "+
 		"resource,start,cost: map them with billing.columns", someColumns(cols))

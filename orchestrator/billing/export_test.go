@@ -152,6 +152,9 @@ func TestReadNamesTheFilesLine(t *testing.T) {
 	if _, err := Read(strings.NewReader("\n"+gen+ok+"c,\"x\"y\n"), Options{}); err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Errorf("a CSV error: %v, want line 5", err)
 	}
+	if _, err := Read(strings.NewReader("\n\nhost,from\n"), Options{}); err == nil || !strings.Contains(err.Error(), "line 3: unknown export format") {
+		t.Errorf("the header's error: %v, want line 3", err)
+	}
 }
 
 func TestReadWarnsOfTimesWithoutZone(t *testing.T) {
