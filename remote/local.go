@@ -158,7 +158,7 @@ func (l *Local) Run(ctx context.Context, cmd Cmd) error {
 	// the coordinator's to handle (it tears the window down), not a signal
 	// for the node's commands.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	tail := &tailBuffer{max: stderrTailBytes}
+	tail := NewStderrTail()
 	c.Stdout = cmd.Stdout
 	if c.Stdout == nil {
 		c.Stdout = io.Discard

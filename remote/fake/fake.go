@@ -408,7 +408,7 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 		case <-cctx.Done():
 		}
 	}()
-	tail := &tailWriter{max: 4 << 10}
+	tail := remote.NewStderrTail()
 	stdout, stderr := orDiscard(cmd.Stdout), io.MultiWriter(orDiscard(cmd.Stderr), tail)
 	rec := Record{Command: cmd.Command, Env: cmd.Env, Stdin: stdin}
 	h := c.host
@@ -653,27 +653,4 @@ func shorten(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
