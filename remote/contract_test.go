@@ -21,7 +21,7 @@ func TestContractSSH(t *testing.T) {
 func TestContractLocal(t *testing.T) {
 	contract.Run(t, contract.Target{
 		New: func(t *testing.T) remote.Executor {
-			return remote.NewLocal(remote.Config{Name: "here", KeepaliveInterval: 500 * time.Millisecond, GuardLease: 2 * time.Second})
+			return remote.NewLocal("here", remote.LocalConfig{Heartbeat: 500 * time.Millisecond, GuardLease: 2 * time.Second})
 		},
 		NotApplicable: map[string]string{
 			"lost": "the machine gpuaccept runs on cannot go away under it; only Close ends its commands (item close)",

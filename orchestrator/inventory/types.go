@@ -20,8 +20,12 @@ type Inventory struct {
 	// report made from it says SIMULATED.
 	Simulated bool `mapstructure:"simulated" json:"simulated"`
 
-	SSH   SSH    `mapstructure:"ssh" json:"ssh"`
-	Nodes []Node `mapstructure:"nodes" json:"nodes"`
+	// Transport reaches every node that names none of its own: ssh
+	// (default), or local, the machine gpuaccept runs on. Its settings
+	// are its section (ssh:); local has none.
+	Transport string `mapstructure:"transport" json:"transport,omitempty"`
+	SSH       SSH    `mapstructure:"ssh" json:"ssh"`
+	Nodes     []Node `mapstructure:"nodes" json:"nodes"`
 	// NodesFrom names more nodes: a file of host names (one per line, #
 	// comments, host ranges allowed) or a Slurm nodelist. Each host is a
 	// node named by its first label, dialled at the host.
@@ -129,6 +133,9 @@ type Node struct {
 	// Slurm's node name), when that differs from the address the
 	// coordinator dials (a public IP, an ssh_config alias, a jump host).
 	FabricAddress string `mapstructure:"fabric_address" json:"fabric_address,omitempty"`
+	// Transport reaches this node: the inventory's when empty (and local
+	// for address: local).
+	Transport string `mapstructure:"transport" json:"transport,omitempty"`
 }
 
 // Image is the pinned container image the window runs.

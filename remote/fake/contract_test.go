@@ -47,7 +47,7 @@ func TestContractFake(t *testing.T) {
 	var dirs atomic.Int32
 	contract.Run(t, contract.Target{
 		New: func(t *testing.T) remote.Executor {
-			e, err := f.Dial(t.Context(), remote.Config{Name: "fake-1", Host: "192.0.2.1"})
+			e, err := f.Dial(t.Context(), remote.Config{Name: "fake-1", SSH: &remote.SSHConfig{Host: "192.0.2.1"}})
 			if err != nil {
 				t.Fatal(err)
 			}

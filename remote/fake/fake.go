@@ -690,7 +690,7 @@ func (f *Fleet) Dials(name string) int {
 }
 
 // Dial is the fleet's remote.Dialer: the host named cfg.Name, on a new
-// connection.
+// connection, whichever transport cfg names.
 func (f *Fleet) Dial(ctx context.Context, cfg remote.Config) (remote.Executor, error) {
 	f.mu.Lock()
 	f.dials[cfg.Name]++
@@ -703,9 +703,9 @@ func (f *Fleet) Dial(ctx context.Context, cfg remote.Config) (remote.Executor, e
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("%s: dial %s: no such host", cfg.Name, cfg.Host)
+		return nil, fmt.Errorf("%s: dial %s: no such host", cfg.Name, cfg.Address())
 	}
-	return h.connect(fmt.Sprintf("%s:%d", cfg.Host, max(cfg.Port, 22))), nil
+	return h.connect(fmt.Sprintf("%s:%d", cfg.Address(), max(cfg.SSHPort(), 22))), nil
 }
 
 func orDiscard(w io.Writer) io.Writer {
