@@ -99,6 +99,11 @@ func (c Config) Via() string {
 	return t.via()
 }
 
+// SSHLogin says whether the window logs in to the node over SSH: only
+// then are sshd's settings and the login's authorized_keys the window's
+// to judge (SEC-001).
+func (c Config) SSHLogin() bool { return c.SSH != nil }
+
 // SSHPort is the SSH port the inventory gave the node; 0 when it gave
 // none or the node is not reached over SSH. The other nodes' known_hosts
 // name the node with it.

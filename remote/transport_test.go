@@ -46,11 +46,11 @@ func TestTransportsSayHowLongReachingANodeTakes(t *testing.T) {
 	if got := ssh.ReachWithin(); got != 3*time.Second {
 		t.Errorf("SSH, one hop, 1s + 2s: %s", got)
 	}
-	if ssh.Address() != "10.0.0.1" || ssh.SSHPort() != 2222 || !strings.Contains(ssh.Via(), "SSH") {
+	if ssh.Address() != "10.0.0.1" || ssh.SSHPort() != 2222 || !strings.Contains(ssh.Via(), "SSH") || !ssh.SSHLogin() {
 		t.Errorf("SSH: address %q, port %d, via %q", ssh.Address(), ssh.SSHPort(), ssh.Via())
 	}
 	local := Config{Name: "here", Local: &LocalConfig{}}
-	if local.ReachWithin() != 0 || local.Address() != LocalAddress || local.SSHPort() != 0 || !strings.Contains(local.Via(), "locally") {
+	if local.ReachWithin() != 0 || local.Address() != LocalAddress || local.SSHPort() != 0 || !strings.Contains(local.Via(), "locally") || local.SSHLogin() {
 		t.Errorf("local: within %s, address %q, port %d, via %q", local.ReachWithin(), local.Address(), local.SSHPort(), local.Via())
 	}
 }
