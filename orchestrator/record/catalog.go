@@ -82,7 +82,7 @@ func (r Requirement) againstQuote() Requirement {
 const preflight = "phases.preflight.enabled"
 
 var catalog = []Requirement{
-	req("CONN-001", "reachable over SSH, host key verified", ""),
+	req("CONN-001", "reachable by its transport (over SSH: host key verified)", ""),
 	req("WIN-001", "node took part in the whole window", ""),
 
 	req("GPU-001", "GPU model matches the quote", CardGPU).quoted(preflight, "gpu_model"),
