@@ -53,10 +53,14 @@ func (w *Window) judgeBilling() {
 		}
 	}
 	if err != nil {
-		// The provider's file, not the window's: what cannot be read is
-		// a finding against the export, named, never a zero bill.
+		// An export the window cannot read (a header it does not know,
+		// two currencies, a figure past its bounds) is the buyer's input
+		// to fix, as `gpuaccept bill` exits 2 on it: the bill is NOT
+		// MEASURED and the window INCOMPLETE, saying why. It is no
+		// finding against the nodes, and never a zero bill.
 		v := record.NewVerdict("BILL-001", "")
-		v.Status, v.Measured = record.Fail, "billing.export: "+err.Error()
+		v.Status, v.Measured = record.Skip, "not measured"
+		v.Incomplete = "billing.export " + filepath.Base(path) + " cannot be read: " + err.Error()
 		verdicts = []record.Verdict{v}
 	}
 	w.mu.Lock()

@@ -67,8 +67,15 @@ func TestWindowJudgesBillingExport(t *testing.T) {
 	if got := bills(); got["BILL-004 b"] != record.Fail {
 		t.Errorf("a line billed twice: %v", got)
 	}
+	// An export the window cannot read is the buyer's input: NOT
+	// MEASURED, the window INCOMPLETE with the reason, never NOT ACCEPTED.
 	write("not,an,export\n")
-	if got := bills(); got["BILL-001 "] != record.Fail {
+	if got := bills(); got["BILL-001 "] != record.Skip {
 		t.Errorf("an unreadable export: %v", got)
+	}
+	res := last.Result()
+	if res.Outcome != record.OutcomeIncomplete || !strings.Contains(strings.Join(res.Incomplete, "\n"),
+		"billing.export export.csv cannot be read: record on line 2: wrong number of fields") {
+		t.Errorf("an unreadable export: %s %q", res.Outcome, res.Incomplete)
 	}
 }

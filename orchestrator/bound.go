@@ -10,7 +10,7 @@ import (
 
 // WindowBound is how long a window of inv may take at most: the runner
 // ends every phase at its deadline, per node for a per-node phase (whose
-// nodes run ssh.concurrency at a time, a sliding window: at most Waves
+// nodes run the transport's fan-out at a time, a sliding window: at most Waves
 // deadlines end to end) and once for a cluster phase or one that runs on
 // every node together.
 type WindowBound struct {
@@ -24,7 +24,7 @@ type WindowBound struct {
 // Bound is the WindowBound of inv with phases.
 func Bound(inv *inventory.Inventory, phases []Phase) WindowBound {
 	n := len(inv.Nodes)
-	c := inv.SSH.Concurrency
+	c := inv.FanOut()
 	if c <= 0 || c > n {
 		c = n
 	}

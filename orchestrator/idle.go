@@ -113,7 +113,7 @@ func (g *idleGuard) partDone(n *Node) {
 // heldForNothing says whether node n, quarantined or not, is held for
 // nothing now: out of the window (quarantined), or done with its own part
 // of a per-node phase that loads the GPUs while the others go on. A node
-// waiting for its turn (ssh.concurrency's waves), taking part in a
+// waiting for its turn (the fan-out's waves), taking part in a
 // cluster-wide job, or in a phase meant to leave the GPUs idle is not:
 // its idle GPUs are the phase's doing, not waste to signal (a 64-node
 // demo released every node waiting in the all-reduce).
@@ -245,7 +245,7 @@ func (g *idleGuard) notify(n *Node, st record.IdleStretch) string {
 	cmd.Env = append(os.Environ(),
 		"GPUACCEPT_RUN="+g.w.RunID(),
 		"GPUACCEPT_IDLE_NODE="+n.Name,
-		"GPUACCEPT_IDLE_ADDRESS="+n.Config.Host,
+		"GPUACCEPT_IDLE_ADDRESS="+n.Config.Address(),
 		"GPUACCEPT_IDLE_MINUTES="+strconv.FormatFloat(st.Until.Sub(st.Since).Minutes(), 'f', 1, 64),
 		"GPUACCEPT_IDLE_SINCE="+st.Since.UTC().Format(time.RFC3339),
 		"GPUACCEPT_IDLE_ACTION="+g.cfg.Action,

@@ -29,8 +29,7 @@ func idleWindow(t *testing.T, g inventory.Idle) (*Window, *bytes.Buffer, func() 
 	w := &Window{Inv: inv, Dir: dir, Progress: NewProgress(&out, false)}
 	w.rec = header(inv, "idle-test", time.Now().UTC().Add(-time.Hour).Truncate(time.Second), "test")
 	for i, n := range inv.Nodes {
-		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name})
-		w.Nodes[i].Config.Host = n.Address
+		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: inv.NodeConfig(n, nil)})
 	}
 	w.idle = newIdleGuard(w)
 	j, err := createJournal(dir)

@@ -39,9 +39,9 @@ type Phase struct {
 	// Release: this teardown phase also runs on a node the idle guard
 	// releases early, at its release (what only checks runs at the end).
 	Release bool
-	// Together: every node at once, whatever ssh.concurrency: its load
+	// Together: every node at once, whatever the transport's fan-out: its load
 	// is the fleet's at the same time (the burn-in). A per-node phase
-	// otherwise runs ssh.concurrency nodes at a time, and a burn-in of a
+	// otherwise runs the fan-out's nodes at a time, and a burn-in of a
 	// day on 1,000 nodes would take a month of waves.
 	Together bool
 	// Loads: its work keeps the GPUs busy, so a node whose GPUs sit idle

@@ -28,8 +28,9 @@ type Probed struct {
 // ProbeOutputLimit bounds what a probe keeps of a node's output.
 const ProbeOutputLimit = 64 << 10
 
-// Probe reaches every node of inv as a window would (its ssh settings,
-// host keys checked, at most ssh.concurrency at once), runs command there
+// Probe reaches every node of inv as a window would (its transport's
+// settings, host keys checked where it has them, as many at once as its
+// fan-out allows), runs command there
 // (read-only: a probe writes nothing on the node) and hangs up. timeout
 // bounds each node, dial included. It never fails as a whole: each node
 // says what happened to it.
@@ -38,7 +39,7 @@ func Probe(ctx context.Context, inv *inventory.Inventory, o Options, command str
 	if err != nil {
 		return nil, err
 	}
-	res := remote.Each(ctx, len(w.Nodes), remote.FanOut{Limit: inv.SSH.Concurrency, Timeout: timeout},
+	res := remote.Each(ctx, len(w.Nodes), remote.FanOut{Limit: w.FanOut(), Timeout: timeout},
 		func(ctx context.Context, i int) (Probed, error) {
 			n := w.Nodes[i]
 			p := Probed{Node: n.Name}

@@ -34,8 +34,9 @@ type Options struct {
 	// TeardownTimeout, when set, bounds each teardown phase; by default
 	// only each node's phase deadline does.
 	TeardownTimeout time.Duration
-	// Dial reaches a node; remote.DialNode when nil (the inventory's
-	// address chooses SSH or this machine). Tests give a fake fleet's.
+	// Dial reaches a node; remote.DialNode when nil (the transport the
+	// inventory names for the node picks the executor). Tests give a
+	// fake fleet's.
 	Dial remote.Dialer
 	// Lint is what the record keeps of the quote lint at the start
 	// (inventory.LintQuote when nil; the CLI adds the plan's PLAN-001).
@@ -202,7 +203,7 @@ func applySelection(inv *inventory.Inventory, phases []Phase, sel *Selection) (*
 }
 
 func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error) {
-	hk, err := remote.NewHostKeys(remote.HostKeyOptions{Files: inv.SSH.KnownHosts, AcceptNew: inv.SSH.AcceptNew})
+	reach, err := NewReach(inv, o.Dial)
 	if err != nil {
 		return nil, err
 	}
@@ -211,37 +212,17 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 		p = NewProgress(nil, false)
 	}
 	p.Addresses(inv.Nodes)
-	dial := o.Dial
-	if dial == nil {
-		dial = remote.DialNode
-	}
-	w := &Window{Inv: inv, Dir: dir, Progress: p, HostKeys: hk, dial: dial, Executable: o.Executable}
+	w := &Window{Inv: inv, Dir: dir, Progress: p, reach: reach, Executable: o.Executable}
 	if w.Executable == "" {
 		// Not fatal here: only a phase that uploads it needs it, and
 		// that phase says why it cannot.
 		w.Executable, _ = os.Executable()
 	}
 	for i, n := range inv.Nodes {
-		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: NodeConfig(inv, n, hk)})
+		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: reach.Config(n)})
 	}
 	w.idle = newIdleGuard(w)
 	return w, nil
-}
-
-// NodeConfig is how to reach node n of inv: its own values, else the
-// inventory's ssh defaults.
-func NodeConfig(inv *inventory.Inventory, n inventory.Node, hk *remote.HostKeys) remote.Config {
-	s := inv.SSH
-	user := n.User
-	if user == "" {
-		user = s.User
-	}
-	return remote.Config{
-		Name: n.Name, Host: n.Address, Port: n.Port, User: user,
-		IdentityFiles: s.IdentityFiles, Agent: s.Agent, Jump: s.Jump, SSHConfig: s.Config, HostKeys: hk,
-		ConnectTimeout: s.ConnectTimeout, HandshakeTimeout: s.HandshakeTimeout, SessionTimeout: s.SessionTimeout,
-		KeepaliveInterval: s.KeepaliveInterval, KeepaliveMisses: s.KeepaliveMisses,
-	}
 }
 
 func header(inv *inventory.Inventory, id string, now time.Time, tool string) *record.Run {
@@ -437,7 +418,7 @@ func (w *Window) runPhase(ctx context.Context, p *Phase, j *journal, o Options) 
 	w.Progress.Phase(p.Name, len(nodes))
 	deadline := p.deadline(w.Inv)
 	starts := make([]time.Time, len(nodes))
-	limit := w.Inv.SSH.Concurrency
+	limit := w.FanOut()
 	if p.Together {
 		limit = len(nodes)
 	}
@@ -521,7 +502,7 @@ func (w *Window) runCluster(ctx context.Context, p *Phase, j *journal) error {
 	dctx, cancel := context.WithTimeout(ctx, p.deadline(w.Inv))
 	defer cancel()
 	start := time.Now().UTC()
-	remote.Each(dctx, len(w.Active()), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+	remote.Each(dctx, len(w.Active()), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		w.redialLost(ctx, w.Active()[i])
 		return nil, nil
 	})

@@ -23,7 +23,6 @@ type Window struct {
 	Dir      string // the run directory
 	Nodes    []*Node
 	Progress *Progress
-	HostKeys *remote.HostKeys
 	// Executable is the gpuaccept binary phases upload to the nodes (the
 	// load generator): Options.Executable, else the running binary; ""
 	// when neither is known.
@@ -33,7 +32,7 @@ type Window struct {
 	rec    *record.Run
 	shared map[string]*sharedValue
 	login  *Node
-	dial   remote.Dialer
+	reach  *Reach
 	j      *journal
 	ends   time.Time
 	// bundleErr: the first write of the bundle (journal, raw log) that
@@ -154,7 +153,7 @@ func (w *Window) Connect(ctx context.Context, n *Node) (remote.Executor, error) 
 	if old := n.setExec(nil); old != nil {
 		old.Close()
 	}
-	e, err := w.dial(ctx, n.Config)
+	e, err := w.reach.Dial(ctx, n.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +170,7 @@ func (w *Window) Reconnect(ctx context.Context, n *Node) (remote.Executor, error
 	if e := n.Exec(); e != nil && !e.Lost() {
 		return e, nil
 	}
-	e, err := w.dial(ctx, n.Config)
+	e, err := w.reach.Dial(ctx, n.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +301,11 @@ func (w *Window) Log(ctx context.Context, n *Node) (io.WriteCloser, string, erro
 	return w.LogFile(n, LogOf(ctx))
 }
 
+// FanOut is how many nodes a phase works on at once (0: all): the width
+// of the transport that reaches them (inventory FanOut). Fan-out inside a
+// phase goes through remote.Each with it.
+func (w *Window) FanOut() int { return w.Inv.FanOut() }
+
 // Active lists the nodes not quarantined, in index order.
 func (w *Window) Active() []*Node {
 	var out []*Node
@@ -351,7 +355,7 @@ func (w *Window) FabricHost(n *Node) string {
 		}
 		return w.Inv.Nodes[n.Index].Address
 	}
-	return n.Config.Host
+	return n.Config.Address()
 }
 
 // SlurmLogin is the Slurm login node (inventory slurm.login), connected on
@@ -365,7 +369,7 @@ func (w *Window) SlurmLogin(ctx context.Context) (*Node, error) {
 	if w.login == nil {
 		l := w.Inv.Slurm.Login
 		w.login = &Node{Index: -1, Name: "slurm-login",
-			Config: NodeConfig(w.Inv, inventory.Node{Name: "slurm-login", Address: l.Address, Port: l.Port, User: l.User}, w.HostKeys)}
+			Config: w.reach.Config(inventory.Node{Name: "slurm-login", Address: l.Address, Port: l.Port, User: l.User, Transport: inventory.TransportSSH})}
 	}
 	login := w.login
 	w.mu.Unlock()

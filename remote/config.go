@@ -12,10 +12,10 @@ import (
 	"gpuaccept/sshconfig"
 )
 
-// Config says how to reach one node. Zero values mean "not given": they are
-// filled from ssh_config and then from defaults, so explicit inventory
-// values always win.
-type Config struct {
+// SSHConfig is the SSH transport's settings for one node. Zero values
+// mean "not given": they are filled from ssh_config and then from
+// defaults, so explicit inventory values always win.
+type SSHConfig struct {
 	// Name identifies the node in every error and progress line.
 	Name string
 	// Host is an address or an ssh_config alias (whose HostName is used).
@@ -72,14 +72,14 @@ type endpoint struct {
 
 func (e endpoint) addr() string { return net.JoinHostPort(e.host, strconv.Itoa(e.port)) }
 
-// resolved is a Config with ssh_config and defaults applied.
+// resolved is an SSHConfig with ssh_config and defaults applied.
 type resolved struct {
-	Config
+	SSHConfig
 	target endpoint
 	jumps  []endpoint
 }
 
-func (c Config) resolve() (*resolved, error) {
+func (c SSHConfig) resolve() (*resolved, error) {
 	if c.Host == "" {
 		return nil, fmt.Errorf("%s: no host address", c.nodeName())
 	}
@@ -90,7 +90,7 @@ func (c Config) resolve() (*resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.nodeName(), err)
 	}
-	r := &resolved{Config: c}
+	r := &resolved{SSHConfig: c}
 	r.Name = c.nodeName()
 	r.target = configEndpoint(sc, c.Host, c.Port, c.User, c.IdentityFiles)
 	jumps := c.Jump
@@ -126,7 +126,7 @@ func (c Config) resolve() (*resolved, error) {
 // guardLease is how long the guard lets its command outlive silence from
 // the coordinator: GuardLease when given, else derived from the keepalive
 // settings (their defaults where they are not given).
-func (c Config) guardLease() time.Duration {
+func (c SSHConfig) guardLease() time.Duration {
 	if c.GuardLease > 0 {
 		return c.GuardLease
 	}
@@ -140,7 +140,7 @@ func (c Config) guardLease() time.Duration {
 	return max(c.KeepaliveInterval*time.Duration(c.KeepaliveMisses+1), 10*time.Second)
 }
 
-func (c Config) nodeName() string {
+func (c SSHConfig) nodeName() string {
 	if c.Name != "" {
 		return c.Name
 	}

@@ -39,7 +39,7 @@ Host *
     User fallback
 `)
 	hk := &HostKeys{}
-	r, err := Config{Host: "gpu-01", SSHConfig: path, HostKeys: hk}.resolve()
+	r, err := SSHConfig{Host: "gpu-01", SSHConfig: path, HostKeys: hk}.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +53,11 @@ Host *
 		t.Errorf("jump %+v", r.jumps)
 	}
 	if r.Name != "gpu-01" || r.KeepaliveInterval != DefaultKeepaliveInterval || r.GuardLease < 10*time.Second {
-		t.Errorf("defaults not applied: %+v", r.Config)
+		t.Errorf("defaults not applied: %+v", r.SSHConfig)
 	}
 
 	// Explicit values win over ssh_config; an explicit jump list too.
-	r, err = Config{Name: "n1", Host: "gpu-01", Port: 22, User: "root", IdentityFiles: []string{"/k"},
+	r, err = SSHConfig{Name: "n1", Host: "gpu-01", Port: 22, User: "root", IdentityFiles: []string{"/k"},
 		Jump: []string{"ops@hop1:2200", "hop2"}, SSHConfig: path, HostKeys: hk}.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -76,21 +76,21 @@ Host *
 
 func TestSSHConfigErrors(t *testing.T) {
 	hk := &HostKeys{}
-	if _, err := (Config{Name: "n1", Host: "h", SSHConfig: "/nonexistent/config", HostKeys: hk}).resolve(); err == nil ||
+	if _, err := (SSHConfig{Name: "n1", Host: "h", SSHConfig: "/nonexistent/config", HostKeys: hk}).resolve(); err == nil ||
 		!strings.Contains(err.Error(), "/nonexistent/config") || !strings.HasPrefix(err.Error(), "n1: ") {
 		t.Errorf("missing explicit ssh_config: %v", err)
 	}
-	if _, err := (Config{Name: "n1", Host: "h", SSHConfig: "none", Jump: []string{"u@:22"}, HostKeys: hk}).resolve(); err == nil ||
+	if _, err := (SSHConfig{Name: "n1", Host: "h", SSHConfig: "none", Jump: []string{"u@:22"}, HostKeys: hk}).resolve(); err == nil ||
 		!strings.Contains(err.Error(), `jump host "u@:22"`) {
 		t.Errorf("bad jump: %v", err)
 	}
-	if _, err := (Config{Name: "n1", SSHConfig: "none", HostKeys: hk}).resolve(); err == nil || !strings.Contains(err.Error(), "no host") {
+	if _, err := (SSHConfig{Name: "n1", SSHConfig: "none", HostKeys: hk}).resolve(); err == nil || !strings.Contains(err.Error(), "no host") {
 		t.Errorf("no host: %v", err)
 	}
-	if _, err := (Config{Name: "n1", Host: "h", SSHConfig: "none"}).resolve(); err == nil || !strings.Contains(err.Error(), "known_hosts") {
+	if _, err := (SSHConfig{Name: "n1", Host: "h", SSHConfig: "none"}).resolve(); err == nil || !strings.Contains(err.Error(), "known_hosts") {
 		t.Errorf("no host keys: %v", err)
 	}
-	if _, err := (Config{Name: "n1", Host: "h", SSHConfig: "none", Jump: []string{"h:99999"}, HostKeys: hk}).resolve(); err == nil ||
+	if _, err := (SSHConfig{Name: "n1", Host: "h", SSHConfig: "none", Jump: []string{"h:99999"}, HostKeys: hk}).resolve(); err == nil ||
 		!strings.Contains(err.Error(), "bad port") {
 		t.Errorf("bad port: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestSSHConfigErrors(t *testing.T) {
 
 func TestProxyJumpNoneMeansDirect(t *testing.T) {
 	path := writeSSHConfig(t, "Host direct\n  ProxyJump none\nHost *\n  ProxyJump bastion\n")
-	r, err := Config{Host: "direct", SSHConfig: path, HostKeys: &HostKeys{}}.resolve()
+	r, err := SSHConfig{Host: "direct", SSHConfig: path, HostKeys: &HostKeys{}}.resolve()
 	if err != nil || len(r.jumps) != 0 {
 		t.Fatalf("jumps %v, %v", r.jumps, err)
 	}

@@ -43,7 +43,7 @@ func (c *Client) Addr() string { return c.cfg.target.addr() }
 
 // Dial connects to the node described by cfg. Every step is bounded: TCP
 // connect and handshake per hop by their timeouts, and the whole by ctx.
-func Dial(ctx context.Context, cfg Config) (*Client, error) {
+func Dial(ctx context.Context, cfg SSHConfig) (*Client, error) {
 	r, err := cfg.resolve()
 	if err != nil {
 		return nil, &SetupError{Err: err}

@@ -52,7 +52,6 @@ type Cmd struct {
 }
 
 const (
-	stderrTailBytes = 4 << 10
 	stdinFrameBytes = 1 << 20 // few forks per MiB on the node (guard.sh reads a frame with head)
 	defaultGrace    = 5 * time.Second
 )
@@ -75,7 +74,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) error {
 	}
 	defer sess.Close()
 
-	tail := &tailBuffer{max: stderrTailBytes}
+	tail := NewStderrTail()
 	sess.Stdout = cmd.Stdout
 	if sess.Stdout == nil {
 		sess.Stdout = io.Discard
@@ -294,29 +293,6 @@ func (c *control) feed(r io.Reader, stop <-chan struct{}) {
 		default:
 		}
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
 
 // Quote makes s one word for a POSIX shell.

@@ -10,7 +10,7 @@ import (
 // runs on (*Local, inventory address local), srun inside a Slurm
 // allocation and the fake of package remote/fake are others. Phases hold
 // an Executor, never a connection; the window dials and redials (DialNode
-// chooses). Package remote/contract holds every implementation to the
+// picks the executor from the node's Config). Package remote/contract holds every implementation to the
 // guarantees below.
 //
 // What every implementation guarantees:
@@ -58,17 +58,9 @@ type HostKeyed interface {
 }
 
 // Dialer reaches the node cfg describes. It is bounded by ctx and by
-// cfg's timeouts, and returns a nil Executor with every error.
+// cfg's timeouts, and returns a nil Executor with every error. DialNode
+// is the window's; tests give a fake fleet's.
 type Dialer func(ctx context.Context, cfg Config) (Executor, error)
-
-// DialSSH is the Dialer of real nodes: Dial.
-func DialSSH(ctx context.Context, cfg Config) (Executor, error) {
-	c, err := Dial(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
 
 var (
 	_ Executor  = (*Client)(nil)

@@ -75,7 +75,7 @@ func protect[T any](ctx context.Context, i int, fn func(context.Context, int) (T
 
 // DialAll connects to every node with the fan-out's bounds; clients and
 // errors are by index (a nil client where the error is set).
-func DialAll(ctx context.Context, cfgs []Config, o FanOut) ([]*Client, []error) {
+func DialAll(ctx context.Context, cfgs []SSHConfig, o FanOut) ([]*Client, []error) {
 	res := Each(ctx, len(cfgs), o, func(ctx context.Context, i int) (*Client, error) {
 		return Dial(ctx, cfgs[i])
 	})

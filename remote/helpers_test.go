@@ -83,9 +83,9 @@ func newFleet(t *testing.T, n int, tweak ...func(*sshtest.Options)) *fleet {
 }
 
 // config reaches server i with short, test-sized bounds.
-func (f *fleet) config(i int) Config {
+func (f *fleet) config(i int) SSHConfig {
 	s := f.servers[i]
-	return Config{
+	return SSHConfig{
 		Name:             "node-" + string(rune('a'+i)),
 		Host:             s.Host(),
 		Port:             s.Port(),
@@ -104,7 +104,7 @@ func (f *fleet) config(i int) Config {
 	}
 }
 
-func (f *fleet) dial(t *testing.T, i int, tweak ...func(*Config)) *Client {
+func (f *fleet) dial(t *testing.T, i int, tweak ...func(*SSHConfig)) *Client {
 	t.Helper()
 	cfg := f.config(i)
 	for _, fn := range tweak {
@@ -144,6 +144,6 @@ func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }
 
 // tightKeepalives makes a lost node show within 600ms.
-func tightKeepalives(c *Config) {
+func tightKeepalives(c *SSHConfig) {
 	c.KeepaliveInterval, c.KeepaliveMisses = 200*time.Millisecond, 3
 }

@@ -13,8 +13,13 @@ import (
 // coordinator offers a node (cfg's identity files, or the defaults, and
 // the agent's): the security check tells them from the other keys that may
 // log in as the window's user. A key that cannot be read is left out: this
-// only names keys, it never authenticates.
-func IdentityFingerprints(cfg Config) []string {
+// only names keys, it never authenticates. A node not reached over SSH
+// is offered no key: its own user's default keys are the buyer's there.
+func IdentityFingerprints(node Config) []string {
+	var cfg SSHConfig
+	if node.SSH != nil {
+		cfg = *node.SSH
+	}
 	var out []string
 	seen := map[string]bool{}
 	add := func(k ssh.PublicKey) {

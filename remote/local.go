@@ -47,39 +47,49 @@ type Local struct {
 
 var _ Executor = (*Local)(nil)
 
-// NewLocal is the executor of the node cfg names on this machine. Of cfg
-// it uses the name and the guard's lease and heartbeat (KeepaliveInterval,
-// GuardLease); the SSH settings mean nothing here.
-func NewLocal(cfg Config) *Local {
+// LocalConfig is the local transport's settings: the guard's, since
+// nothing else stands between the coordinator and this machine. Zero
+// values take the defaults an SSH node's guard has.
+type LocalConfig struct {
+	// Heartbeat is how often the guard hears that the coordinator lives.
+	Heartbeat time.Duration
+	// GuardLease is how long a command outlives silence from the
+	// coordinator (it died) before the guard ends it.
+	GuardLease time.Duration
+}
+
+// NewLocal is the executor of the node named name on this machine.
+func NewLocal(name string, cfg LocalConfig) *Local {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		home = "/"
 	}
-	beat := cfg.KeepaliveInterval
+	beat := cfg.Heartbeat
 	setDefault(&beat, DefaultKeepaliveInterval)
+	lease := cfg.GuardLease
+	if lease <= 0 {
+		lease = SSHConfig{KeepaliveInterval: beat}.guardLease()
+	}
 	return &Local{
-		name: cfg.nodeName(), lease: cfg.guardLease(), beat: beat,
+		name: name, lease: lease, beat: beat,
 		home: home, env: localEnv(os.Environ()), done: make(chan struct{}),
 	}
 }
 
-// DialLocal is the Dialer of the coordinator's own machine.
-func DialLocal(ctx context.Context, cfg Config) (Executor, error) {
+func (c LocalConfig) dial(ctx context.Context, name string) (Executor, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.nodeName(), err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return NewLocal(cfg), nil
+	return NewLocal(name, c), nil
 }
 
-// DialNode is the one Dialer of a window: the inventory's address
-// chooses the transport (LocalAddress: this machine; anything else: SSH),
-// so that phases never learn which one reached a node.
-func DialNode(ctx context.Context, cfg Config) (Executor, error) {
-	if cfg.Host == LocalAddress {
-		return DialLocal(ctx, cfg)
-	}
-	return DialSSH(ctx, cfg)
-}
+// Nothing to reach: the first command (connect's hostname) is all the
+// time reaching it takes.
+func (LocalConfig) reachWithin() time.Duration { return 0 }
+
+func (LocalConfig) address() string { return LocalAddress }
+
+func (LocalConfig) via() string { return "locally, without SSH, no host key" }
 
 // localEnv is the environment of local commands: the coordinator's own,
 // as a login of the same user on a node would have its own, less the
@@ -158,7 +168,7 @@ func (l *Local) Run(ctx context.Context, cmd Cmd) error {
 	// the coordinator's to handle (it tears the window down), not a signal
 	// for the node's commands.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	tail := &tailBuffer{max: stderrTailBytes}
+	tail := NewStderrTail()
 	c.Stdout = cmd.Stdout
 	if c.Stdout == nil {
 		c.Stdout = io.Discard

@@ -21,7 +21,7 @@ const localHelperEnv = "GPUACCEPT_TEST_LOCAL_COORDINATOR"
 // process that held it, as an SSH channel ends with the connection.
 func TestLocalCommandsEndWithTheCoordinator(t *testing.T) {
 	if cmd := os.Getenv(localHelperEnv); cmd != "" {
-		l := remote.NewLocal(remote.Config{Name: "here", KeepaliveInterval: 500 * time.Millisecond, GuardLease: 30 * time.Second})
+		l := remote.NewLocal("here", remote.LocalConfig{Heartbeat: 500 * time.Millisecond, GuardLease: 30 * time.Second})
 		_ = l.Run(context.Background(), remote.Cmd{Command: cmd})
 		return
 	}
@@ -60,7 +60,7 @@ func TestLocalUploadNeverFollowsLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := remote.NewLocal(remote.Config{Name: "here"})
+	l := remote.NewLocal("here", remote.LocalConfig{})
 	defer l.Close()
 	data := []byte("the window's own\n")
 	if _, err := l.UploadFrom(t.Context(), strings.NewReader(string(data)), int64(len(data)), dir+"/blob", remote.TransferOptions{Mode: 0o600}); err != nil {
@@ -85,7 +85,7 @@ func TestLocalUploadNeverFollowsLinks(t *testing.T) {
 // This machine is never lost under the window; a closed executor is, so
 // that Reconnect dials afresh instead of reusing it.
 func TestLocalLostOnlyOnceClosed(t *testing.T) {
-	l := remote.NewLocal(remote.Config{Name: "here"})
+	l := remote.NewLocal("here", remote.LocalConfig{})
 	if l.Lost() || l.Addr() != remote.LocalAddress || l.Name() != "here" {
 		t.Fatalf("a new Local: Lost %v, Addr %q, Name %q", l.Lost(), l.Addr(), l.Name())
 	}
@@ -105,7 +105,7 @@ func TestLocalUploadRefusesALinkedDirectory(t *testing.T) {
 	if err := os.Symlink(victims, base+"/planted"); err != nil {
 		t.Fatal(err)
 	}
-	l := remote.NewLocal(remote.Config{Name: "here"})
+	l := remote.NewLocal("here", remote.LocalConfig{})
 	defer l.Close()
 	data := []byte("the window's own\n")
 	_, err := l.UploadFrom(t.Context(), strings.NewReader(string(data)), int64(len(data)), base+"/planted/blob", remote.TransferOptions{Mode: 0o600})

@@ -336,7 +336,7 @@ func TestUploadRefusesADirectoryOthersCanWrite(t *testing.T) {
 // connection's watcher has recorded it: it is still a lost connection, so
 // the phases name it as one ("connection lost"), not as a failed write.
 func TestSftpConnectionLostIsALostConnection(t *testing.T) {
-	c := &Client{cfg: &resolved{Config: Config{Name: "h3"}}, done: make(chan struct{})}
+	c := &Client{cfg: &resolved{SSHConfig: SSHConfig{Name: "h3"}}, done: make(chan struct{})}
 	err := c.sftpError(t.Context(), "upload /srv/w: write", sftp.ErrSSHFxConnectionLost)
 	if !errors.Is(err, ErrConnectionLost) {
 		t.Fatalf("%v: not a lost connection", err)

@@ -246,7 +246,7 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 		// No SSH: known_hosts and the rest of ssh do not apply.
 		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
 	} else {
-		fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.SSH.Concurrency)
+		fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.FanOut())
 	}
 
 	q := inv.Quote

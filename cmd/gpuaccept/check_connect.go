@@ -55,7 +55,7 @@ var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "po
 // error is for the coordinator's own failures; nodes not reached are
 // said, and make the exit status 3 (the window could not measure them).
 func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, asJSON *connectJSON) (unreached int, err error) {
-	fmt.Fprintf(progress, "check: reaching %d node(s), %d at a time\n", len(inv.Nodes), inv.SSH.Concurrency)
+	fmt.Fprintf(progress, "check: reaching %d node(s), %d at a time\n", len(inv.Nodes), inv.FanOut())
 	start := time.Now()
 	python := inv.Phases.Failure.Python
 	if python == "" {
@@ -326,7 +326,7 @@ func printEstimate(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phas
 	b := orchestrator.Bound(inv, ps)
 	fmt.Fprintf(w, "window: at most %s, the deadlines of the %d phase(s) that run", roughly(b.Total), b.Phases)
 	if b.Waves > 1 {
-		fmt.Fprintf(w, " (per-node phases in %d waves of %d nodes)", b.Waves, inv.SSH.Concurrency)
+		fmt.Fprintf(w, " (per-node phases in %d waves of %d nodes)", b.Waves, inv.FanOut())
 	}
 	fmt.Fprintln(w)
 	if len(b.Longest) > 0 {

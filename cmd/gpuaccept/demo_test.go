@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/parse"
 	"gpuaccept/remote"
 	"gpuaccept/scripts/standins"
@@ -34,7 +33,7 @@ func TestDemoNodesRunTheFabricModel(t *testing.T) {
 	}
 	clients := map[string]*remote.Client{}
 	for _, n := range inv.Nodes {
-		c, err := remote.Dial(t.Context(), orchestrator.NodeConfig(inv, n, hk))
+		c, err := remote.Dial(t.Context(), *inv.NodeConfig(n, hk).SSH)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -154,7 +154,7 @@ func TestDemoNodesServeInference(t *testing.T) {
 	}
 	clients := map[string]*remote.Client{}
 	for i, n := range inv.Nodes {
-		c, err := remote.Dial(t.Context(), orchestrator.NodeConfig(inv, n, hk))
+		c, err := remote.Dial(t.Context(), *inv.NodeConfig(n, hk).SSH)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -100,16 +100,18 @@ type execJSON struct {
 }
 
 func execAll(ctx context.Context, out io.Writer, inv *inventory.Inventory, command string, o execOptions) error {
-	hk, err := remote.NewHostKeys(remote.HostKeyOptions{Files: inv.SSH.KnownHosts, AcceptNew: inv.SSH.AcceptNew})
+	// The window's own way to the nodes: whatever transport the
+	// inventory names, exec reaches a node as a window would.
+	reach, err := orchestrator.NewReach(inv, nil)
 	if err != nil {
 		return exitWith(exitBadInput, err)
 	}
 	if o.timeout <= 0 {
 		o.timeout = defaultExecTimeout
 	}
-	results := remote.Each(ctx, len(inv.Nodes), remote.FanOut{Limit: inv.SSH.Concurrency},
+	results := remote.Each(ctx, len(inv.Nodes), remote.FanOut{Limit: reach.FanOut()},
 		func(ctx context.Context, i int) (nodeOutput, error) {
-			return execOn(ctx, inv, inv.Nodes[i], hk, command, o), nil
+			return execOn(ctx, reach, inv.Nodes[i], command, o), nil
 		})
 	outs := make([]nodeOutput, len(results))
 	for i, r := range results {
@@ -148,7 +150,7 @@ func execAll(ctx context.Context, out io.Writer, inv *inventory.Inventory, comma
 // execOn runs command on node n within o.timeout, keeping a bounded part
 // of what it prints.
 // res is named: the deferred fill of its JSON must reach the caller.
-func execOn(ctx context.Context, inv *inventory.Inventory, n inventory.Node, hk *remote.HostKeys, command string, o execOptions) (res nodeOutput) {
+func execOn(ctx context.Context, reach *orchestrator.Reach, n inventory.Node, command string, o execOptions) (res nodeOutput) {
 	res.name = n.Name
 	started := time.Now()
 	nctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -164,7 +166,7 @@ func execOn(ctx context.Context, inv *inventory.Inventory, n inventory.Node, hk 
 			j.Stderr, j.StderrBytes, j.StderrTruncated = string(stderr.Bytes()), stderr.Total(), stderr.Dropped() > 0
 		}
 	}()
-	c, err := remote.DialNode(nctx, orchestrator.NodeConfig(inv, n, hk))
+	c, err := reach.Dial(nctx, reach.Config(n))
 	if err != nil {
 		res.status, res.code = "unreachable: "+err.Error(), exitCouldNotRun
 		if timedOut() {

@@ -91,7 +91,7 @@ func TestLocalWindowEndToEnd(t *testing.T) {
 		got[v.ID+" "+v.Node] = v.Status + " " + v.Measured + " | " + v.Detail
 	}
 	for key, want := range map[string]string{
-		"CONN-001 here": "PASS reached locally", "GPU-001 here": "PASS ", "HEALTH-001 here": "PASS ",
+		"CONN-001 here": "PASS reached locally, without SSH, no host key", "GPU-001 here": "PASS ", "HEALTH-001 here": "PASS ",
 		"NCCL-001 here": "PASS ", "NCCL-003 here": "PASS ", "STAGE-001 here": "PASS ",
 		"CKPT-001 here": "PASS ", "SEC-001 here": "SKIP not applicable | not applicable: reached locally",
 		"SEC-002 here": "PASS ", "SEC-003 here": "PASS ", "SEC-004 here": "PASS ",

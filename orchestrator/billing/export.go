@@ -36,6 +36,21 @@ const (
 	maxTags         = 256
 )
 
+// Bounds on one line's figures. An export is someone else's file: a
+// figure past these is a typo or an attack, and summed it would reach
+// +Inf, which no table prints and JSON cannot hold. A line bills at most
+// a node-year of time (a GPU unit at most a year of each of
+// maxGPUsPerNode GPUs); no line of a GPU window costs 1e12 of any
+// currency.
+const (
+	maxLineSecs    = 366 * 24 * 3600
+	maxGPUsPerNode = 64
+	maxLineCost    = 1e12
+	// maxQuantity bounds a quantity whose unit is not time (GB,
+	// requests).
+	maxQuantity = 1e15
+)
+
 // Format is the export's layout.
 type Format string
 
@@ -106,8 +121,9 @@ type Options struct {
 
 // Line is one billed line, in the export's own terms.
 type Line struct {
-	// Row is the line's record number in the export (the header is 1; a
-	// JSON export counts its objects from 1).
+	// Row is the line of the export's file its record starts on (the
+	// header's is 1; a quoted field may span lines, so it is not the
+	// record's count); a JSON export counts its objects from 1.
 	Row int
 	// Resource is what the line bills (an instance or resource ID, a host
 	// name); Name is a second name the export gives it (Azure's
@@ -163,7 +179,7 @@ func Read(r io.Reader, o Options) (*Export, error) {
 	if b, err := br.Peek(3); err == nil && bytes.Equal(b, []byte{0xEF, 0xBB, 0xBF}) {
 		_, _ = br.Discard(3)
 	}
-	first, err := firstByte(br)
+	first, lead, err := firstByte(br)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +187,7 @@ func Read(r io.Reader, o Options) (*Export, error) {
 	if first == '[' {
 		ex, err = readJSON(br, o)
 	} else {
-		ex, err = readCSV(br, o)
+		ex, err = readCSV(br, o, lead)
 	}
 	if lr.over {
 		return nil, fmt.Errorf("the export is larger than %d bytes: split it by day or raise the bound", maxBytes)
@@ -212,19 +228,25 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func firstByte(br *bufio.Reader) (byte, error) {
+// firstByte is the export's first byte that is not blank, and the lines
+// skipped before it: the CSV reader counts its lines from there, and a
+// line number the buyer looks up is the file's.
+func firstByte(br *bufio.Reader) (first byte, lines int, err error) {
 	for {
 		b, err := br.ReadByte()
 		if err == io.EOF {
-			return 0, errors.New("the export is empty")
+			return 0, 0, errors.New("the export is empty")
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
+		}
+		if b == '\n' {
+			lines++
 		}
 		if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
 			continue
 		}
-		return b, br.UnreadByte()
+		return b, lines, br.UnreadByte()
 	}
 }
 
@@ -309,32 +331,43 @@ func canonical(cell string) string {
 	return cell
 }
 
-func readCSV(br *bufio.Reader, o Options) (*Export, error) {
+// readCSV reads a CSV export whose first lead lines were blank.
+func readCSV(br *bufio.Reader, o Options, lead int) (*Export, error) {
 	cr := csv.NewReader(br)
 	cr.ReuseRecord = true
+	// fileLine is the file's line a CSV error names: the reader counts
+	// from the first line it was given.
+	fileLine := func(err error) error {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			pe.StartLine += lead
+			pe.Line += lead
+		}
+		return err
+	}
 	header, err := cr.Read()
 	if err != nil {
-		return nil, fmt.Errorf("line 1: the header: %w", err)
+		return nil, fmt.Errorf("line %d: the header: %w", lead+1, fileLine(err))
 	}
 	// ReuseRecord: the rows below overwrite the header's slice.
 	header = slices.Clone(header)
 	if len(header) > MaxColumns {
-		return nil, fmt.Errorf("line 1: %d columns, more than the %d an export has", len(header), MaxColumns)
+		return nil, fmt.Errorf("line %d: %d columns, more than the %d an export has", lead+1, len(header), MaxColumns)
 	}
 	cols := map[string]int{}
 	for i, h := range header {
 		name := canonical(h)
 		if !utf8.ValidString(name) {
-			return nil, fmt.Errorf("line 1: column %d's name is not UTF-8", i+1)
+			return nil, fmt.Errorf("line %d: column %d's name is not UTF-8", lead+1, i+1)
 		}
 		if _, dup := cols[name]; dup {
-			return nil, fmt.Errorf("line 1: column %q appears twice", clip(name))
+			return nil, fmt.Errorf("line %d: column %q appears twice", lead+1, clip(name))
 		}
 		cols[name] = i
 	}
 	l, err := pick(cols, o.Columns)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line %d: %w", lead+1, err)
 	}
 	idx := map[string]int{}
 	for f, names := range l.fields {
@@ -360,14 +393,18 @@ func readCSV(br *bufio.Reader, o Options) (*Export, error) {
 	}
 	ex := &Export{Format: l.format}
 	rd := &rowReader{ex: ex}
-	for row := 2; ; row++ {
+	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, fileLine(err)
 		}
+		// The line the record starts on, not its count: a quoted field
+		// (Azure's tags, an item's description) may hold line breaks.
+		row, _ := cr.FieldPos(0)
+		row += lead
 		if len(ex.Lines) >= maxLines {
 			return nil, fmt.Errorf("more than %d lines: split the export by day or raise the bound", maxLines)
 		}
@@ -426,7 +463,7 @@ func pick(cols map[string]int, mapped *Columns) (layout, error) {
 			}
 		}
 		if len(missing) > 0 {
-			return layout{}, fmt.Errorf("line 1: billing.columns names columns the export lacks: %s; it has %s",
+			return layout{}, fmt.Errorf("billing.columns names columns the export lacks: %s; it has %s",
 				strings.Join(missing, ", "), someColumns(cols))
 		}
 		return l, nil
@@ -439,7 +476,7 @@ func pick(cols map[string]int, mapped *Columns) (layout, error) {
 	if g := genericLayout(Columns{}); has(g.detect) {
 		return g, nil
 	}
-	return layout{}, fmt.Errorf("line 1: unknown export format: its columns (%s) are none of AWS CUR "+
+	return layout{}, fmt.Errorf("unknown export format: its columns (%s) are none of AWS CUR "+
 		"(lineItem/UsageStartDate), CUR 2.0 (line_item_usage_start_date), Google Cloud (usage_start_time), "+
 		"Azure cost details (Date, Quantity, MeterId), Azure usage (UsageDateTime, PreTaxCost) or the generic "+
 		"resource,start,cost: map them with billing.columns", someColumns(cols))
@@ -479,7 +516,7 @@ func (r *rowReader) line(row int, f Format, get func(string) string) (Line, bool
 		Item: get("item"), Tags: map[string]string{}}
 	if t := get("type"); t != "" && skippedType(t) {
 		r.skipped++
-		if c, err := number(get("cost"), false); err == nil {
+		if c, err := number(get("cost"), false); err == nil && math.Abs(c) <= maxLineCost {
 			r.skippedCost += c
 		}
 		return ln, false, nil
@@ -521,15 +558,32 @@ func (r *rowReader) line(row int, f Format, get func(string) string) (Line, bool
 	if ln.Cost, err = number(get("cost"), true); err != nil {
 		return ln, false, fmt.Errorf("line %d: cost: %w", row, err)
 	}
+	if math.Abs(ln.Cost) > maxLineCost {
+		return ln, false, fmt.Errorf("line %d: cost: %g is beyond %g: no line of a window costs that", row, ln.Cost, maxLineCost)
+	}
 	if q := get("quantity"); q != "" {
 		if ln.Quantity, err = number(q, true); err != nil {
 			return ln, false, fmt.Errorf("line %d: quantity: %w", row, err)
 		}
 	}
+	if err := boundTime(ln, f); err != nil {
+		return ln, false, fmt.Errorf("line %d: %w", row, err)
+	}
 	if rt := get("rate"); rt != "" {
 		if ln.Rate, err = number(rt, false); err != nil {
 			return ln, false, fmt.Errorf("line %d: rate: %w", row, err)
 		}
+		if math.Abs(ln.Rate) > maxLineCost {
+			return ln, false, fmt.Errorf("line %d: rate: %g is beyond %g", row, ln.Rate, maxLineCost)
+		}
+	}
+	if ln.Currency != "" {
+		// The code is printed (errors, tables, verdicts) and compared
+		// with the quote's: three letters, or the line is refused.
+		if !isoCurrency(ln.Currency) {
+			return ln, false, fmt.Errorf("line %d: currency %q is not a 3-letter ISO 4217 code", row, clip(ln.Currency))
+		}
+		ln.Currency = strings.ToUpper(ln.Currency)
 	}
 	if tags := get("tags"); tags != "" {
 		if ln.Tags, err = parseTags(tags); err != nil {
@@ -537,6 +591,48 @@ func (r *rowReader) line(row int, f Format, get func(string) string) (Line, bool
 		}
 	}
 	return ln, true, nil
+}
+
+// boundTime refuses a line whose quantity bills more time than a
+// node-year (a GPU unit: a year of maxGPUsPerNode GPUs), or a line
+// without a unit whose span is longer; any other quantity past
+// maxQuantity.
+func boundTime(ln Line, f Format) error {
+	if strings.TrimSpace(ln.Unit) == "" {
+		if !ln.Daily && ln.End.Sub(ln.Start).Seconds() > maxLineSecs {
+			return fmt.Errorf("no unit, and its span %s to %s is longer than a node-year", ln.Start.Format(time.RFC3339),
+				ln.End.Format(time.RFC3339))
+		}
+		return nil
+	}
+	secs, perGPU, ok := TimeUnit(ln.Unit)
+	if !ok {
+		if math.Abs(ln.Quantity) > maxQuantity {
+			return fmt.Errorf("quantity: %g %s is beyond %g", ln.Quantity, clip(ln.Unit), maxQuantity)
+		}
+		return nil
+	}
+	limit := float64(maxLineSecs)
+	if perGPU || gpuSKU(f, ln.Item) {
+		limit *= maxGPUsPerNode
+	}
+	if math.Abs(ln.Quantity)*secs > limit {
+		return fmt.Errorf("quantity: %g %s is more time than a node-year on one line", ln.Quantity, clip(ln.Unit))
+	}
+	return nil
+}
+
+// isoCurrency: s is three ASCII letters, as ISO 4217 codes are.
+func isoCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *rowReader) finish() {

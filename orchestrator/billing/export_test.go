@@ -2,6 +2,7 @@ package billing
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,22 @@ func TestReadRefuses(t *testing.T) {
 		{"no end", "resource,start,cost\na,2026-12-06T09:00:00Z,1\n", "line 2: a usage start with a time of day but no usage end"},
 		{"NaN", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,NaN,h,1,USD\n", "line 2: quantity: \"NaN\" is not a number"},
 		{"short row", gen + "a,2026-12-06T08:00:00Z\n", "wrong number of fields"},
+		// Summed, such figures reached +Inf: a table printed
+		// -9223372036854775808s and JSON could not hold the result.
+		{"a quantity past a node-year", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1e306,days,1,USD\n",
+			"line 2: quantity: 1e+306 days is more time than a node-year on one line"},
+		{"367 node-days", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,367,d,1,USD\n", "line 2: quantity: 367 d"},
+		{"a GPU unit past 64 GPU-years", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1e300,GPU-hours,1,USD\n",
+			"line 2: quantity: 1e+300 GPU-hours"},
+		{"a quantity of another unit past the bound", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1e300,GB,1,USD\n",
+			"line 2: quantity: 1e+300 GB is beyond"},
+		{"a span past a node-year without a unit", "resource,start,end,cost\na,2006-12-06T08:00:00Z,2026-12-06T09:00:00Z,1\n",
+			"line 2: no unit, and its span"},
+		{"a cost past the bound", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,-1e300,USD\n",
+			"line 2: cost: -1e+300 is beyond 1e+12"},
+		{"a currency that is no code", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,1,\x1b[2J\n",
+			`line 2: currency "?[2J" is not a 3-letter ISO 4217 code`},
+		{"a currency word", gen + "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,1,dollars\n", `currency "dollars"`},
 		{"mapped column missing", gen, `billing.columns names columns the export lacks: tags ("labels")`},
 		{"JSON without keys", `[{"x": 1}]`, `JSON object 1: no resource ("resource"), start ("start"), cost ("cost")`},
 		{"JSON cut", `[{"resource":"a","start":"2026-12-06","cost":1}`, "JSON: "},
@@ -113,6 +130,30 @@ func TestReadRefuses(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A line number is the file's line, where a record's quoted field holds
+// a line break or blank lines lead the file.
+func TestReadNamesTheFilesLine(t *testing.T) {
+	gen := "resource,start,end,quantity,unit,cost,currency,item\n"
+	ok := "a,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,1,usd,\"an H100 node,\nbilled by the hour\"\n"
+	ex, err := Read(strings.NewReader("\n\n"+gen+ok+ok), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Lines[0].Row != 4 || ex.Lines[1].Row != 6 || ex.Currency != "USD" {
+		t.Errorf("lines %d and %d in %q, want 4 and 6 in USD", ex.Lines[0].Row, ex.Lines[1].Row, ex.Currency)
+	}
+	bad := "b,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,,USD,x\n"
+	if _, err := Read(strings.NewReader(gen+ok+bad), Options{}); err == nil || !strings.Contains(err.Error(), "line 4: cost: empty") {
+		t.Errorf("error %v, want line 4", err)
+	}
+	if _, err := Read(strings.NewReader("\n"+gen+ok+"c,\"x\"y\n"), Options{}); err == nil || !strings.Contains(err.Error(), "line 5") {
+		t.Errorf("a CSV error: %v, want line 5", err)
+	}
+	if _, err := Read(strings.NewReader("\n\nhost,from\n"), Options{}); err == nil || !strings.Contains(err.Error(), "line 3: unknown export format") {
+		t.Errorf("the header's error: %v, want line 3", err)
 	}
 }
 
@@ -200,8 +241,11 @@ func FuzzRead(f *testing.F) {
 			if l.End.Before(l.Start) {
 				t.Fatalf("line %d ends before it starts", l.Row)
 			}
-			if l.Cost != l.Cost || l.Quantity != l.Quantity {
-				t.Fatalf("line %d: NaN", l.Row)
+			if !(math.Abs(l.Cost) <= maxLineCost) || math.IsNaN(l.Quantity) || math.IsInf(l.Quantity, 0) {
+				t.Fatalf("line %d: cost %v, quantity %v", l.Row, l.Cost, l.Quantity)
+			}
+			if l.Currency != "" && !isoCurrency(l.Currency) {
+				t.Fatalf("line %d: currency %q", l.Row, l.Currency)
 			}
 			if ex.Currency != "" && l.Currency != "" && !strings.EqualFold(strings.TrimSpace(l.Currency), ex.Currency) {
 				t.Fatalf("line %d in %q, export in %q", l.Row, l.Currency, ex.Currency)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/ledger"
@@ -90,8 +91,10 @@ func Reconcile(runs []*record.Run, ex *Export) (*Result, error) {
 			return nil, err
 		}
 		if c := strings.ToUpper(strings.TrimSpace(v.quote.Currency)); c != "" && ex.Currency != "" && c != ex.Currency {
+			// The export's code is checked on read; the run's quote is a
+			// file too, and its code reaches the terminal here.
 			return nil, fmt.Errorf("run %s: the export bills in %s, the quote prices in %s: convert the export first",
-				r.ID, ex.Currency, c)
+				clip(r.ID), ex.Currency, clip(c))
 		}
 		views = append(views, v)
 	}
@@ -321,8 +324,18 @@ func nodeRate(n *node) float64 {
 	return r
 }
 
-// slack absorbs float rounding in billed quantities (0.333333 h).
+// slack absorbs float rounding in billed quantities (0.333333 h), and
+// nothing else. The one rule of BILL-002, 003, 007 and 008: billed time
+// may exceed the window's own, rounded up to the quote's granularity, by
+// nothing; it is already a whole granule, as the invoice rounds it. (A
+// granule more, once per verdict, let an hour's duplicate through at 1 h
+// granularity, and 1,000 node-hours over a rounded ledger at 1,000
+// nodes.)
 const slack = 1.0
+
+// centSlack is what a bill's rounding of each line to the cent may leave
+// between its cost and the ledger's.
+const centSlack = 0.005
 
 func (res *Result) judge(views []*runView, ex *Export) {
 	res.judgeExport(ex)
@@ -379,12 +392,13 @@ func (res *Result) judgeTime(n *node) {
 		res.add(v)
 		return
 	}
-	v.Quoted = fmt.Sprintf("%s (the window's %s to the %s granule)", dur(r.ExpectedSecs), dur(r.PresentSecs), dur(g.Seconds()))
+	v.Quoted = fmt.Sprintf("at most %s (the window's %s rounded up to the %s granule)", dur(r.ExpectedSecs),
+		dur(r.PresentSecs), dur(g.Seconds()))
 	v.Measured = fmt.Sprintf("billed %s on line(s) %s", dur(r.BilledSecs), rows(r.Lines))
 	over := r.BilledSecs - r.ExpectedSecs
 	v.Measure(math.Max(over, 0), record.UnitSeconds)
 	switch {
-	case over > g.Seconds()+slack:
+	case over > slack:
 		v.Status = record.Fail
 		v.Detail = fmt.Sprintf("%s beyond the window's time: %s overbilled", dur(over), money(over/3600*nodeRate(n), n.run.quote.Currency))
 	case r.BilledSecs == 0 && r.NotTime > 0:
@@ -392,37 +406,106 @@ func (res *Result) judgeTime(n *node) {
 		v.Detail = "its lines bill no time (their unit is not one of time)"
 	default:
 		v.Status = record.Pass
-		if over > slack {
-			v.Detail = fmt.Sprintf("%s more, within one granule (%s)", dur(over), dur(g.Seconds()))
-		}
 	}
 	res.add(v)
 }
 
 // Terms of quote.terms.failed_node the reconciliation can hold a bill to.
 const (
-	termsNone       = ""
-	termsCredited   = "credited"
-	termsGranule    = "billed as a whole granule"
-	termsUntil      = "billed until replaced"
-	termsUnreadable = "unreadable"
+	termsNone        = ""
+	termsCredited    = "credited"
+	termsGranule     = "billed as a whole granule"
+	termsUntil       = "billed until replaced"
+	termsNotCredited = "not credited"
+	termsUnreadable  = "unreadable"
 )
 
+// termsKnown is what failedTerms reads, for a WARN on what it cannot.
+const termsKnown = "the terms say neither credited, not credited, billed as a whole granule nor billed until replaced"
+
 // failedTerms reads quote.terms.failed_node, the provider's own words,
-// for what a failed node costs.
+// for what a failed node costs. Words are read within their clause (; , .
+// end one) and with their negation: "no credit", "not credited" and
+// "credit is not given" say the time is billed, "not billed" and "no
+// charge" that it is credited. Terms that say both are unreadable, as are
+// terms that say none of them.
 func failedTerms(s string) string {
 	t := strings.ToLower(s)
-	switch {
-	case strings.TrimSpace(t) == "":
+	if strings.TrimSpace(t) == "" {
 		return termsNone
-	case strings.Contains(t, "credit") || strings.Contains(t, "not billed") || strings.Contains(t, "free of charge"):
+	}
+	t = strings.ReplaceAll(t, "’", "'")
+	t = strings.NewReplacer("won't", "will not", "can't", "can not", "n't", " not").Replace(t)
+	var credit, noCredit, granule, until bool
+	clauses := strings.FieldsFunc(t, func(r rune) bool { return strings.ContainsRune(";,.:()", r) })
+	for _, c := range clauses {
+		words := strings.FieldsFunc(c, func(r rune) bool { return !unicode.IsLetter(r) })
+		for i, w := range words {
+			neg := negated(words, i)
+			switch {
+			case strings.HasPrefix(w, "credit") || strings.HasPrefix(w, "refund"):
+				if neg {
+					noCredit = true
+				} else {
+					credit = true
+				}
+			case w == "billed" || w == "charged" || w == "charge" || w == "charges" || w == "invoiced":
+				if neg {
+					credit = true // not billed, no charge
+				}
+			case w == "free":
+				if neg {
+					noCredit = true
+				} else {
+					credit = true // free of charge
+				}
+			case w == "whole" || strings.HasPrefix(w, "granule") || w == "rounded":
+				granule = true
+			case w == "until" || strings.HasPrefix(w, "replace"):
+				until = true
+			}
+		}
+	}
+	switch {
+	case credit && noCredit:
+		return termsUnreadable
+	case credit:
 		return termsCredited
-	case strings.Contains(t, "whole") || strings.Contains(t, "granule") || strings.Contains(t, "rounded"):
+	case granule:
 		return termsGranule
-	case strings.Contains(t, "until") || strings.Contains(t, "replace"):
+	case until:
 		return termsUntil
+	case noCredit:
+		return termsNotCredited
 	}
 	return termsUnreadable
+}
+
+var negations = map[string]bool{"no": true, "not": true, "non": true, "never": true, "without": true, "nor": true,
+	"none": true, "neither": true}
+
+// auxiliaries may stand between a word and the negation after it
+// ("credit is not given", "credits will never be issued").
+var auxiliaries = map[string]bool{"is": true, "are": true, "was": true, "were": true, "will": true, "be": true,
+	"shall": true, "does": true, "do": true, "gets": true, "get": true, "can": true}
+
+// negated: one of the three words before words[i] negates it, or an
+// auxiliary after it is negated.
+func negated(words []string, i int) bool {
+	for _, w := range words[max(0, i-3):i] {
+		if negations[w] {
+			return true
+		}
+	}
+	for _, w := range words[i+1:] {
+		if negations[w] {
+			return true
+		}
+		if !auxiliaries[w] {
+			break
+		}
+	}
+	return false
 }
 
 // answered: the node answered the window at least once.
@@ -433,6 +516,17 @@ func answered(run *record.Run, name string) bool {
 		}
 	}
 	return false
+}
+
+// timeLines counts n's lines that bill time.
+func timeLines(n *node, f Format) int {
+	c := 0
+	for _, l := range n.lines {
+		if _, ok := l.NodeSeconds(f, n.gpus); ok {
+			c++
+		}
+	}
+	return c
 }
 
 // billedAfter is the node time n's lines bill after cutoff: a line that
@@ -471,13 +565,16 @@ func (res *Result) judgeFailed(n *node) {
 	}
 	words := n.run.quote.Terms.FailedNode
 	terms := failedTerms(words)
-	// The terms' cutoff: credited, nothing after the failure; billed as a
-	// whole granule, nothing after the granule it fell in. A line that
-	// straddles the cutoff is the provider's step, so one granule past it
-	// is no finding.
-	cutoff := at
+	// The terms' cutoff, on the rule of BILL-002 (the window's time
+	// rounded up to the granule, nothing more): credited, nothing after
+	// the failure rounded up to the granule; billed as a whole granule,
+	// nothing after the end of the granule it fell in (one that fell on a
+	// granule's start, as a node that never answered, begins it).
+	g := n.run.granule
+	since := at.Sub(n.run.start)
+	cutoff := n.run.start.Add(ledger.RoundUp(since, g))
 	if terms == termsGranule {
-		cutoff = at.Add(n.run.granule)
+		cutoff = n.run.start.Add(max(since, 0)/g*g + g)
 	}
 	after := billedAfter(n, res.Format, cutoff)
 	v.Measured = fmt.Sprintf("%s; billed %s, %s of it after %s", what, dur(r.BilledSecs), dur(after), cutoff.UTC().Format("15:04:05Z"))
@@ -489,16 +586,27 @@ func (res *Result) judgeFailed(n *node) {
 	case termsUnreadable:
 		v.Status = record.Warn
 		v.Quoted = fmt.Sprintf("%q", clip(words))
-		v.Detail = "the terms say neither credited, billed as a whole granule nor billed until replaced"
-	case termsUntil:
+		v.Detail = termsKnown
+	case termsUntil, termsNotCredited:
 		v.Status = record.Pass
 		v.Quoted = terms
 		v.Detail = "held to the window's own time (BILL-002): the window does not see a replacement"
+		if terms == termsNotCredited {
+			v.Detail = "billed as any other time: held to the window's own (BILL-002)"
+		}
 	default:
-		v.Quoted = fmt.Sprintf("nothing after %s (%s)", cutoff.UTC().Format("15:04:05Z"), terms)
-		if after > n.run.granule.Seconds()+slack {
+		v.Quoted = fmt.Sprintf("nothing after %s (%s, to the %s granule)", cutoff.UTC().Format("15:04:05Z"), terms,
+			dur(g.Seconds()))
+		if len(r.Lines) > 0 && timeLines(n, res.Format) == 0 {
+			// "0s after" of lines that bill no time is nothing measured.
+			v.Status = record.Skip
+			v.Measured = fmt.Sprintf("%s; not measured: its %d line(s) bill no time (their unit is not one of time)",
+				what, len(r.Lines))
+			break
+		}
+		if after > slack {
 			v.Status = record.Fail
-			v.Detail = fmt.Sprintf("billed %s after it failed beyond the terms: %s to be credited", dur(after),
+			v.Detail = fmt.Sprintf("billed %s past the terms: %s to be credited", dur(after),
 				money(after/3600*nodeRate(n), cur))
 		} else {
 			v.Status = record.Pass
@@ -514,38 +622,59 @@ func (res *Result) judgeFailed(n *node) {
 	res.add(v)
 }
 
+// judgeTwice finds what is billed twice. Lines are compared by the node
+// they matched, not by their text: a copy of a line that names its node
+// another way (GPU-02, its billing_id, Azure's full ResourceId) or under
+// another item label is a repeat all the same. Two lines that bill one
+// node's time over the same span (beyond slack) overlap whatever their
+// items say: the node's time is billed once (BILL-002 adds them up).
+// Lines of a unit that is not time (storage, traffic) overlap only with
+// their own item: a node's traffic and its disk are billed side by side.
 func (res *Result) judgeTwice(views []*runView) {
-	type key struct{ who, item string }
-	groups := map[key][]Line{}
+	type group struct {
+		who   string
+		gpus  int
+		lines []Line
+	}
+	var groups []*group
 	for _, v := range views {
 		for _, n := range v.nodes {
-			for _, l := range n.lines {
-				k := key{n.row.Label, l.Item}
-				groups[k] = append(groups[k], l)
-			}
+			groups = append(groups, &group{who: n.row.Label, gpus: n.gpus, lines: slices.Clone(n.lines)})
 		}
 	}
+	// Lines of no node: by their resource, as the export names it.
+	byRsc := map[string]*group{}
 	for _, l := range res.Unmatched {
-		k := key{"resource " + orNone(l.Resource), l.Item}
-		groups[k] = append(groups[k], l)
+		k := strings.ToLower(strings.TrimSpace(l.Resource))
+		if byRsc[k] == nil {
+			byRsc[k] = &group{who: "resource " + orNone(clip(l.Resource)), gpus: 1}
+			groups = append(groups, byRsc[k])
+		}
+		byRsc[k].lines = append(byRsc[k].lines, l)
 	}
 	found := map[string][]string{}
 	twice := map[string]float64{}
-	for k, ls := range groups {
+	for _, g := range groups {
+		ls := g.lines
 		sort.SliceStable(ls, func(i, j int) bool { return ls[i].Start.Before(ls[j].Start) })
 		for i := 1; i < len(ls); i++ {
 			for j := 0; j < i; j++ {
 				a, b := ls[j], ls[i]
+				// A line of a time unit and no quantity bills no time.
+				as, aTime := a.NodeSeconds(res.Format, g.gpus)
+				bs, bTime := b.NodeSeconds(res.Format, g.gpus)
+				bothTime := aTime && bTime && as > 0 && bs > 0
 				same := a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.Quantity == b.Quantity && a.Cost == b.Cost &&
-					a.Resource == b.Resource
-				over := !a.Daily && !b.Daily && b.Start.Before(a.End) && a.Start.Before(b.End) && a.Resource == b.Resource
+					strings.EqualFold(strings.TrimSpace(a.Unit), strings.TrimSpace(b.Unit)) && (bothTime || a.Item == b.Item)
+				overlap := minTime(a.End, b.End).Sub(b.Start)
+				over := !a.Daily && !b.Daily && overlap.Seconds() > slack && (bothTime || a.Item == b.Item)
 				switch {
 				case same:
-					found[k.who] = append(found[k.who], fmt.Sprintf("line %d repeats line %d", b.Row, a.Row))
-					twice[k.who] += b.Cost
+					found[g.who] = append(found[g.who], fmt.Sprintf("line %d repeats line %d", b.Row, a.Row))
+					twice[g.who] += b.Cost
 				case over:
-					found[k.who] = append(found[k.who], fmt.Sprintf("lines %d and %d overlap %s", a.Row, b.Row,
-						dur(minTime(a.End, b.End).Sub(b.Start).Seconds())))
+					found[g.who] = append(found[g.who], fmt.Sprintf("lines %d and %d overlap %s", a.Row, b.Row,
+						dur(overlap.Seconds())))
 				default:
 					continue
 				}
@@ -576,7 +705,7 @@ func (res *Result) judgeTwice(views []*runView) {
 		}
 		v := record.NewVerdict("BILL-004", node)
 		v.Status = record.Fail
-		v.Measured = strings.Join(found[w], "; ")
+		v.Measured = strings.Join(first(found[w], 4), "; ")
 		if node == "" {
 			v.Measured = w + ": " + v.Measured
 		}
@@ -595,7 +724,7 @@ func minTime(a, b time.Time) time.Time {
 }
 
 func (res *Result) judgeRate(views []*runView) {
-	checked, priced := 0, false
+	checked, priced, lines := 0, false, 0
 	for _, vw := range views {
 		for _, n := range vw.nodes {
 			want := nodeRate(n)
@@ -603,6 +732,7 @@ func (res *Result) judgeRate(views []*runView) {
 				continue
 			}
 			priced = true
+			lines += len(n.lines)
 			var off []string
 			for _, l := range n.lines {
 				secs, ok := l.NodeSeconds(res.Format, n.gpus)
@@ -636,6 +766,13 @@ func (res *Result) judgeRate(views []*runView) {
 	case !priced:
 		v.Status = record.Skip
 		v.Measured = "the quote states no price_per_gpu_hour"
+	case checked == 0:
+		// No rate was held to the quote: no PASS on nothing.
+		v.Status = record.Skip
+		v.Measured = "not measured: no line of a node bills time"
+		if lines > 0 {
+			v.Measured = fmt.Sprintf("not measured: none of the %d line(s) of the nodes bills time (their unit is not one of time, or their quantity is 0)", lines)
+		}
 	default:
 		v.Status = record.Pass
 		v.Measured = fmt.Sprintf("%d line(s) billing time, each at the quoted price (±1 %%)", checked)
@@ -721,9 +858,10 @@ func (res *Result) judgeAttribution(views []*runView) {
 }
 
 func (res *Result) judgeTotal(views []*runView) {
-	// unexplained is what was billed beyond the ledger that the
-	// provider's billing step does not account for: a node billed more
-	// than a granule past its ledger cost, a line of no node.
+	// unexplained is what was billed beyond the ledger: the ledger is
+	// already rounded up to the granule (the rule of BILL-002), so a node
+	// billed more than its ledger cost, past a cent's rounding a line and
+	// slack's seconds, and a line of no node.
 	var unexplained float64
 	var diffs []string
 	for _, vw := range views {
@@ -740,7 +878,9 @@ func (res *Result) judgeTotal(views []*runView) {
 			if math.Abs(d) >= 0.005 {
 				diffs = append(diffs, fmt.Sprintf("%s %+.2f", n.row.Label, d))
 			}
-			unexplained += math.Max(0, d-vw.granule.Hours()*nodeRate(n))
+			if d > centSlack*float64(len(n.lines))+slack/3600*nodeRate(n) {
+				unexplained += d
+			}
 		}
 	}
 	for _, l := range res.Unmatched {
@@ -764,7 +904,7 @@ func (res *Result) judgeTotal(views []*runView) {
 	}
 	if unexplained > 0.01 {
 		v.Status = record.Fail
-		v.Detail += fmt.Sprintf(" (%s beyond the billing step)", money(unexplained, res.Currency))
+		v.Detail += fmt.Sprintf(" (%s beyond the ledger, which is rounded up to the billing step)", money(unexplained, res.Currency))
 	} else {
 		v.Status = record.Pass
 	}
@@ -830,16 +970,20 @@ func (res *Result) judgeVictim(vw *runView) {
 	case len(r.Lines) == 0:
 		v.Status = record.Warn
 		v.Detail = "no billed line names it"
+	case timeLines(n, res.Format) == 0:
+		v.Status = record.Skip
+		v.Detail = fmt.Sprintf("not measured: its %d line(s) bill no time (their unit is not one of time)", len(r.Lines))
 	case terms == termsNone:
 		v.Status = record.Warn
 		v.Detail = "quote.terms.failed_node states nothing: its time out of the job billed as any other"
 	case terms == termsUnreadable:
 		v.Status = record.Warn
 		v.Quoted = fmt.Sprintf("%q", clip(words))
-		v.Detail = "the terms say neither credited, billed as a whole granule nor billed until replaced"
+		v.Detail = termsKnown
 	default:
-		v.Quoted = fmt.Sprintf("%s by the terms (%s)", dur(allowed), terms)
-		if over := r.BilledSecs - allowed; over > vw.granule.Seconds()+slack {
+		v.Quoted = fmt.Sprintf("at most %s by the terms (%s, rounded up to the %s granule)", dur(allowed), terms,
+			dur(vw.granule.Seconds()))
+		if over := r.BilledSecs - allowed; over > slack {
 			v.Status = record.Fail
 			v.Detail = fmt.Sprintf("%s beyond the terms: %s", dur(over), money(over/3600*nodeRate(n), n.run.quote.Currency))
 		} else {

@@ -142,11 +142,19 @@ func TestReconcilePlantedFaults(t *testing.T) {
 		{"overbilled 2 h", replace(clean(), 1, bill{node: "gpu-02", hours: 4, cost: 79.68}), "BILL-002", "gpu-02",
 			"2h00m beyond the window's time: 39.84 USD overbilled"},
 		{"billed after quarantine", replace(clean(), 3, bill{node: "gpu-04", hours: 2, cost: 39.84}), "BILL-003", "gpu-04",
-			"billed 1h50m after it failed beyond the terms: 36.52 USD to be credited"},
-		{"overbilled 2 h beyond a granule", replace(clean(), 1, bill{node: "gpu-02", hours: 4, cost: 79.68}), "BILL-007", "",
-			"gpu-02 +39.84; gpu-04 -19.92 (19.92 USD beyond the billing step)"},
+			"billed 1h00m past the terms: 19.92 USD to be credited"},
+		{"overbilled 2 h, in the total", replace(clean(), 1, bill{node: "gpu-02", hours: 4, cost: 79.68}), "BILL-007", "",
+			"gpu-02 +39.84; gpu-04 -19.92 (39.84 USD beyond the ledger"},
+		// One granule more is no slack: the ledger and the window's time
+		// are already rounded up to it.
+		{"overbilled one granule", replace(clean(), 1, bill{node: "gpu-02", hours: 3, cost: 59.76}), "BILL-002", "gpu-02",
+			"1h00m beyond the window's time: 19.92 USD overbilled"},
+		{"overbilled one granule, in the total", replace(clean(), 1, bill{node: "gpu-02", hours: 3, cost: 59.76}), "BILL-007", "",
+			"(19.92 USD beyond the ledger"},
 		{"duplicate", append(clean(), bill{node: "gpu-01", hours: 2, cost: 39.84}), "BILL-004", "gpu-01", "line 6 repeats line 2"},
 		{"overlap", append(clean(), bill{node: "gpu-01", from: 1, hours: 1, cost: 19.92}), "BILL-004", "gpu-01", "lines 2 and 6 overlap 1h00m"},
+		{"duplicate naming the node in upper case", append(clean(), bill{node: "gpu-02", rsc: "GPU-02", hours: 2, cost: 39.84}),
+			"BILL-004", "gpu-02", "line 6 repeats line 3"},
 		{"missing tag", replace(clean(), 2, bill{node: "gpu-03", hours: 2, cost: 39.84, tags: "-"}), "BILL-006", "gpu-03", "line 4 lacks team"},
 		{"rate", replace(clean(), 0, bill{node: "gpu-01", hours: 2, cost: 45.00}), "BILL-005", "gpu-01", "22.50 on line 2"},
 		{"untagged line of no node", append(clean(), bill{node: "disk-7", hours: 2, cost: 3, tags: "-"}), "BILL-006", "",
@@ -182,6 +190,13 @@ func TestReconcileFailedNodeTerms(t *testing.T) {
 		{"billed until replaced (4 h SLA)", record.Pass},
 		{"the failed hour is billed as a whole hour, then nothing", record.Fail},
 		{"ask support", record.Warn},
+		// Negated, credit means the time is billed: read as credited,
+		// each of these failed gpu-04's 3 h.
+		{"no credit", record.Pass},
+		{"not credited", record.Pass},
+		{"billed until replaced; no credit", record.Pass},
+		{"credit is not given for a failed node", record.Pass},
+		{"credited; no credit", record.Warn},
 	} {
 		res, err := Reconcile([]*record.Run{window(c.terms)}, export(t, lines...))
 		if err != nil {
@@ -189,6 +204,80 @@ func TestReconcileFailedNodeTerms(t *testing.T) {
 		}
 		if v := verdict(t, res, "BILL-003", "gpu-04"); v.Status != c.status {
 			t.Errorf("%q: %s %s %s", c.terms, v.Status, v.Quoted, v.Detail)
+		}
+	}
+}
+
+// The granule is applied once, as the window's time is rounded up to it:
+// a failed node billed as a whole granule is billed to the end of the
+// granule it fell in, not a granule past its failure; the victim is held
+// to its time rounded up, not a granule more.
+func TestReconcileNoSecondGranule(t *testing.T) {
+	lines := replace(clean(), 3, bill{node: "gpu-04", hours: 2, cost: 39.84})
+	res, err := Reconcile([]*record.Run{window("billed as a whole granule")}, export(t, lines...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, res, "BILL-003", "gpu-04"); v.Status != record.Fail || !strings.Contains(v.Measured, "1h00m of it after 09:00:00Z") {
+		t.Errorf("gpu-04 billed to 10:00, quarantined at 08:10: %s %s | %s | %s", v.Status, v.Measured, v.Quoted, v.Detail)
+	}
+	lines = replace(clean(), 2, bill{node: "gpu-03", hours: 3, cost: 59.76})
+	res, err = Reconcile([]*record.Run{window("credited")}, export(t, lines...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, res, "BILL-008", "gpu-03"); v.Status != record.Fail || !strings.Contains(v.Detail, "1h00m beyond the terms") {
+		t.Errorf("the victim billed 3 h of a 1h30m window: %s %s | %s | %s", v.Status, v.Measured, v.Quoted, v.Detail)
+	}
+}
+
+// An export whose lines bill no time checks no rate and no failed node's
+// time: those are SKIP (not measured), never a PASS on nothing.
+func TestReconcileNoTimeIsNotMeasured(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("resource,start,end,quantity,unit,cost,currency,tags\n")
+	for _, node := range []string{"gpu-01", "gpu-02", "gpu-03", "gpu-04"} {
+		fmt.Fprintf(&b, "%s,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,100,GB,9,USD,team=ml\n", node)
+	}
+	ex, err := Read(strings.NewReader(b.String()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Reconcile([]*record.Run{window("credited")}, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ id, node, want string }{
+		{"BILL-005", "", "not measured: none of the 4 line(s) of the nodes bills time"},
+		{"BILL-003", "gpu-04", "not measured: its 1 line(s) bill no time"},
+		{"BILL-008", "gpu-03", "not measured: its 1 line(s) bill no time"},
+	} {
+		if v := verdict(t, res, c.id, c.node); v.Status != record.Skip || !strings.Contains(v.Measured+" "+v.Detail, c.want) {
+			t.Errorf("%s %s: %s %s | %s; want SKIP with %q", c.id, c.node, v.Status, v.Measured, v.Detail, c.want)
+		}
+	}
+}
+
+func TestFailedTerms(t *testing.T) {
+	for words, want := range map[string]string{
+		"":                                 termsNone,
+		"credited from the failure":        termsCredited,
+		"failed nodes are not billed":      termsCredited,
+		"free of charge":                   termsCredited,
+		"no charge after the failure":      termsCredited,
+		"credited, and not billed":         termsCredited,
+		"no credit":                        termsNotCredited,
+		"not credited":                     termsNotCredited,
+		"non-credited":                     termsNotCredited,
+		"credits won't be issued":          termsNotCredited,
+		"billed until replaced; no credit": termsUntil,
+		"not credited: the failed hour is billed as a whole hour": termsGranule,
+		"billed until replaced (4 h SLA)":                         termsUntil,
+		"credited; no credit":                                     termsUnreadable,
+		"ask support":                                             termsUnreadable,
+	} {
+		if got := failedTerms(words); got != want {
+			t.Errorf("%q: %q, want %q", words, got, want)
 		}
 	}
 }
@@ -223,6 +312,43 @@ func TestReconcileMatching(t *testing.T) {
 	}
 }
 
+// A line is billed twice whatever its copy calls the node or the item:
+// lines are compared by the node they matched.
+func TestReconcileTwiceByNode(t *testing.T) {
+	r := window("credited")
+	r.Nodes[0].BillingID = "i-0a1b2c3d4e5f60001"
+	azure := "/subscriptions/x/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/gpu-03"
+	in := "resource,start,end,quantity,unit,cost,currency,item,tags\n" +
+		"gpu-01,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 2
+		"gpu-02,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 3
+		"gpu-03,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 4
+		"gpu-04,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,h,19.92,USD,p5.48xlarge,team=ml\n" + // 5
+		"i-0a1b2c3d4e5f60001,2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,BoxUsage,team=ml\n" + // 6: gpu-01 again
+		"gpu-02,2026-12-06T09:00:00Z,2026-12-06T10:00:00Z,1,h,19.92,USD,GPU hour,team=ml\n" + // 7: gpu-02's second hour again
+		azure + ",2026-12-06T08:00:00Z,2026-12-06T10:00:00Z,2,h,39.84,USD,p5.48xlarge,team=ml\n" + // 8: gpu-03 again
+		"gpu-04,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,3,GB,0.27,USD,DataTransfer-Out,team=ml\n" + // 9: traffic beside its time
+		"gpu-04,2026-12-06T08:00:00Z,2026-12-06T09:00:00Z,1,GB-Mo,0.10,USD,EBS volume,team=ml\n" // 10: storage beside both
+	ex, err := Read(strings.NewReader(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Reconcile([]*record.Run{r}, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]string{"gpu-01": "line 6 repeats line 2", "gpu-02": "lines 3 and 7 overlap 1h00m",
+		"gpu-03": "line 8 repeats line 4"} {
+		if v := verdict(t, res, "BILL-004", node); v.Status != record.Fail || !strings.Contains(v.Measured, want) {
+			t.Errorf("%s: %s %s, want FAIL with %q", node, v.Status, v.Measured, want)
+		}
+	}
+	for _, v := range res.Verdicts {
+		if v.ID == "BILL-004" && v.Node == "gpu-04" {
+			t.Errorf("gpu-04's traffic and storage beside its time are no repeat: %s", v.Measured)
+		}
+	}
+}
+
 func TestReconcileTwoRuns(t *testing.T) {
 	a, b := window(""), window("")
 	b.ID = "20261207T080000Z-trial"
@@ -245,6 +371,13 @@ func TestReconcileRefusesAnotherCurrency(t *testing.T) {
 	_, err := Reconcile([]*record.Run{window("")}, export(t, lines...))
 	if err == nil || !strings.Contains(err.Error(), "the export bills in EUR, the quote prices in USD") {
 		t.Fatal(err)
+	}
+	// The run's quote is a file too: its code reaches the terminal
+	// escaped.
+	r := window("")
+	r.Quote = []byte(`{"currency": "\u001b[2J"}`)
+	if _, err := Reconcile([]*record.Run{r}, export(t, lines...)); err == nil || strings.ContainsRune(err.Error(), 0x1b) {
+		t.Fatalf("%q", err)
 	}
 }
 
@@ -328,6 +461,13 @@ func FuzzReconcile(f *testing.F) {
 			if v.Status == "" || !strings.HasPrefix(v.ID, "BILL-") {
 				t.Fatalf("verdict %+v", v)
 			}
+		}
+		// run.json and -o json keep it: no +Inf or NaN in a figure.
+		if _, err := json.Marshal(struct {
+			R *record.Reconciliation
+			V []record.Verdict
+		}{res.Record("x"), res.Verdicts}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -57,7 +57,7 @@ func (l Line) NodeSeconds(f Format, gpus int) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if f == GCP && strings.Contains(strings.ToLower(l.Item), "gpu") {
+	if gpuSKU(f, l.Item) {
 		perGPU = true
 	}
 	s := l.Quantity * secs
@@ -65,4 +65,9 @@ func (l Line) NodeSeconds(f Format, gpus int) (float64, bool) {
 		s /= float64(gpus)
 	}
 	return s, true
+}
+
+// gpuSKU: a Google line whose SKU names a GPU bills one GPU's time.
+func gpuSKU(f Format, item string) bool {
+	return f == GCP && strings.Contains(strings.ToLower(item), "gpu")
 }

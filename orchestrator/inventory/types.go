@@ -20,8 +20,12 @@ type Inventory struct {
 	// report made from it says SIMULATED.
 	Simulated bool `mapstructure:"simulated" json:"simulated"`
 
-	SSH   SSH    `mapstructure:"ssh" json:"ssh"`
-	Nodes []Node `mapstructure:"nodes" json:"nodes"`
+	// Transport reaches every node that names none of its own: ssh
+	// (default), or local, the machine gpuaccept runs on. Its settings
+	// are its section (ssh:); local has none.
+	Transport string `mapstructure:"transport" json:"transport,omitempty"`
+	SSH       SSH    `mapstructure:"ssh" json:"ssh"`
+	Nodes     []Node `mapstructure:"nodes" json:"nodes"`
 	// NodesFrom names more nodes: a file of host names (one per line, #
 	// comments, host ranges allowed) or a Slurm nodelist. Each host is a
 	// node named by its first label, dialled at the host.
@@ -157,6 +161,9 @@ type Node struct {
 	// instance or resource ID), when that is neither its name nor its
 	// address.
 	BillingID string `mapstructure:"billing_id" json:"billing_id,omitempty"`
+	// Transport reaches this node: the inventory's when empty (and local
+	// for address: local).
+	Transport string `mapstructure:"transport" json:"transport,omitempty"`
 }
 
 // Image is the pinned container image the window runs.

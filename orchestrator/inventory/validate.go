@@ -69,6 +69,7 @@ func (v *validator) sshConfig() *sshconfig.Config {
 func validate(inv *Inventory, c *collector, dir string) {
 	v := &validator{inv: inv, c: c, dir: dir}
 	v.top()
+	v.transport()
 	v.ssh()
 	before := len(c.list)
 	v.expandNodes()
@@ -239,6 +240,7 @@ func (v *validator) node(i int, names map[string]int) {
 			names[n.Name] = i
 		}
 	}
+	v.nodeTransport(i)
 	if hn := v.sshConfig().Get(n.Name, "HostName"); n.Address == "" && n.Name != "" && hn != "" {
 		// ssh_config's Host entry for the name: dialled by the name, as
 		// `ssh gpu-01` is (its Port, User and keys apply); the other
@@ -318,9 +320,10 @@ func (v *validator) users() {
 	var missing []int
 	overSSH := 0 // the nodes reached over SSH (a local one has its user)
 	for i := range nodes {
-		if !nodes[i].Local() {
-			overSSH++
+		if v.inv.TransportOf(nodes[i]) == TransportLocal {
+			continue // its user is the one running gpuaccept (localNodes)
 		}
+		overSSH++
 		if nodes[i].User == "" {
 			if v.inv.SSH.User != "" {
 				nodes[i].User = v.inv.SSH.User
@@ -355,7 +358,7 @@ func (v *validator) duplicateEndpoints() {
 	seen := map[string]int{}
 	for i, n := range v.inv.Nodes {
 		key := v.keyOf(i)
-		if n.Local() || checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
+		if v.inv.TransportOf(n) == TransportLocal || checkAddress(n.Address) != "" || v.c.blocked(key+".address") || v.c.blocked(key+".port") {
 			continue
 		}
 		port := n.Port

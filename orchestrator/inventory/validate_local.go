@@ -12,7 +12,8 @@ import (
 // local): its side runs here, without SSH.
 func (n Node) Local() bool { return n.Address == remote.LocalAddress }
 
-// localNodes checks the nodes at address local. The machine gpuaccept
+// localNodes checks the nodes the local transport reaches (address
+// local, or transport local). The machine gpuaccept
 // runs on is one node: a second local node would count its GPUs twice.
 // SSH settings mean nothing for it: a port is a mistake, and its user is
 // whoever runs gpuaccept (filled in, so that the record names the
@@ -22,7 +23,7 @@ func (v *validator) localNodes() {
 	me := coordinatorUser()
 	for i := range v.inv.Nodes {
 		n := &v.inv.Nodes[i]
-		if !n.Local() {
+		if v.inv.TransportOf(*n) != TransportLocal {
 			continue
 		}
 		key, who := v.keyOf(i), v.who(i)

@@ -23,10 +23,10 @@ func loginNode(t *testing.T) remote.Executor {
 		t.Fatal(err)
 	}
 	h := l.Host("h1")
-	c, err := remote.DialNode(t.Context(), remote.Config{Name: "slurm-login", Host: h.Addr, User: "root",
-		IdentityFiles: []string{l.ClientKey}, SSHConfig: "none", HostKeys: hk, ConnectTimeout: 3 * time.Second,
-		HandshakeTimeout: 5 * time.Second, SessionTimeout: 5 * time.Second, KeepaliveInterval: time.Second,
-		KeepaliveMisses: 3, GuardLease: 5 * time.Second})
+	c, err := remote.DialNode(t.Context(), remote.Config{Name: "slurm-login", SSH: &remote.SSHConfig{Name: "slurm-login",
+		Host: h.Addr, User: "root", IdentityFiles: []string{l.ClientKey}, SSHConfig: "none", HostKeys: hk,
+		ConnectTimeout: 3 * time.Second, HandshakeTimeout: 5 * time.Second, SessionTimeout: 5 * time.Second,
+		KeepaliveInterval: time.Second, KeepaliveMisses: 3, GuardLease: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

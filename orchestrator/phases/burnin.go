@@ -150,6 +150,8 @@ func runBurnin(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node
 				err = ctx.Err()
 			}
 			if err == nil && rounds != nil {
+				// Cut short at the meeting, the iteration is not whole
+				// either (meet says ctx's error).
 				err = meetRound(ctx, w, n, rounds, &r)
 			}
 			return r, err

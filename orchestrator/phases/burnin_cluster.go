@@ -47,7 +47,8 @@ type clusterRound struct {
 	claimed bool          // one of them runs the loads
 	done    chan struct{} // closed once res is in
 	res     roundFigures
-	// launcher is the node the figures are recorded on: the round's first.
+	// launcher is the node the figures are recorded on: the one that ran
+	// the round (its wait cannot end before the figures are in).
 	launcher string
 }
 
@@ -91,16 +92,20 @@ func (c *clusterRounds) meet(ctx context.Context, n *orchestrator.Node) (roundFi
 		nodes := slices.Clone(r.arrived)
 		slices.SortFunc(nodes, func(a, b *orchestrator.Node) int { return a.Index - b.Index })
 		if len(nodes) >= 2 {
-			r.res, r.launcher = c.run(ctx, nodes), nodes[0].Name
+			r.res, r.launcher = c.run(ctx, nodes), n.Name
 		}
 		close(r.done)
 	}
 	select {
 	case <-r.done:
-		return r.res, r.launcher, nil
 	case <-ctx.Done():
-		return roundFigures{}, "", ctx.Err()
 	}
+	// A round cut short (Ctrl-C, the phase's deadline) measured nothing:
+	// its "context canceled" is no failure of the cluster's.
+	if err := ctx.Err(); err != nil {
+		return roundFigures{}, "", err
+	}
+	return r.res, r.launcher, nil
 }
 
 // leave takes n out of the rounds: the one it waits in, and every later
@@ -161,10 +166,14 @@ func burninRoundsFor(ctx context.Context, w *orchestrator.Window) (burninCluster
 			}
 		}
 		training, err := burninTraining(ctx, w, nodes)
-		if _, nm := orchestrator.IsNotMeasured(err); nm {
-			bc.none = append(bc.none, LoadUnmeasured{Load: loadWorkload, Asked: true, Reason: clip(err.Error(), 300)})
-		} else if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
 			return nil, err
+		case err != nil:
+			// Missing tools, or the job's own settings (its step pattern):
+			// the job is not looped, and every node's burn-in goes on.
+			bc.none = append(bc.none, LoadUnmeasured{Load: loadWorkload, Asked: true, Reason: clip(err.Error(), 300)})
+			training = nil
 		}
 		if !cluster && training == nil {
 			return bc, nil

@@ -76,11 +76,17 @@ func roundsVerdict(id string, rounds []roundFigure, none *LoadUnmeasured, durati
 	var failed []string
 	var figs []float64
 	// The drift reads each round's figure as a run's collective: as a
-	// rate, so that a step that grew longer is a drop.
+	// rate, so that a step that grew longer is a drop. Only rounds over
+	// as many nodes as the first are compared: a round without a node
+	// that left the burn-in moves less data and waits for fewer peers,
+	// and its figure would fake a drift or hide one.
 	var runs []BurninRun
-	nodes := 0
+	nodes, full, shrank := 0, rounds[0].Nodes, 0
 	for i, r := range rounds {
 		nodes = max(nodes, r.Nodes)
+		if r.Nodes != full && shrank == 0 {
+			shrank = i + 1
+		}
 		if r.Error != "" || !finite(r.Value) || r.Value <= 0 {
 			failed = append(failed, fmt.Sprintf("round %d (%s, %d nodes): %s", i+1, r.At.Format(time.TimeOnly), r.Nodes,
 				clip(firstNonEmpty(r.Error, "no figure"), 80)))
@@ -91,7 +97,9 @@ func roundsVerdict(id string, rounds []roundFigure, none *LoadUnmeasured, durati
 		if !higher {
 			rate = 1 / r.Value
 		}
-		runs = append(runs, BurninRun{At: r.At, Collective: &BurninCollective{BusBW: rate}})
+		if r.Nodes == full {
+			runs = append(runs, BurninRun{At: r.At, Collective: &BurninCollective{BusBW: rate}})
+		}
 	}
 	v.Measured = fmt.Sprintf("%d round(s) of up to %d nodes", len(rounds), nodes)
 	if len(figs) > 0 {
@@ -124,6 +132,10 @@ func roundsVerdict(id string, rounds []roundFigure, none *LoadUnmeasured, durati
 		v.Status, v.Detail = record.Warn, fmt.Sprintf("%s worse by more than %.0f %%, %s", what, driftWarn*100, span)
 	default:
 		v.Status, v.Detail = record.Pass, fmt.Sprintf("every round passed, %s within %.0f %%, %s", what, driftWarn*100, span)
+	}
+	if shrank > 0 {
+		v.Detail += fmt.Sprintf("; from round %d on, %d of %d nodes (the others left the burn-in): the drift compares the %d-node rounds only",
+			shrank, rounds[len(rounds)-1].Nodes, full, full)
 	}
 	if none != nil && none.Asked {
 		v.Incomplete = none.Reason

@@ -17,24 +17,27 @@ import (
 type Reached struct {
 	Addr     string `json:"addr"`
 	Hostname string `json:"hostname"`
+	// Via: how the node was reached and how it proved who it is, in the
+	// transport's words ("over SSH, host key verified").
+	Via string `json:"via,omitempty"`
 	// Cause: why the node could not be reached, and whether that is on
 	// the buyer's side (recorded with the failure).
 	Cause *remote.Cause `json:"cause,omitempty"`
 }
 
-// Connect dials every node, host keys checked. Gating: a node that cannot
-// be reached takes no further part. It runs again on --resume, because
+// Connect dials every node by its transport, which checks who the node
+// is where it can (SSH's host keys). Gating: a node that cannot be
+// reached takes no further part. It runs again on --resume, because
 // connections do not outlive the coordinator.
 var Connect = orchestrator.Phase{
 	Name:      "connect",
 	Gating:    true,
 	AlwaysRun: true,
-	Own:       func(inv *inventory.Inventory) bool { return inv.SSH.ConnectTimeout > 0 || inv.SSH.HandshakeTimeout > 0 },
+	Own:       func(inv *inventory.Inventory) bool { return inv.ReachBoundGiven() },
 	Deadline: func(inv *inventory.Inventory) time.Duration {
-		// Every hop may take its full connect and handshake time.
-		hops := time.Duration(len(inv.SSH.Jump) + 1)
-		return hops*(orDefault(inv.SSH.ConnectTimeout, remote.DefaultConnectTimeout)+
-			orDefault(inv.SSH.HandshakeTimeout, remote.DefaultHandshakeTimeout)) + 30*time.Second
+		// As long as the slowest node's transport may take to reach it,
+		// and its first command (hostname).
+		return inv.ReachWithin() + 30*time.Second
 	},
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		c, err := w.Connect(ctx, n)
@@ -46,13 +49,9 @@ var Connect = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
-		host := hostnameOf(out)
-		if n.Local() {
-			w.Progress.Node(n.Name, "reached locally, without SSH (%s)", host)
-		} else {
-			w.Progress.Node(n.Name, "connected to %s (%s)", c.Addr(), host)
-		}
-		return Reached{Addr: c.Addr(), Hostname: host}, nil
+		host, via := hostnameOf(out), n.Config.Via()
+		w.Progress.Node(n.Name, "reached %s: %s at %s", via, host, c.Addr())
+		return Reached{Addr: c.Addr(), Hostname: host, Via: via}, nil
 	},
 	Judge: func(w *orchestrator.Window) []record.Verdict {
 		var vs []record.Verdict
@@ -63,10 +62,12 @@ var Connect = orchestrator.Phase{
 			switch {
 			case !ok:
 				v.Status, v.Detail = record.Skip, "not attempted"
-			case r.Outcome == record.OK && n.Local():
-				// No host key to verify: the node is this machine.
-				v.Status, v.Measured = record.Pass, "reached locally (no SSH, no host key)"
+			case r.Outcome == record.OK && reached.Via != "":
+				// The transport's words: whether it proved who the node
+				// is (a host key) is the buyer's to read.
+				v.Status, v.Measured = record.Pass, "reached "+reached.Via
 			case r.Outcome == record.OK:
+				// A journal from before the transport said how.
 				v.Status, v.Measured = record.Pass, "connected"
 			case reached.Cause != nil && reached.Cause.Buyer:
 				// The buyer's names, keys or jump hosts: the provider was

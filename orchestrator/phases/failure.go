@@ -486,11 +486,11 @@ func (j *failureJob) stopAll(ctx context.Context, nodes []*orchestrator.Node) {
 }
 
 // each runs fn on every node at once, as many at a time as the window's
-// ssh.concurrency: one node after another, a 1,000-node cleanup spent its
+// fan-out (w.FanOut): one node after another, a 1,000-node cleanup spent its
 // two minutes stopping the job and then counted no node's processes
 // (every node "did not answer").
 func (j *failureJob) each(ctx context.Context, nodes []*orchestrator.Node, fn func(context.Context, *orchestrator.Node)) {
-	remote.Each(ctx, len(nodes), remote.FanOut{Limit: j.w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (struct{}, error) {
+	remote.Each(ctx, len(nodes), remote.FanOut{Limit: j.w.FanOut()}, func(ctx context.Context, i int) (struct{}, error) {
 		fn(ctx, nodes[i])
 		return struct{}{}, nil
 	})

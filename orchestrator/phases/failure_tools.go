@@ -26,7 +26,7 @@ func failureUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*orc
 	py := remote.Quote(f.Python)
 	probe := "command -v -- " + py + " >/dev/null 2>&1 || { echo no-python; exit 0; }; " +
 		py + " -c 'import torch' >/dev/null 2>&1 || echo no-torch; true"
-	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		return runOn(ctx, w, nodes[i], probe)
 	})
 	var noPython, noTorch []string

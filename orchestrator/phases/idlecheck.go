@@ -174,7 +174,7 @@ func idleSignalled(ctx context.Context, w *orchestrator.Window, n *orchestrator.
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 	cmd.Env = append(os.Environ(), "GPUACCEPT_RUN="+w.RunID(), "GPUACCEPT_IDLE_NODE="+n.Name,
-		"GPUACCEPT_IDLE_ADDRESS="+n.Config.Host)
+		"GPUACCEPT_IDLE_ADDRESS="+n.Config.Address())
 	cmd.WaitDelay = 2 * time.Second
 	if w.Inv.Path != "" {
 		cmd.Dir = filepath.Dir(w.Inv.Path) // as every path in the inventory

@@ -111,7 +111,7 @@ var Image = orchestrator.Phase{
 			}
 		}
 		var mu sync.Mutex
-		remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+		remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 			n := nodes[i]
 			mu.Lock()
 			ni := res.Nodes[n.Name]
@@ -193,7 +193,7 @@ func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Nod
 	if len(missing) > 0 && w.Inv.Image.Relay == "chain" && len(nodes) > 1 {
 		w.Progress.Line("image: sending the archive directly to %d node(s) the chain did not reach", len(missing))
 	}
-	results := remote.Each(ctx, len(missing), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+	results := remote.Each(ctx, len(missing), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		n := missing[i]
 		tr := w.Progress.Transfer(n.Name, "image", a.Bytes)
 		defer tr.Close()

@@ -29,7 +29,7 @@ func benchTools(a inventory.AllReduce) []string {
 // *orchestrator.NotMeasured naming the nodes and what they lack, what
 // the phase would have measured said last; nil when every node has all.
 func collectiveUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, what string, tools ...string) error {
-	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		return nodeHas(ctx, w, nodes[i], tools...)
 	})
 	lacking := map[string][]string{}

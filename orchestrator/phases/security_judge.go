@@ -49,8 +49,8 @@ func judgeSecurity(w *orchestrator.Window) []record.Verdict {
 			continue
 		}
 		access := accessVerdict(n.Name, p)
-		if n.Local() {
-			access = localAccessVerdict(n.Name)
+		if !n.Config.SSHLogin() {
+			access = noLoginVerdict(n.Name, n.Config.Via())
 		}
 		vs = append(vs, access, isolationVerdict(n.Name, p), residueVerdict(n.Name, p))
 	}
@@ -110,13 +110,14 @@ func accessVerdict(node string, p Posture) record.Verdict {
 	return v
 }
 
-// localAccessVerdict: the machine gpuaccept runs on was reached without
-// SSH, so no login of the window's is there to judge. Not applicable, not
-// unmeasured: a SKIP that leaves the window complete, and says why.
-func localAccessVerdict(node string) record.Verdict {
+// noLoginVerdict: the node was reached without logging in over SSH (the
+// machine gpuaccept runs on), so no login of the window's is there to
+// judge. Not applicable, not unmeasured: a SKIP that leaves the window
+// complete, and says why in the transport's words.
+func noLoginVerdict(node, via string) record.Verdict {
 	v := record.NewVerdict("SEC-001", node)
 	v.Status, v.Measured = record.Skip, "not applicable"
-	v.Detail = "not applicable: reached locally (address: local), no SSH login of the window to judge"
+	v.Detail = "not applicable: reached " + via + "; no SSH login of the window to judge"
 	return v
 }
 

@@ -310,7 +310,7 @@ func (t *trainingJob) stop(l *torchLauncher) map[string]bool {
 	}
 	kctx, kcancel := context.WithTimeout(context.Background(), trainingKill)
 	defer kcancel()
-	remote.Each(kctx, len(them), remote.FanOut{Limit: t.w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (struct{}, error) {
+	remote.Each(kctx, len(them), remote.FanOut{Limit: t.w.FanOut()}, func(ctx context.Context, i int) (struct{}, error) {
 		n := them[i]
 		e, err := t.w.Reconnect(ctx, n)
 		if err != nil {

@@ -28,7 +28,7 @@ func trainingUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*or
 	py := remote.Quote(python)
 	probe := "command -v -- " + py + " >/dev/null 2>&1 || { echo no-python; exit 0; }; " +
 		py + " -c 'import torch.distributed.run' >/dev/null 2>&1 || echo no-torchrun; true"
-	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (any, error) {
+	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		pctx, cancel := context.WithTimeout(ctx, torchProbeWithin)
 		defer cancel()
 		return runOn(pctx, w, nodes[i], probe)
@@ -95,7 +95,7 @@ func (m *jobMemSampler) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		remote.Each(ctx, len(m.nodes), remote.FanOut{Limit: m.w.Inv.SSH.Concurrency}, func(ctx context.Context, i int) (struct{}, error) {
+		remote.Each(ctx, len(m.nodes), remote.FanOut{Limit: m.w.FanOut()}, func(ctx context.Context, i int) (struct{}, error) {
 			n := m.nodes[i]
 			e := n.Exec()
 			if e == nil {

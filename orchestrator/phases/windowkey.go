@@ -154,9 +154,9 @@ func peerHosts(w *orchestrator.Window) (known, ports string, peers []string) {
 		host := w.FabricHost(m)
 		peers = append(peers, host)
 		names := []string{host}
-		if m.Config.Port != 0 && m.Config.Port != 22 {
-			names = append(names, fmt.Sprintf("[%s]:%d", host, m.Config.Port))
-			p = append(p, fmt.Sprintf("Host %s\n  Port %d", host, m.Config.Port))
+		if m.Config.SSHPort() != 0 && m.Config.SSHPort() != 22 {
+			names = append(names, fmt.Sprintf("[%s]:%d", host, m.Config.SSHPort()))
+			p = append(p, fmt.Sprintf("Host %s\n  Port %d", host, m.Config.SSHPort()))
 		}
 		if line := hk.KnownHostsLine(names...); line != "" {
 			k = append(k, line)

@@ -82,7 +82,7 @@ func (r Requirement) againstQuote() Requirement {
 const preflight = "phases.preflight.enabled"
 
 var catalog = []Requirement{
-	req("CONN-001", "reachable over SSH, host key verified", ""),
+	req("CONN-001", "reachable by its transport (over SSH: host key verified)", ""),
 	req("WIN-001", "node took part in the whole window", ""),
 
 	req("GPU-001", "GPU model matches the quote", CardGPU).quoted(preflight, "gpu_model"),
@@ -176,7 +176,7 @@ var catalog = []Requirement{
 	// bill, billing.export): the card's billing row, and the failure
 	// check's billing.
 	req("BILL-001", "the usage export reads whole: each line's time, cost and currency", CardBilling),
-	req("BILL-002", "billed time per node within one billing granule of the window's own", CardBilling).measured(UnitSeconds),
+	req("BILL-002", "billed time per node at most the window's own, rounded up to the billing granule", CardBilling).measured(UnitSeconds),
 	req("BILL-003", "a node that failed or never answered billed as quote.terms.failed_node says", CardBilling),
 	req("BILL-004", "nothing billed twice (no duplicate or overlapping lines)", CardBilling),
 	req("BILL-005", "the billed rate is the quoted price", CardBilling),

@@ -57,10 +57,10 @@ func run(hosts, repeats, sizeMiB, uploads int) error {
 	if err != nil {
 		return err
 	}
-	cfgs := make([]remote.Config, len(l.Hosts))
+	cfgs := make([]remote.SSHConfig, len(l.Hosts))
 	addrs := make([]string, len(l.Hosts))
 	for i, h := range l.Hosts {
-		cfgs[i] = remote.Config{Name: h.Name, Host: h.Addr, User: "root", IdentityFiles: []string{l.ClientKey},
+		cfgs[i] = remote.SSHConfig{Name: h.Name, Host: h.Addr, User: "root", IdentityFiles: []string{l.ClientKey},
 			SSHConfig: "none", HostKeys: hk}
 		addrs[i] = h.Addr
 	}
@@ -151,7 +151,7 @@ func run(hosts, repeats, sizeMiB, uploads int) error {
 	return nil
 }
 
-func fanOutCold(ctx context.Context, cfgs []remote.Config) error {
+func fanOutCold(ctx context.Context, cfgs []remote.SSHConfig) error {
 	res := remote.Each(ctx, len(cfgs), remote.FanOut{}, func(ctx context.Context, i int) (struct{}, error) {
 		c, err := remote.Dial(ctx, cfgs[i])
 		if err != nil {

@@ -81,6 +81,11 @@ type Target struct {
 	// Alive reports whether a process whose command line holds marker
 	// still runs on the node; default: pgrep through a fresh executor.
 	Alive func(t *testing.T, marker string) bool
+	// Cut takes the node away from e while a command runs on it, as a
+	// reset connection or a cut link does, without e's knowing; the func
+	// it returns brings the node back once the suite has seen e fail (a
+	// lab host's link restored). Needed unless "lost" is NotApplicable.
+	Cut func(t *testing.T, e remote.Executor) (restore func())
 	// NotApplicable names the items (Items) this executor does not claim,
 	// with the reason, which the suite prints as the item's skip.
 	NotApplicable map[string]string
@@ -100,7 +105,7 @@ func (f File) is(data []byte) bool { return f.Size == int64(len(data)) && f.SHA2
 // Items are the contract's items, by name.
 var Items = []string{
 	"run", "exit-error", "signal", "env", "stdin", "stream", "upload", "upload-failure",
-	"cancel", "cancel-ignores-term", "output-bounds", "close", "concurrency",
+	"cancel", "cancel-ignores-term", "lost", "output-bounds", "close", "concurrency",
 }
 
 // Run runs every item of the contract against tg.
@@ -111,12 +116,16 @@ func Run(t *testing.T, tg Target) {
 		"stdin": itemStdin, "stream": itemStream, "upload": itemUpload, "upload-failure": itemUploadFailure,
 		"cancel":              func(t *testing.T, tg *Target) { itemCancel(t, tg, false) },
 		"cancel-ignores-term": func(t *testing.T, tg *Target) { itemCancel(t, tg, true) },
+		"lost":                itemLost,
 		"output-bounds":       itemBounds, "close": itemClose, "concurrency": itemConcurrency,
 	}
 	for name := range tg.NotApplicable {
 		if items[name] == nil {
 			t.Errorf("NotApplicable names %q, which is no item of the contract", name)
 		}
+	}
+	if _, na := tg.NotApplicable["lost"]; tg.Cut == nil && !na {
+		t.Error("no Cut: an executor whose node can go away must show what it does when it does")
 	}
 	for _, name := range Items {
 		t.Run(name, func(t *testing.T) {
@@ -471,6 +480,60 @@ func itemCancel(t *testing.T, tg *Target, ignoreTerm bool) {
 	var out bytes.Buffer
 	if err := e.Run(t.Context(), remote.Cmd{Command: CmdStreams, Stdout: &out}); err != nil || out.String() != "out\n" {
 		t.Fatalf("after the cancel: %q, %v", out.String(), err)
+	}
+}
+
+// lost: a node that goes away under a running command fails the command
+// with a *ConnectionLostError naming the node, within the keepalive bound
+// rather than TCP's minutes; Lost is true from then on and every later
+// call fails the same way; the command's whole group (a child that
+// ignores TERM included) is ended on the node by its guard, even though
+// the node never heard the coordinator go; and the node can be reached
+// afresh.
+func itemLost(t *testing.T, tg *Target) {
+	e := tg.open(t)
+	m := marker()
+	done := make(chan error, 1)
+	go func() { done <- e.Run(t.Context(), remote.Cmd{Command: CmdSleep(m, true), Grace: time.Second}) }()
+	lab.Eventually(t, 10*time.Second, "the command started", func() bool { return tg.Alive(t, m) })
+	restore := tg.Cut(t, e)
+	restored := false
+	defer func() {
+		if !restored {
+			restore()
+		}
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after the node went away")
+	}
+	var lost *remote.ConnectionLostError
+	if !errors.As(err, &lost) || !errors.Is(err, remote.ErrConnectionLost) || lost.Node != e.Name() ||
+		!strings.HasPrefix(err.Error(), e.Name()+": ") {
+		t.Fatalf("want a *remote.ConnectionLostError naming %s first, got %T %v", e.Name(), err, err)
+	}
+	if !e.Lost() {
+		t.Error("Lost is false after a lost connection")
+	}
+	if err := e.Run(t.Context(), remote.Cmd{Command: CmdStreams}); !errors.Is(err, remote.ErrConnectionLost) ||
+		!strings.HasPrefix(err.Error(), e.Name()+": ") {
+		t.Errorf("Run after the loss: %v; want the loss, naming the node", err)
+	}
+	if _, err := e.UploadFrom(t.Context(), strings.NewReader("x"), 1, "/nonexistent/x", remote.TransferOptions{}); !errors.Is(err, remote.ErrConnectionLost) {
+		t.Errorf("UploadFrom after the loss: %v; want the loss", err)
+	}
+	if !e.Lost() {
+		t.Error("Lost did not stay true")
+	}
+	restore()
+	restored = true
+	lab.Eventually(t, 15*time.Second, "the guard ended every process of the command", func() bool { return !tg.Alive(t, m) })
+	again := tg.open(t)
+	var out bytes.Buffer
+	if err := again.Run(t.Context(), remote.Cmd{Command: CmdStreams, Stdout: &out}); err != nil || out.String() != "out\n" {
+		t.Fatalf("the node reached afresh: %q, %v", out.String(), err)
 	}
 }
 

@@ -1,7 +1,9 @@
 package fake_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
@@ -36,11 +38,16 @@ func TestContractFake(t *testing.T) {
 	h.Reply("^"+lit(contract.CmdLongStderr)+"$", fake.Reply{Stderr: strings.Repeat("x", 1<<20) + "\nlast words\n", Exit: 1})
 	h.Reply("^"+lit(contract.CmdBigStreams)+"$", fake.Reply{Stdout: strings.Repeat("a", 8<<20), Stderr: strings.Repeat("b", 8<<20)})
 	h.On("^"+lit(contract.CmdIndex)+"$", func(c *fake.Call) fake.Reply { return fake.Reply{Stdout: c.Env["I"]} })
+	h.Stream("^"+lit(contract.CmdStream)+"$", func(c *fake.Call) fake.Reply {
+		io.WriteString(c.Stdout, "first\n")
+		line, _ := bufio.NewReader(c.In).ReadString('\n')
+		return fake.Reply{Stdout: "got " + line}
+	})
 	h.Reply(`sleep 600\.`, fake.Reply{Hang: true})
 	var dirs atomic.Int32
 	contract.Run(t, contract.Target{
 		New: func(t *testing.T) remote.Executor {
-			e, err := f.Dial(t.Context(), remote.Config{Name: "fake-1", Host: "192.0.2.1"})
+			e, err := f.Dial(t.Context(), remote.Config{Name: "fake-1", SSH: &remote.SSHConfig{Host: "192.0.2.1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,8 +72,11 @@ func TestContractFake(t *testing.T) {
 		// Its commands are the handlers' calls: a command runs while Run has
 		// not returned.
 		Alive: func(*testing.T, string) bool { return h.Running() > 0 },
-		NotApplicable: map[string]string{
-			"stream": "the fake reads a command's whole stdin before its handler answers",
+		// A dropped host ends the handler's context, as a guard ends a
+		// command whose coordinator went away.
+		Cut: func(*testing.T, remote.Executor) func() {
+			h.Drop("cut by the contract suite")
+			return func() {}
 		},
 	})
 }

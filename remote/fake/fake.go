@@ -52,7 +52,14 @@ type Call struct {
 	Host    *Host
 	Command string
 	Env     map[string]string
-	Stdin   []byte
+	// Stdin is the command's whole stdin, read before the handler runs;
+	// nil for a rule added with Stream, whose handler reads In instead.
+	Stdin []byte
+	// In is the command's stdin as it arrives (rules added with Stream):
+	// the handler reads it while the command runs, as a command on a node
+	// reads a pipe, and sees EOF at its end. A failing source ends it as
+	// EOF does.
+	In io.Reader
 	// Stdout and Stderr take output as the command makes it (a handler
 	// streaming lines writes here before it returns its Reply).
 	Stdout, Stderr io.Writer
@@ -65,7 +72,8 @@ type Handler func(c *Call) Reply
 type Record struct {
 	Command string
 	Env     map[string]string
-	Stdin   []byte
+	// Stdin is what the command read of its stdin.
+	Stdin []byte
 	// Ended: the command's process group was ended from outside (the
 	// context was cancelled or the connection dropped), as the guard does.
 	Ended bool
@@ -84,8 +92,9 @@ type File struct {
 const KeepBytes = 1 << 20
 
 type rule struct {
-	re *regexp.Regexp
-	h  Handler
+	re     *regexp.Regexp
+	h      Handler
+	stream bool
 }
 
 // Host is one fake machine.
@@ -120,10 +129,20 @@ func (h *Host) Name() string { return h.name }
 // with handler. The rule added last wins, so a test can override a
 // default it set up earlier.
 func (h *Host) On(pattern string, handler Handler) *Host {
+	return h.add(pattern, handler, false)
+}
+
+// Stream is On for a handler that reads the command's stdin as it
+// arrives (Call.In), for a command that answers its input while it runs.
+func (h *Host) Stream(pattern string, handler Handler) *Host {
+	return h.add(pattern, handler, true)
+}
+
+func (h *Host) add(pattern string, handler Handler, stream bool) *Host {
 	re := regexp.MustCompile(pattern)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.rules = append(h.rules, rule{re: re, h: handler})
+	h.rules = append(h.rules, rule{re: re, h: handler, stream: stream})
 	return h
 }
 
@@ -291,18 +310,20 @@ func (h *Host) connect(addr string) *conn {
 	return c
 }
 
-func (h *Host) handler(command string) Handler {
+// handler is the rule that answers command, and whether it reads its
+// stdin as it arrives.
+func (h *Host) handler(command string) (Handler, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(h.rules) - 1; i >= 0; i-- {
 		if h.rules[i].re.MatchString(command) {
-			return h.rules[i].h
+			return h.rules[i].h, h.rules[i].stream
 		}
 	}
 	if h.def != nil {
-		return h.def
+		return h.def, false
 	}
-	return notFound
+	return notFound, false
 }
 
 func notFound(c *Call) Reply {
@@ -395,8 +416,12 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 			return fmt.Errorf("%s: environment variable name %q is not a valid shell name", c.host.name, k)
 		}
 	}
+	handler, stream := c.host.handler(cmd.Command)
 	var stdin []byte
-	if cmd.Stdin != nil {
+	var in *inReader
+	if stream {
+		in = &inReader{r: cmd.Stdin}
+	} else if cmd.Stdin != nil {
 		stdin, _ = io.ReadAll(cmd.Stdin) // a failing reader ends stdin, as on a node
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -408,7 +433,7 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 		case <-cctx.Done():
 		}
 	}()
-	tail := &tailWriter{max: 4 << 10}
+	tail := remote.NewStderrTail()
 	stdout, stderr := orDiscard(cmd.Stdout), io.MultiWriter(orDiscard(cmd.Stderr), tail)
 	rec := Record{Command: cmd.Command, Env: cmd.Env, Stdin: stdin}
 	h := c.host
@@ -424,6 +449,14 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 	}()
 
 	call := &Call{Ctx: cctx, Host: h, Command: cmd.Command, Env: cmd.Env, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	if in != nil {
+		call.In = in
+		defer func() {
+			h.mu.Lock()
+			h.calls[at].Stdin = in.read()
+			h.mu.Unlock()
+		}()
+	}
 	h.mu.Lock()
 	intercept := h.intercept
 	h.mu.Unlock()
@@ -433,7 +466,7 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 		r, taken = intercept(call)
 	}
 	if !taken {
-		r = h.handler(cmd.Command)(call)
+		r = handler(call)
 	}
 	io.WriteString(stdout, r.Stdout)
 	io.WriteString(stderr, r.Stderr)
@@ -477,6 +510,41 @@ func (c *conn) Run(ctx context.Context, cmd remote.Cmd) error {
 		return &remote.ExitError{Node: h.name, Command: cmd.Command, Status: status, Signal: r.Signal, StderrTail: tail.String()}
 	}
 	return nil
+}
+
+// inReader is a streamed stdin: what the handler reads of it is kept for
+// the host's record; no stdin, or a failing one, reads as EOF.
+type inReader struct {
+	mu   sync.Mutex
+	r    io.Reader
+	seen []byte
+	done bool
+}
+
+func (i *inReader) Read(p []byte) (int, error) {
+	i.mu.Lock()
+	r, done := i.r, i.done
+	i.mu.Unlock()
+	if r == nil || done {
+		return 0, io.EOF
+	}
+	n, err := r.Read(p)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.seen = append(i.seen, p[:n]...)
+	if err != nil {
+		i.done = true
+		if n == 0 {
+			return 0, io.EOF
+		}
+	}
+	return n, nil
+}
+
+func (i *inReader) read() []byte {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return append([]byte(nil), i.seen...)
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -622,7 +690,7 @@ func (f *Fleet) Dials(name string) int {
 }
 
 // Dial is the fleet's remote.Dialer: the host named cfg.Name, on a new
-// connection.
+// connection, whichever transport cfg names.
 func (f *Fleet) Dial(ctx context.Context, cfg remote.Config) (remote.Executor, error) {
 	f.mu.Lock()
 	f.dials[cfg.Name]++
@@ -635,9 +703,9 @@ func (f *Fleet) Dial(ctx context.Context, cfg remote.Config) (remote.Executor, e
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("%s: dial %s: no such host", cfg.Name, cfg.Host)
+		return nil, fmt.Errorf("%s: dial %s: no such host", cfg.Name, cfg.Address())
 	}
-	return h.connect(fmt.Sprintf("%s:%d", cfg.Host, max(cfg.Port, 22))), nil
+	return h.connect(fmt.Sprintf("%s:%d", cfg.Address(), max(cfg.SSHPort(), 22))), nil
 }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -653,27 +721,4 @@ func shorten(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

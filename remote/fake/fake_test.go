@@ -12,7 +12,7 @@ import (
 
 func dial(t *testing.T, f *Fleet, name string) remote.Executor {
 	t.Helper()
-	e, err := f.Dial(t.Context(), remote.Config{Name: name, Host: "192.0.2.1"})
+	e, err := f.Dial(t.Context(), remote.Config{Name: name, SSH: &remote.SSHConfig{Host: "192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

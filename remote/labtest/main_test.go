@@ -43,7 +43,7 @@ func needLab(t *testing.T) *lab.Lab {
 var sharedKeys *remote.HostKeys
 
 // config reaches a lab host with test-sized bounds.
-func config(t *testing.T, l *lab.Lab, host string) remote.Config {
+func config(t *testing.T, l *lab.Lab, host string) remote.SSHConfig {
 	t.Helper()
 	if sharedKeys == nil {
 		hk, err := remote.NewHostKeys(remote.HostKeyOptions{Files: []string{l.KnownHosts}})
@@ -53,7 +53,7 @@ func config(t *testing.T, l *lab.Lab, host string) remote.Config {
 		sharedKeys = hk
 	}
 	h := l.Host(host)
-	return remote.Config{
+	return remote.SSHConfig{
 		Name:              h.Name,
 		Host:              h.Addr,
 		User:              "root",

@@ -19,7 +19,7 @@ import (
 
 func TestDialSixteenHostsAtOnce(t *testing.T) {
 	l := needLab(t)
-	cfgs := make([]remote.Config, len(l.Hosts))
+	cfgs := make([]remote.SSHConfig, len(l.Hosts))
 	for i, h := range l.Hosts {
 		cfgs[i] = config(t, l, h.Name)
 	}
@@ -302,7 +302,7 @@ func TestHelperCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := remote.Dial(t.Context(), remote.Config{
+	c, err := remote.Dial(t.Context(), remote.SSHConfig{
 		Name: "coordinator-child", Host: os.Getenv("HELPER_ADDR"), User: "root", SSHConfig: "none",
 		IdentityFiles: []string{os.Getenv("HELPER_KEY")}, HostKeys: hk,
 		// A lease far longer than the test: only the connection's end may
