@@ -29,7 +29,7 @@ const (
 // is on disk (fsync) before the window moves on, so a coordinator that
 // dies loses at most the phase it was in.
 type entry struct {
-	Type string    `json:"type"` // start | result | done | quarantine | note | resume | end
+	Type string    `json:"type"` // start | result | done | quarantine | note | idle | release | slurm | resume | end
 	At   time.Time `json:"at"`
 
 	Run    *record.Run         `json:"run,omitempty"`    // start: the header (no phases yet)
@@ -198,6 +198,8 @@ type replayed struct {
 	notes      []entry
 	// idle and release: the idle guard's signals and releases.
 	idle, release []entry
+	// slurm: the window's own allocation (its job, its nodes, its end).
+	slurm []entry
 	// teardown names the teardown phases (set before keep): a released
 	// node's teardown results are kept, as the node is not torn down again.
 	teardown map[string]bool
@@ -262,6 +264,8 @@ func readJournal(dir string) (*replayed, error) {
 			r.idle = append(r.idle, e)
 		case "release":
 			r.release = append(r.release, e)
+		case "slurm":
+			r.slurm = append(r.slurm, e)
 		case "resume":
 			if r.run != nil {
 				r.run.Resumed = append(r.run.Resumed, e.At)

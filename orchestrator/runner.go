@@ -97,6 +97,9 @@ func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Opti
 	if err := j.write(entry{Type: "start", Run: &hdr}); err != nil {
 		return nil, dir, err
 	}
+	if inv.Slurm.Allocates() {
+		w.allocate(ctx, j, phases)
+	}
 	return w.execute(ctx, phases, j, nil, o)
 }
 
@@ -153,6 +156,12 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 		return nil, dir, err
 	}
 	w.rec = r.run
+	if inv.Slurm.Allocates() {
+		if err := w.resumeAllocation(ctx, r.slurm, phases); err != nil {
+			w.closeClients()
+			return nil, dir, fmt.Errorf("resume %s: %w", dir, err)
+		}
+	}
 	for _, q := range r.quarantine {
 		for _, n := range w.Nodes {
 			if n.Name == q.Node {
@@ -181,6 +190,9 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 		return nil, dir, err
 	}
 	w.rec.Resumed = append(w.rec.Resumed, time.Now().UTC())
+	if inv.Slurm.Allocates() && w.rec.Slurm == nil {
+		w.allocate(ctx, j, phases)
+	}
 	w.Progress.Line("resuming %s: %d phase(s) already done", w.rec.ID, len(r.done))
 	return w.execute(ctx, phases, j, r.done, o)
 }
@@ -285,7 +297,7 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		if p.Teardown {
 			continue
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || w.rec.Aborted != "" {
 			break
 		}
 		if done[p.Name] && !p.runsAgain(phases, w.Inv, done) {
@@ -330,6 +342,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 			}
 		}
 	}
+	// The allocation outlives nothing of the window: given back once its
+	// teardown ran, an interrupted window's too.
+	w.releaseAllocation(j)
 	if err := w.bundleError(); err != nil {
 		ioErr = w.bundleLost(phases, err)
 	}
@@ -608,6 +623,7 @@ func (w *Window) judge(phases []Phase) {
 		}
 	}
 	w.rec.Verdicts = append(w.rec.Verdicts, w.idleVerdicts()...)
+	w.rec.Verdicts = append(w.rec.Verdicts, w.judgeAllocation()...)
 	for _, n := range w.Nodes {
 		rn := &w.rec.Nodes[n.Index]
 		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt

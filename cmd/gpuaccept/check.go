@@ -205,48 +205,15 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 	}
 	fmt.Fprintf(w, "provider %s, region %s, window %s%s\n\n", orDash(inv.Provider), orDash(inv.Region), orDash(inv.Window), sim)
 
-	// Nodes alike but for their names and addresses share a row, as a
-	// host range: a 1,000-node fleet is a few lines.
-	type row struct {
-		names, addrs []string
-		port         int
-		user, labels string
-	}
-	var rows []*row
-	byKey := map[string]*row{}
-	for _, n := range inv.Nodes {
-		user := n.User
-		if user == "" {
-			user = inv.SSH.User
-		}
-		key := fmt.Sprintf("%d\x00%s\x00%s", n.Port, user, labels(n.Labels))
-		r := byKey[key]
-		if r == nil {
-			r = &row{port: n.Port, user: orDash(user), labels: labels(n.Labels)}
-			byKey[key] = r
-			rows = append(rows, r)
-		}
-		r.names, r.addrs = append(r.names, n.Name), append(r.addrs, n.Address)
-	}
-	fmt.Fprintf(w, "%d node(s)\n", len(inv.Nodes))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NODE\tADDRESS\tUSER\tLABELS\n")
-	for _, r := range rows {
-		addr := hostlist.Compress(r.addrs)
-		if r.port != 0 {
-			addr += fmt.Sprintf(" port %d", r.port)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", hostlist.Compress(r.names), addr, r.user, r.labels)
-	}
-	tw.Flush()
-	if len(inv.SSH.Jump) > 0 {
-		fmt.Fprintf(w, "through jump host(s) %s\n", strings.Join(inv.SSH.Jump, " -> "))
-	}
-	if len(inv.Nodes) == 1 && inv.Nodes[0].Local() {
-		// No SSH: known_hosts and the rest of ssh do not apply.
-		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
+	if cmdline := orchestrator.SlurmCommand(inv, ps); cmdline != "" {
+		// No nodes named: they are the allocation's, known once granted.
+		fmt.Fprintf(w, "nodes: the window's own Slurm allocation, asked for on the login node %s\n", inv.Slurm.Login.Address)
+		fmt.Fprintf(w, "  %s\n", cmdline)
+		fmt.Fprintf(w, "  granted within %s, or the window ends INCOMPLETE with squeue's reason; given back at its end\n",
+			inv.Slurm.AllocateTimeout)
+		fmt.Fprintf(w, "  each node reached at its NodeAddr through the login node, %d at a time\n\n", inv.FanOut())
 	} else {
-		fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.FanOut())
+		printNodes(w, inv)
 	}
 
 	q := inv.Quote
@@ -262,7 +229,7 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 	fmt.Fprintln(w)
 
 	fmt.Fprintln(w, "phases:")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, p := range ps {
 		state := "runs"
 		if p.Enabled != nil && !p.Enabled(inv) {
@@ -335,4 +302,51 @@ func idleGuardLine(inv *inventory.Inventory) string {
 			inv.Quote.Terms.IdleShutdownAfter, g.ProviderCheck.Grace)
 	}
 	return s
+}
+
+// printNodes is the plan's table of nodes: those alike but for their
+// names and addresses share a row, as a host range (a 1,000-node fleet
+// is a few lines), then how they are reached.
+func printNodes(w io.Writer, inv *inventory.Inventory) {
+	type row struct {
+		names, addrs []string
+		port         int
+		user, labels string
+	}
+	var rows []*row
+	byKey := map[string]*row{}
+	for _, n := range inv.Nodes {
+		user := n.User
+		if user == "" {
+			user = inv.SSH.User
+		}
+		key := fmt.Sprintf("%d\x00%s\x00%s", n.Port, user, labels(n.Labels))
+		r := byKey[key]
+		if r == nil {
+			r = &row{port: n.Port, user: orDash(user), labels: labels(n.Labels)}
+			byKey[key] = r
+			rows = append(rows, r)
+		}
+		r.names, r.addrs = append(r.names, n.Name), append(r.addrs, n.Address)
+	}
+	fmt.Fprintf(w, "%d node(s)\n", len(inv.Nodes))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODE\tADDRESS\tUSER\tLABELS\n")
+	for _, r := range rows {
+		addr := hostlist.Compress(r.addrs)
+		if r.port != 0 {
+			addr += fmt.Sprintf(" port %d", r.port)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", hostlist.Compress(r.names), addr, r.user, r.labels)
+	}
+	tw.Flush()
+	if len(inv.SSH.Jump) > 0 {
+		fmt.Fprintf(w, "through jump host(s) %s\n", strings.Join(inv.SSH.Jump, " -> "))
+	}
+	if len(inv.Nodes) == 1 && inv.Nodes[0].Local() {
+		// No SSH: known_hosts and the rest of ssh do not apply.
+		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
+	} else {
+		fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.FanOut())
+	}
 }

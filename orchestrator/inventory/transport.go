@@ -55,9 +55,13 @@ func (inv *Inventory) NodeConfig(n Node, keys *remote.HostKeys) remote.Config {
 	if user == "" {
 		user = s.User
 	}
+	jump := s.Jump
+	if len(n.Via) > 0 {
+		jump = n.Via
+	}
 	return remote.Config{Name: n.Name, SSH: &remote.SSHConfig{
 		Name: n.Name, Host: n.Address, Port: n.Port, User: user,
-		IdentityFiles: s.IdentityFiles, Agent: s.Agent, Jump: s.Jump, SSHConfig: s.Config, HostKeys: keys,
+		IdentityFiles: s.IdentityFiles, Agent: s.Agent, Jump: jump, SSHConfig: s.Config, HostKeys: keys,
 		ConnectTimeout: s.ConnectTimeout, HandshakeTimeout: s.HandshakeTimeout, SessionTimeout: s.SessionTimeout,
 		KeepaliveInterval: s.KeepaliveInterval, KeepaliveMisses: s.KeepaliveMisses,
 	}}
@@ -92,6 +96,10 @@ func (inv *Inventory) HostKeys() (*remote.HostKeys, error) {
 // SSH; one for the machine gpuaccept runs on, the only node of its
 // window.
 func (inv *Inventory) FanOut() int {
+	if inv.Slurm.Allocates() {
+		// Its nodes, not yet known, go over SSH through the login node.
+		return inv.SSH.Concurrency
+	}
 	for _, n := range inv.Nodes {
 		if inv.TransportOf(n) == TransportSSH {
 			return inv.SSH.Concurrency
@@ -105,7 +113,15 @@ func (inv *Inventory) FanOut() int {
 // connect and handshake).
 func (inv *Inventory) ReachWithin() time.Duration {
 	var d time.Duration
-	for _, n := range inv.Nodes {
+	nodes := inv.Nodes
+	if inv.Slurm.Allocates() && len(nodes) == 0 {
+		// A node of the allocation, as it will be reached: through the
+		// login node.
+		l := inv.Slurm.Login
+		nodes = []Node{{Name: "allocated", Address: "allocated", Transport: TransportSSH,
+			Via: append(append([]string(nil), inv.SSH.Jump...), l.Address)}}
+	}
+	for _, n := range nodes {
 		d = max(d, inv.NodeConfig(n, nil).ReachWithin())
 	}
 	return d

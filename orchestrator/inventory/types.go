@@ -161,6 +161,10 @@ type Node struct {
 	// instance or resource ID), when that is neither its name nor its
 	// address.
 	BillingID string `mapstructure:"billing_id" json:"billing_id,omitempty"`
+	// Via is the jump chain to this node when it is not ssh.jump: a node
+	// of the window's own Slurm allocation is reached through the login
+	// node. Set by the window, never by the inventory file.
+	Via []string `mapstructure:"-" json:"via,omitempty"`
 	// Transport reaches this node: the inventory's when empty (and local
 	// for address: local).
 	Transport string `mapstructure:"transport" json:"transport,omitempty"`

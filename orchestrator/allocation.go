@@ -1,0 +1,284 @@
+package orchestrator
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gpuaccept/hostlist"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/slurm"
+)
+
+// The window's own Slurm allocation (slurm.allocate): asked for on the
+// login node before the first phase, its nodes the window's, given back
+// when the window ends (interrupted too: a rented allocation left to its
+// time limit bills for nothing). Its job ID is journaled as soon as Slurm
+// names it, so a coordinator lost while it waits, or later, leaves a
+// window that --resume continues on the same job.
+
+// Journal keys of the allocation (entry type "slurm").
+const (
+	slurmJobKey        = "job"
+	slurmAllocationKey = "allocation"
+	slurmCancelledKey  = "cancelled"
+)
+
+// allocationMargin is what the job's time limit adds to the window's
+// bound: the login node's own steps, teardown's last commands.
+const allocationMargin = 15 * time.Minute
+
+// slurmSpec is the salloc the inventory asks for, for the window runID
+// whose phases are phases.
+func slurmSpec(inv *inventory.Inventory, runID string, phases []Phase) slurm.Spec {
+	a := inv.Slurm.Allocate
+	s := slurm.Spec{Name: "gpuaccept-" + runID, Partition: inv.Slurm.Partition, Account: inv.Slurm.Account, QOS: a.QOS,
+		Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time, Extra: a.Args}
+	if s.Time == 0 {
+		n := a.Nodes
+		if names, err := hostlist.Expand(a.NodeList); err == nil && a.NodeList != "" {
+			n = len(names)
+		}
+		sized := *inv
+		sized.Nodes = make([]inventory.Node, n)
+		s.Time = Bound(&sized, phases).Total + allocationMargin
+	}
+	return s
+}
+
+// SlurmCommand is the salloc line a window of inv would run (for
+// `check`'s plan), "" when it holds no allocation.
+func SlurmCommand(inv *inventory.Inventory, phases []Phase) string {
+	if !inv.Slurm.Allocates() {
+		return ""
+	}
+	return slurmSpec(inv, "<run id>", phases).Command()
+}
+
+// allocate asks for the window's allocation and makes its nodes the
+// window's. Not granted, the window is aborted (INCOMPLETE) with
+// squeue's reason and SLURM-001 says it.
+func (w *Window) allocate(ctx context.Context, j *journal, phases []Phase) {
+	spec := slurmSpec(w.Inv, w.rec.ID, phases)
+	w.rec.Slurm = &record.SlurmAllocation{Command: spec.Command(), Requested: time.Now().UTC()}
+	w.Progress.Line("slurm: asking for the window's allocation: %s", spec.Command())
+	login, err := w.SlurmLogin(ctx)
+	if err != nil {
+		w.notAllocated(err.Error())
+		return
+	}
+	within := w.Inv.Slurm.AllocateTimeout
+	a, err := slurm.Allocate(ctx, login.Exec(), spec, within, func(id string) {
+		w.rec.Slurm.JobID = id
+		w.Progress.Line("slurm: job %s asked for; waiting up to %s for it", id, within)
+		w.journal(j, entry{Type: "slurm", Key: slurmJobKey, Value: id})
+	})
+	if err != nil {
+		w.notAllocated(err.Error())
+		return
+	}
+	w.granted(a)
+	if b, err := json.Marshal(a); err == nil {
+		w.journal(j, entry{Type: "slurm", Key: slurmAllocationKey, Value: string(b)})
+	}
+}
+
+// notAllocated ends a window that got no allocation before its first
+// phase.
+func (w *Window) notAllocated(why string) {
+	w.rec.Slurm.NotGranted = why
+	w.rec.Aborted = "no Slurm allocation: " + why
+	w.Progress.Line("slurm: %s", why)
+}
+
+// granted makes a's nodes the window's: each by its Slurm name (which
+// the fabric knows it by) at its NodeAddr, reached through the login
+// node.
+func (w *Window) granted(a slurm.Allocation) {
+	s := w.rec.Slurm
+	s.JobID, s.NodeList, s.Granted = a.JobID, a.NodeList, time.Now().UTC()
+	s.Nodes = nil
+	inv := *w.Inv
+	inv.Nodes = nil
+	via := append(append([]string(nil), w.Inv.SSH.Jump...), loginHop(w.Inv.Slurm.Login))
+	for _, n := range a.Nodes {
+		s.Nodes = append(s.Nodes, record.SlurmNode{Name: n.Name, Addr: n.Addr, State: n.State, Reason: n.Reason, GRES: n.GRES, Features: n.Features})
+		inv.Nodes = append(inv.Nodes, inventory.Node{Name: n.Name, Address: cmp.Or(n.Addr, n.Name), FabricAddress: n.Name,
+			Transport: inventory.TransportSSH, Via: via})
+	}
+	w.Inv = &inv
+	w.Nodes, w.rec.Nodes = nil, nil
+	for i, n := range inv.Nodes {
+		w.Nodes = append(w.Nodes, &Node{Index: i, Name: n.Name, Config: w.reach.Config(n)})
+		w.rec.Nodes = append(w.rec.Nodes, record.Node{Index: i, Name: n.Name, Address: n.Address})
+	}
+	w.reach.inv = &inv
+	w.Progress.Addresses(inv.Nodes)
+	w.idle = newIdleGuard(w)
+	w.Progress.Line("slurm: job %s granted: %s (%d node(s))", a.JobID, a.NodeList, len(a.Nodes))
+}
+
+// loginHop is the login node as a jump host: [user@]host[:port].
+func loginHop(l inventory.SlurmLogin) string {
+	h := l.Address
+	if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+		h = "[" + h + "]"
+	}
+	if l.User != "" {
+		h = l.User + "@" + h
+	}
+	if l.Port != 0 {
+		h += ":" + strconv.Itoa(l.Port)
+	}
+	return h
+}
+
+// releaseAllocation gives the job back at the window's end, once its
+// teardown ran, and waits until squeue no longer lists it.
+func (w *Window) releaseAllocation(j *journal) {
+	s := w.rec.Slurm
+	if s == nil || s.JobID == "" || !s.Cancelled.IsZero() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	login, err := w.SlurmLogin(ctx)
+	if err == nil {
+		err = slurm.Cancel(ctx, login.Exec(), s.JobID)
+	}
+	if err != nil {
+		s.CancelError = clipText(err.Error(), 300)
+		w.Progress.Line("slurm: job %s NOT given back: %v; scancel %s on the login node", s.JobID, err, s.JobID)
+		return
+	}
+	s.Cancelled = time.Now().UTC()
+	w.journal(j, entry{Type: "slurm", Key: slurmCancelledKey, Value: s.JobID})
+	w.Progress.Line("slurm: job %s given back", s.JobID)
+}
+
+// resumeAllocation finds the job an earlier try of this window held:
+// still running, its nodes are the window's again, in the journal's
+// order (the results are theirs by index).
+func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase) error {
+	var id string
+	var held *slurm.Allocation
+	for _, x := range e {
+		switch x.Key {
+		case slurmJobKey:
+			id = x.Value
+		case slurmAllocationKey:
+			var a slurm.Allocation
+			if json.Unmarshal([]byte(x.Value), &a) == nil && a.JobID != "" {
+				held, id = &a, a.JobID
+			}
+		case slurmCancelledKey:
+			return fmt.Errorf("the window's Slurm job %s was given back when it ended; start a new window", x.Value)
+		}
+	}
+	if id == "" {
+		// Lost before Slurm named the job: nothing was held, and the
+		// window asks again once its journal is open.
+		return nil
+	}
+	w.rec.Slurm = cmpSlurm(w.rec.Slurm, slurmSpec(w.Inv, w.rec.ID, phases))
+	login, err := w.SlurmLogin(ctx)
+	if err != nil {
+		return err
+	}
+	now, err := slurm.Find(ctx, login.Exec(), id)
+	if err != nil {
+		return fmt.Errorf("the window's Slurm job: %w; start a new window", err)
+	}
+	if held != nil && now.NodeList != held.NodeList {
+		return fmt.Errorf("the window's Slurm job %s holds %s now, not %s as journaled", id, now.NodeList, held.NodeList)
+	}
+	if held != nil {
+		// Today's states and reasons, the journal's order.
+		by := map[string]slurm.Node{}
+		for _, n := range now.Nodes {
+			by[n.Name] = n
+		}
+		for i, n := range held.Nodes {
+			if m, ok := by[n.Name]; ok {
+				held.Nodes[i] = m
+			}
+		}
+		now.Nodes = held.Nodes
+	}
+	w.granted(now)
+	return nil
+}
+
+// cmpSlurm is the record's allocation, or a new one for spec.
+func cmpSlurm(s *record.SlurmAllocation, spec slurm.Spec) *record.SlurmAllocation {
+	if s != nil {
+		return s
+	}
+	return &record.SlurmAllocation{Command: spec.Command(), Requested: time.Now().UTC()}
+}
+
+// judgeAllocation is SLURM-001: the allocation was granted in time and
+// every node of it was in service (not drained, down or failing) when
+// it was.
+func (w *Window) judgeAllocation() []record.Verdict {
+	s := w.rec.Slurm
+	if s == nil {
+		return nil
+	}
+	v := record.NewVerdict("SLURM-001", "")
+	if s.NotGranted != "" {
+		v.Status, v.Measured, v.Detail = record.Skip, "not granted", clipText(s.NotGranted, 300)
+		v.Incomplete = "no Slurm allocation: " + clipText(s.NotGranted, 200)
+		return []record.Verdict{v}
+	}
+	var out []string
+	var names []string
+	for _, n := range s.Nodes {
+		names = append(names, n.Name)
+		if bad := outOfService(n.State); bad != "" {
+			out = append(out, fmt.Sprintf("%s %s%s", n.Name, bad, reasonText(n.Reason)))
+		}
+	}
+	v.Measured = fmt.Sprintf("job %s: %s, %d node(s), granted after %s", s.JobID, hostlist.Compress(names), len(s.Nodes),
+		s.Granted.Sub(s.Requested).Round(time.Second))
+	if len(out) > 0 {
+		v.Status, v.Detail = record.Fail, clipText("out of service when granted: "+strings.Join(out, "; "), 300)
+		return []record.Verdict{v}
+	}
+	v.Status, v.Detail = record.Pass, "every node allocated and in service"
+	return []record.Verdict{v}
+}
+
+// outOfService is what a node's Slurm state says is wrong with it: its
+// flags DRAIN, DOWN, FAIL, NOT_RESPONDING ("DRAIN" of "MIXED+DRAIN");
+// "" when in service.
+func outOfService(state string) string {
+	var bad []string
+	for _, f := range strings.Split(strings.ToUpper(state), "+") {
+		f = strings.TrimRight(f, "*~#!%$@^-")
+		switch f {
+		case "DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "NOT_RESPONDING", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED":
+			bad = append(bad, f)
+		}
+	}
+	return strings.Join(bad, "+")
+}
+
+func reasonText(r string) string {
+	if r == "" {
+		return ""
+	}
+	return " (" + r + ")"
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,128 @@
+package phases
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote/fake"
+)
+
+// slurmLogin answers the window's allocation on a fake login node: salloc
+// granted job 7 at once (or left pending), scontrol as Slurm 22.05 prints
+// it (the lab's captured lines, names and addresses changed), scancel,
+// then squeue forgets the job.
+func slurmLogin(f *fake.Fleet, pending bool) *fake.Host {
+	h := f.Add(fake.NewHost("slurm-login"))
+	var mu sync.Mutex
+	cancelled := false
+	h.On(`^salloc --no-shell `, func(c *fake.Call) fake.Reply {
+		if pending {
+			c.Stderr.Write([]byte("salloc: Pending job allocation 8\nsalloc: job 8 queued and waiting for resources\n"))
+			<-c.Ctx.Done()
+			return fake.Reply{Stderr: "salloc: Job aborted due to signal\n", Exit: 1}
+		}
+		return fake.Reply{Stderr: "salloc: Granted job allocation 7\n"}
+	})
+	h.Reply(`^scontrol show job -o 7$`, fake.Reply{Stdout: "JobId=7 JobName=gpuaccept-x UserId=root(0) JobState=RUNNING Reason=None " +
+		"Partition=gpu NodeList=h[1-2] BatchHost=h1 NumNodes=2\n"})
+	h.Reply(`^scontrol show node -o 'h\[1-2\]'$`, fake.Reply{Stdout: "" +
+		"NodeName=h1 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.11 NodeHostName=h1 State=ALLOCATED Partitions=gpu\n" +
+		"NodeName=h2 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.12 NodeHostName=h2 State=ALLOCATED+DRAIN Partitions=gpu Reason=xid 79 [ops@2026-12-06T08:00:00]\n"})
+	h.On(`^scancel [78]$`, func(*fake.Call) fake.Reply {
+		mu.Lock()
+		cancelled = true
+		mu.Unlock()
+		return fake.Reply{}
+	})
+	h.On(`^squeue -h -j 8 -o %r$`, func(*fake.Call) fake.Reply { return fake.Reply{Stdout: "Resources\n"} })
+	h.On(`^squeue -h -j [78] -o %T`, func(*fake.Call) fake.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelled {
+			return fake.Reply{}
+		}
+		return fake.Reply{Stdout: "RUNNING\n"}
+	})
+	return h
+}
+
+// TestWindowInItsOwnSlurmAllocation: an inventory that names no nodes,
+// only slurm.allocate: the window asks the login node for its job, its
+// nodes are the allocation's (reached through the login node), the job
+// is given back once teardown ran, and SLURM-001 names the node Slurm
+// had drained.
+func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
+	named := fakeInventory(t, 2, "")
+	f := fakeFleet(named)
+	login := slurmLogin(f, false)
+	inv := slurmInventory(t, "")
+	rec := runFake(t, inv, f)
+	s := rec.Slurm
+	if s == nil || s.JobID != "7" || s.NodeList != "h[1-2]" || len(s.Nodes) != 2 || s.Cancelled.IsZero() || s.Granted.IsZero() {
+		t.Fatalf("allocation %+v", s)
+	}
+	if len(rec.Nodes) != 2 || rec.Nodes[1].Name != "h2" || rec.Nodes[1].Address != "192.0.2.12" {
+		t.Errorf("nodes %+v", rec.Nodes)
+	}
+	if !strings.Contains(s.Command, "--nodes=2") || !strings.Contains(s.Command, "--exclusive") || !strings.Contains(s.Command, "--partition=gpu") {
+		t.Errorf("salloc: %s", s.Command)
+	}
+	if r := resultOf(t, rec, "connect", 1); r.Outcome != record.OK {
+		t.Errorf("h2 not reached: %s %s", r.Outcome, r.Error)
+	}
+	if f.Host("h1").Ran(`^hostname$`) == 0 {
+		t.Error("the window never ran a command on the allocation's h1")
+	}
+	calls := login.Commands()
+	if last := calls[len(calls)-1]; !strings.HasPrefix(last, "squeue -h -j 7") || login.Ran(`^scancel 7$`) != 1 {
+		t.Errorf("the job was not given back last: %q", calls)
+	}
+	v := verdictOf(t, rec, "SLURM-001", "")
+	if v.Status != record.Fail || !strings.Contains(v.Detail, "h2 DRAIN (xid 79") {
+		t.Errorf("SLURM-001: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+}
+
+// TestWindowWithoutItsAllocationIsIncomplete: Slurm leaves the job
+// pending past slurm.allocate_timeout: the job is cancelled, no phase
+// touches a node, and the window is INCOMPLETE with squeue's reason.
+func TestWindowWithoutItsAllocationIsIncomplete(t *testing.T) {
+	f := fake.NewFleet()
+	login := slurmLogin(f, true)
+	inv := slurmInventory(t, "")
+	inv.Slurm.AllocateTimeout = 2 * time.Second
+	rec := runFake(t, inv, f)
+	if rec.Slurm == nil || rec.Slurm.JobID != "8" || !strings.Contains(rec.Slurm.NotGranted, "Resources") || len(rec.Nodes) != 0 {
+		t.Fatalf("allocation %+v, nodes %v", rec.Slurm, rec.Nodes)
+	}
+	if login.Ran(`^scancel 8$`) == 0 {
+		t.Error("the pending job was not cancelled")
+	}
+	v := verdictOf(t, rec, "SLURM-001", "")
+	if v.Status != record.Skip || !strings.Contains(v.Incomplete, "squeue's reason: Resources") || !strings.Contains(rec.Aborted, "no Slurm allocation") {
+		t.Errorf("SLURM-001: %s %q incomplete %q; aborted %q", v.Status, v.Detail, v.Incomplete, rec.Aborted)
+	}
+}
+
+// slurmInventory is an inventory with a login node and slurm.allocate of
+// two nodes, no nodes of its own.
+func slurmInventory(t *testing.T, more string) *inventory.Inventory {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "slurm.yaml")
+	body := "provider: fake\nregion: test\nsimulated: true\nssh:\n  user: root\n  config: none\n" +
+		"slurm:\n  login: {address: 192.0.2.1}\n  partition: gpu\n  allocate: {nodes: 2}\n" + more
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Load(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	return inv
+}
