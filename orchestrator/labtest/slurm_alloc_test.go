@@ -1,13 +1,17 @@
 package labtest
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/remote"
+	"gpuaccept/scripts/lab"
 )
 
 // loginNode is the lab's h1 over SSH, as a window reaches its Slurm
@@ -111,5 +115,90 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	}
 	if _, err := slurm.Find(ctx, login, a.JobID); err == nil {
 		t.Error("a cancelled job found as running")
+	}
+}
+
+// allocatingInventory is writeInventory's for hosts with the nodes left
+// out and slurm.allocate asking for n of the lab's Slurm hosts instead,
+// the login node h1.
+func allocatingInventory(t *testing.T, l *lab.Lab, allocate, phasesExtra string) string {
+	t.Helper()
+	path := writeInventory(t, l, []string{"h1"}, "", phasesExtra)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	s = strings.Replace(s, "nodes:\n  - name: h1\n    address: "+l.Host("h1").Addr+"\n", "", 1)
+	s += "slurm:\n  login: {address: " + l.Host("h1").Addr + "}\n  partition: lab\n" + allocate
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestWindowInItsOwnSlurmAllocation: an inventory naming no nodes, only
+// slurm.allocate: the window asks the lab's real Slurm for three hosts
+// through the login node, reaches each through the login node as its
+// jump host, runs connect, tools, preflight and teardown there, and
+// gives the job back (squeue empty after); SLURM-001 passes. Then an
+// allocation of more hosts than the partition has is not granted within
+// its wait: the window is INCOMPLETE with squeue's
+// reason, nothing left queued.
+func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
+	l := needLab(t)
+	if err := l.Slurm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, l, nil)
+	queue := func() string {
+		out, err := l.Exec(t.Context(), "h1", "squeue", "-h", "-o", "%i %T %j")
+		if err != nil {
+			t.Fatalf("squeue: %v %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	inv := allocatingInventory(t, l, "  allocate: {nodes: 3}\n", "")
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs, "--only", "connect,tools,preflight,teardown")
+	r := readRun(t, runDir(t, runs))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("exit %d, stderr:\n%s", res.code, res.stderr)
+		}
+	})
+	s := r.Slurm
+	if s == nil || s.JobID == "" || s.Granted.IsZero() || s.Cancelled.IsZero() || len(s.Nodes) != 3 || len(r.Nodes) != 3 {
+		t.Fatalf("allocation %+v, nodes %+v", s, r.Nodes)
+	}
+	for i, n := range r.Nodes {
+		if n.Name != s.Nodes[i].Name || n.Address != l.Host(n.Name).Addr {
+			t.Errorf("node %d: %+v, want Slurm's %s at its lab address", i, n, s.Nodes[i].Name)
+		}
+		if pr := phaseData(t, r, "preflight", i, new(any)); pr.Outcome != record.OK {
+			t.Errorf("preflight on %s: %s %s", n.Name, pr.Outcome, pr.Error)
+		}
+	}
+	if v := verdict(r, "SLURM-001", ""); v.Status != record.Pass {
+		t.Errorf("SLURM-001: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if !strings.Contains(res.stderr, "slurm: job "+s.JobID+" given back") {
+		t.Errorf("the window did not say it gave the job back:\n%s", res.stderr)
+	}
+	if q := queue(); q != "" {
+		t.Errorf("left in the queue: %s", q)
+	}
+
+	inv = allocatingInventory(t, l, fmt.Sprintf("  allocate: {nodes: %d}\n  allocate_timeout: 10s\n", len(l.Hosts)+1), "")
+	runs = t.TempDir()
+	res = gpuaccept(t, "run", inv, "--runs-dir", runs)
+	r = readRun(t, runDir(t, runs))
+	v := verdict(r, "SLURM-001", "")
+	t.Logf("not granted: exit %d, SLURM-001 %s %q", res.code, v.Status, v.Detail)
+	if r.Slurm == nil || r.Slurm.NotGranted == "" || v.Incomplete == "" || len(r.Nodes) != 0 || !strings.Contains(res.stdout, "INCOMPLETE") {
+		t.Errorf("not granted: %+v, SLURM-001 %+v, stdout:\n%s", r.Slurm, v, res.stdout)
+	}
+	if q := queue(); q != "" {
+		t.Errorf("left in the queue: %s", q)
 	}
 }
