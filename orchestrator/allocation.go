@@ -222,9 +222,11 @@ func cmpSlurm(s *record.SlurmAllocation, spec slurm.Spec) *record.SlurmAllocatio
 	return &record.SlurmAllocation{Command: spec.Command(), Requested: time.Now().UTC()}
 }
 
-// judgeAllocation is SLURM-001: the allocation was granted in time and
-// every node of it was in service (not drained, down or failing) when
-// it was.
+// judgeAllocation is SLURM-001, the allocation granted in time, and for
+// each of its nodes SLURM-002, in service when granted, and SLURM-003,
+// the GPUs Slurm would schedule on it (its GRES) as many as the quote's
+// and as nvidia-smi saw: a node whose GRES says fewer GPUs than it has
+// is rented at a price for GPUs no job can get.
 func (w *Window) judgeAllocation() []record.Verdict {
 	s := w.rec.Slurm
 	if s == nil {
@@ -236,22 +238,92 @@ func (w *Window) judgeAllocation() []record.Verdict {
 		v.Incomplete = "no Slurm allocation: " + clipText(s.NotGranted, 200)
 		return []record.Verdict{v}
 	}
-	var out []string
 	var names []string
 	for _, n := range s.Nodes {
 		names = append(names, n.Name)
+	}
+	v.Status = record.Pass
+	v.Measured = fmt.Sprintf("job %s: %s, %d node(s)", s.JobID, hostlist.Compress(names), len(s.Nodes))
+	v.Detail = fmt.Sprintf("granted after %s", s.Granted.Sub(s.Requested).Round(time.Second))
+	out := []record.Verdict{v}
+	quoted := w.Inv.Quote.GPUsPerNode
+	for _, n := range s.Nodes {
+		st := record.NewVerdict("SLURM-002", n.Name)
+		st.Measured = n.State
 		if bad := outOfService(n.State); bad != "" {
-			out = append(out, fmt.Sprintf("%s %s%s", n.Name, bad, reasonText(n.Reason)))
+			st.Status, st.Detail = record.Fail, clipText(bad+reasonText(n.Reason), 200)
+		} else {
+			st.Status, st.Detail = record.Pass, "in service when granted"
+		}
+		out = append(out, st, gresVerdict(n, quoted, w.rec.NodeFacts(n.Name)))
+	}
+	return out
+}
+
+// gresVerdict is SLURM-003 for node n.
+func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.Verdict {
+	v := record.NewVerdict("SLURM-003", n.Name)
+	gres, ok := GRESGPUs(n.GRES)
+	var f struct {
+		GPUCount int `json:"gpu_count"`
+	}
+	seen := 0
+	if len(facts) > 0 && json.Unmarshal(facts, &f) == nil {
+		seen = f.GPUCount
+	}
+	if !ok {
+		v.Status, v.Measured, v.Detail = record.Skip, "no GPU GRES", "Slurm lists no gpu GRES on the node ("+cmp.Or(n.GRES, "none")+"): jobs cannot ask for its GPUs by --gres"
+		return v
+	}
+	x := float64(gres)
+	v.Value, v.Unit = &x, "GPUs"
+	v.Measured = fmt.Sprintf("GRES %s: %d GPU(s)", n.GRES, gres)
+	var wrong []string
+	if quoted > 0 {
+		v.Quoted = fmt.Sprintf("%d", quoted)
+		if gres != quoted {
+			wrong = append(wrong, fmt.Sprintf("the quote says %d", quoted))
 		}
 	}
-	v.Measured = fmt.Sprintf("job %s: %s, %d node(s), granted after %s", s.JobID, hostlist.Compress(names), len(s.Nodes),
-		s.Granted.Sub(s.Requested).Round(time.Second))
-	if len(out) > 0 {
-		v.Status, v.Detail = record.Fail, clipText("out of service when granted: "+strings.Join(out, "; "), 300)
-		return []record.Verdict{v}
+	if seen > 0 && gres != seen {
+		wrong = append(wrong, fmt.Sprintf("nvidia-smi saw %d", seen))
 	}
-	v.Status, v.Detail = record.Pass, "every node allocated and in service"
-	return []record.Verdict{v}
+	switch {
+	case len(wrong) > 0:
+		v.Status, v.Detail = record.Fail, "Slurm schedules "+fmt.Sprint(gres)+"; "+strings.Join(wrong, ", ")
+	case quoted == 0 && seen == 0:
+		v.Status, v.Detail = record.Skip, "nothing to hold it to: no quote.gpus_per_node, and nvidia-smi's count not measured (preflight)"
+	default:
+		v.Status, v.Detail = record.Pass, "as quoted and as nvidia-smi saw"
+		if seen == 0 {
+			v.Detail = "as quoted (nvidia-smi's count not measured)"
+		}
+	}
+	return v
+}
+
+// GRESGPUs is how many GPUs a node's GRES lists: the sum of its gpu
+// entries ("gpu:h100:8(S:0-1)", "gpu:4,gpu:a100:2"); false when none.
+func GRESGPUs(gres string) (int, bool) {
+	total, found := 0, false
+	for _, e := range strings.Split(gres, ",") {
+		e = strings.TrimSpace(e)
+		if i := strings.IndexByte(e, '('); i >= 0 {
+			e = e[:i]
+		}
+		parts := strings.Split(e, ":")
+		if parts[0] != "gpu" {
+			continue
+		}
+		n := 1
+		if len(parts) > 1 {
+			if c, err := strconv.Atoi(parts[len(parts)-1]); err == nil && c >= 0 && c < 1<<16 {
+				n = c
+			}
+		}
+		total, found = total+n, true
+	}
+	return total, found
 }
 
 // outOfService is what a node's Slurm state says is wrong with it: its

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote/fake"
@@ -33,7 +34,7 @@ func slurmLogin(f *fake.Fleet, pending bool) *fake.Host {
 		"Partition=gpu NodeList=h[1-2] BatchHost=h1 NumNodes=2\n"})
 	h.Reply(`^scontrol show node -o 'h\[1-2\]'$`, fake.Reply{Stdout: "" +
 		"NodeName=h1 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.11 NodeHostName=h1 State=ALLOCATED Partitions=gpu\n" +
-		"NodeName=h2 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.12 NodeHostName=h2 State=ALLOCATED+DRAIN Partitions=gpu Reason=xid 79 [ops@2026-12-06T08:00:00]\n"})
+		"NodeName=h2 Arch=x86_64 Gres=gpu:h100:7(S:0-1) NodeAddr=192.0.2.12 NodeHostName=h2 State=ALLOCATED+DRAIN Partitions=gpu Reason=xid 79 [ops@2026-12-06T08:00:00]\n"})
 	h.On(`^scancel [78]$`, func(*fake.Call) fake.Reply {
 		mu.Lock()
 		cancelled = true
@@ -83,9 +84,34 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	if last := calls[len(calls)-1]; !strings.HasPrefix(last, "squeue -h -j 7") || login.Ran(`^scancel 7$`) != 1 {
 		t.Errorf("the job was not given back last: %q", calls)
 	}
-	v := verdictOf(t, rec, "SLURM-001", "")
-	if v.Status != record.Fail || !strings.Contains(v.Detail, "h2 DRAIN (xid 79") {
+	if v := verdictOf(t, rec, "SLURM-001", ""); v.Status != record.Pass || !strings.Contains(v.Measured, "job 7: h[1-2], 2 node(s)") {
 		t.Errorf("SLURM-001: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "SLURM-002", "h2"); v.Status != record.Fail || !strings.Contains(v.Detail, "DRAIN (xid 79 [ops@") {
+		t.Errorf("SLURM-002 h2: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "SLURM-002", "h1"); v.Status != record.Pass {
+		t.Errorf("SLURM-002 h1: %s %q", v.Status, v.Detail)
+	}
+	// h2's GRES says 7 GPUs where the quote says 8: a GPU no job can get.
+	if v := verdictOf(t, rec, "SLURM-003", "h2"); v.Status != record.Fail || !strings.Contains(v.Detail, "Slurm schedules 7; the quote says 8") {
+		t.Errorf("SLURM-003 h2: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "SLURM-003", "h1"); v.Status != record.Pass {
+		t.Errorf("SLURM-003 h1: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+}
+
+func TestGRESGPUs(t *testing.T) {
+	for gres, want := range map[string]int{"gpu:h100:8(S:0-1)": 8, "gpu:4,gpu:a100:2": 6, "gpu": 1, "gpu:h100": 1, "mps:100": -1, "": -1,
+		"gpu:a100:2(S:0),nic:2": 2} {
+		got, ok := orchestrator.GRESGPUs(gres)
+		if !ok {
+			got = -1
+		}
+		if got != want {
+			t.Errorf("%q: %d, want %d", gres, got, want)
+		}
 	}
 }
 
@@ -116,7 +142,7 @@ func slurmInventory(t *testing.T, more string) *inventory.Inventory {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "slurm.yaml")
 	body := "provider: fake\nregion: test\nsimulated: true\nssh:\n  user: root\n  config: none\n" +
-		"slurm:\n  login: {address: 192.0.2.1}\n  partition: gpu\n  allocate: {nodes: 2}\n" + more
+		"quote:\n  gpus_per_node: 8\nslurm:\n  login: {address: 192.0.2.1}\n  partition: gpu\n  allocate: {nodes: 2}\n" + more
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}

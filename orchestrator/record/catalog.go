@@ -85,7 +85,9 @@ var catalog = []Requirement{
 	req("CONN-001", "reachable by its transport (over SSH: host key verified)", ""),
 	req("WIN-001", "node took part in the whole window", ""),
 	// The window's own Slurm allocation (slurm.allocate): its nodes.
-	req("SLURM-001", "the window's Slurm allocation granted in time, its nodes in service", ""),
+	req("SLURM-001", "the window's Slurm allocation granted in time", ""),
+	req("SLURM-002", "node in service in Slurm (not drained, down or failing)", CardHealth),
+	req("SLURM-003", "Slurm's GPU count (GRES) matches the quote and nvidia-smi", CardGPU),
 
 	req("GPU-001", "GPU model matches the quote", CardGPU).quoted(preflight, "gpu_model"),
 	req("GPU-002", "GPUs per node match the quote", CardGPU).quoted(preflight, "gpus_per_node"),
