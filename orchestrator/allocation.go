@@ -275,8 +275,6 @@ func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.V
 		v.Status, v.Measured, v.Detail = record.Skip, "no GPU GRES", "Slurm lists no gpu GRES on the node ("+cmp.Or(n.GRES, "none")+"): jobs cannot ask for its GPUs by --gres"
 		return v
 	}
-	x := float64(gres)
-	v.Value, v.Unit = &x, "GPUs"
 	v.Measured = fmt.Sprintf("GRES %s: %d GPU(s)", n.GRES, gres)
 	var wrong []string
 	if quoted > 0 {
