@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,8 +46,14 @@ func slurmSpec(inv *inventory.Inventory, runID string, phases []Phase) slurm.Spe
 		if names, err := hostlist.Expand(a.NodeList); err == nil && a.NodeList != "" {
 			n = len(names)
 		}
+		// Sized as the allocation's nodes will be: n of them, each
+		// reached through the login node.
 		sized := *inv
 		sized.Nodes = make([]inventory.Node, n)
+		via := append(append([]string(nil), inv.SSH.Jump...), loginHop(inv.Slurm.Login))
+		for i := range sized.Nodes {
+			sized.Nodes[i] = inventory.Node{Name: fmt.Sprintf("n%d", i), Address: "allocated", Transport: inventory.TransportSSH, Via: via}
+		}
 		s.Time = Bound(&sized, phases).Total + allocationMargin
 	}
 	return s
@@ -82,7 +90,13 @@ func (w *Window) allocate(ctx context.Context, j *journal, phases []Phase) {
 		w.notAllocated(err.Error())
 		return
 	}
-	w.granted(a)
+	w.granted(a, time.Now().UTC())
+	w.journalAllocation(j, a)
+}
+
+// journalAllocation keeps the granted nodes in the journal, in the
+// window's order, for a resumed window.
+func (w *Window) journalAllocation(j *journal, a slurm.Allocation) {
 	if b, err := json.Marshal(a); err == nil {
 		w.journal(j, entry{Type: "slurm", Key: slurmAllocationKey, Value: string(b)})
 	}
@@ -99,9 +113,9 @@ func (w *Window) notAllocated(why string) {
 // granted makes a's nodes the window's: each by its Slurm name (which
 // the fabric knows it by) at its NodeAddr, reached through the login
 // node.
-func (w *Window) granted(a slurm.Allocation) {
+func (w *Window) granted(a slurm.Allocation, at time.Time) {
 	s := w.rec.Slurm
-	s.JobID, s.NodeList, s.Granted = a.JobID, a.NodeList, time.Now().UTC()
+	s.JobID, s.NodeList, s.Granted = a.JobID, a.NodeList, at
 	s.Nodes = nil
 	inv := *w.Inv
 	inv.Nodes = nil
@@ -126,14 +140,14 @@ func (w *Window) granted(a slurm.Allocation) {
 // loginHop is the login node as a jump host: [user@]host[:port].
 func loginHop(l inventory.SlurmLogin) string {
 	h := l.Address
-	if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
-		h = "[" + h + "]"
+	if l.Port != 0 {
+		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+			h = "[" + h + "]"
+		}
+		h += ":" + strconv.Itoa(l.Port)
 	}
 	if l.User != "" {
 		h = l.User + "@" + h
-	}
-	if l.Port != 0 {
-		h += ":" + strconv.Itoa(l.Port)
 	}
 	return h
 }
@@ -153,7 +167,7 @@ func (w *Window) releaseAllocation(j *journal) {
 	}
 	if err != nil {
 		s.CancelError = clipText(err.Error(), 300)
-		w.Progress.Line("slurm: job %s NOT given back: %v; scancel %s on the login node", s.JobID, err, s.JobID)
+		w.Progress.Line("slurm: job %s NOT given back: %s; scancel %s on the login node", s.JobID, clipText(err.Error(), 200), s.JobID)
 		return
 	}
 	s.Cancelled = time.Now().UTC()
@@ -162,55 +176,62 @@ func (w *Window) releaseAllocation(j *journal) {
 }
 
 // resumeAllocation finds the job an earlier try of this window held:
-// still running, its nodes are the window's again, in the journal's
-// order (the results are theirs by index).
+// still running (and still the window's: its name), its nodes are the
+// window's again, in the journal's order (the results are theirs by
+// index) and with the states they had when granted (SLURM-002 judges the
+// grant). A job no longer running is given back if Slurm still holds it,
+// and the window cannot go on.
 func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase) error {
+	spec := slurmSpec(w.Inv, w.rec.ID, phases)
 	var id string
 	var held *slurm.Allocation
+	s := &record.SlurmAllocation{Command: spec.Command(), Requested: w.rec.Started}
 	for _, x := range e {
 		switch x.Key {
 		case slurmJobKey:
-			id = x.Value
+			id, s.Requested = x.Value, x.At
 		case slurmAllocationKey:
 			var a slurm.Allocation
 			if json.Unmarshal([]byte(x.Value), &a) == nil && a.JobID != "" {
-				held, id = &a, a.JobID
+				held, id, s.Granted = &a, a.JobID, x.At
 			}
 		case slurmCancelledKey:
 			return fmt.Errorf("the window's Slurm job %s was given back when it ended; start a new window", x.Value)
 		}
 	}
-	if id == "" {
-		// Lost before Slurm named the job: nothing was held, and the
-		// window asks again once its journal is open.
-		return nil
-	}
-	w.rec.Slurm = cmpSlurm(w.rec.Slurm, slurmSpec(w.Inv, w.rec.ID, phases))
 	login, err := w.SlurmLogin(ctx)
 	if err != nil {
 		return err
 	}
-	now, err := slurm.Find(ctx, login.Exec(), id)
-	if err != nil {
-		return fmt.Errorf("the window's Slurm job: %w; start a new window", err)
+	if id == "" {
+		// Lost before Slurm named the job: one may hold nodes under the
+		// window's name all the same. The window asks again once its
+		// journal is open.
+		_ = slurm.CancelByName(ctx, login.Exec(), spec.Name)
+		return nil
 	}
-	if held != nil && now.NodeList != held.NodeList {
-		return fmt.Errorf("the window's Slurm job %s holds %s now, not %s as journaled", id, now.NodeList, held.NodeList)
+	now, err := slurm.Find(ctx, login.Exec(), id, spec.Name)
+	var nr *slurm.NotRunning
+	switch {
+	case errors.As(err, &nr) && !nr.Ended():
+		if cerr := slurm.Cancel(ctx, login.Exec(), id); cerr != nil {
+			return fmt.Errorf("the window's Slurm job %s is %s, not running, and could not be given back (%v): scancel %s on the login node", id, nr.State, cerr, id)
+		}
+		return fmt.Errorf("the window's Slurm job %s was %s, not running: given back; start a new window", id, nr.State)
+	case err != nil:
+		return fmt.Errorf("the window's Slurm job: %w; start a new window", err)
+	case held != nil && now.NodeList != held.NodeList:
+		_ = slurm.Cancel(ctx, login.Exec(), id)
+		return fmt.Errorf("the window's Slurm job %s holds %s now, not %s as journaled: given back; start a new window", id, now.NodeList, held.NodeList)
 	}
 	if held != nil {
-		// Today's states and reasons, the journal's order.
-		by := map[string]slurm.Node{}
-		for _, n := range now.Nodes {
-			by[n.Name] = n
-		}
-		for i, n := range held.Nodes {
-			if m, ok := by[n.Name]; ok {
-				held.Nodes[i] = m
-			}
-		}
 		now.Nodes = held.Nodes
+	} else {
+		s.Granted = time.Now().UTC()
+		w.slurmUnjournaled = &now
 	}
-	w.granted(now)
+	w.rec.Slurm = s
+	w.granted(now, s.Granted)
 	return nil
 }
 
@@ -245,6 +266,11 @@ func (w *Window) judgeAllocation() []record.Verdict {
 	v.Status = record.Pass
 	v.Measured = fmt.Sprintf("job %s: %s, %d node(s)", s.JobID, hostlist.Compress(names), len(s.Nodes))
 	v.Detail = fmt.Sprintf("granted after %s", s.Granted.Sub(s.Requested).Round(time.Second))
+	if s.CancelError != "" {
+		// Still held, still billed: the buyer must give it back.
+		v.Status, v.Detail = record.Warn, clipText(fmt.Sprintf("NOT given back at the window's end (%s): scancel %s on the login node",
+			s.CancelError, s.JobID), 300)
+	}
 	out := []record.Verdict{v}
 	quoted := w.Inv.Quote.GPUsPerNode
 	for _, n := range s.Nodes {
@@ -325,17 +351,27 @@ func GRESGPUs(gres string) (int, bool) {
 }
 
 // outOfService is what a node's Slurm state says is wrong with it: its
-// flags DRAIN, DOWN, FAIL, NOT_RESPONDING ("DRAIN" of "MIXED+DRAIN");
-// "" when in service.
+// flags (DRAIN of "MIXED+DRAIN") and the symbol sinfo's short states add
+// ("*" not responding, "$" maintenance, "@" reboot pending); "" when in
+// service.
 func outOfService(state string) string {
 	var bad []string
 	for _, f := range strings.Split(strings.ToUpper(state), "+") {
+		for sym, what := range map[byte]string{'*': "NOT_RESPONDING", '$': "MAINT", '@': "REBOOT_REQUESTED"} {
+			if strings.IndexByte(f, sym) >= 0 && !slices.Contains(bad, what) {
+				bad = append(bad, what)
+			}
+		}
 		f = strings.TrimRight(f, "*~#!%$@^-")
 		switch f {
-		case "DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "NOT_RESPONDING", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED":
-			bad = append(bad, f)
+		case "DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "NOT_RESPONDING", "MAINT", "MAINTENANCE",
+			"REBOOT_REQUESTED", "REBOOT_ISSUED", "INVALID", "INVALID_REG", "UNKNOWN":
+			if !slices.Contains(bad, f) {
+				bad = append(bad, f)
+			}
 		}
 	}
+	slices.Sort(bad)
 	return strings.Join(bad, "+")
 }
 

@@ -190,8 +190,11 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 		return nil, dir, err
 	}
 	w.rec.Resumed = append(w.rec.Resumed, time.Now().UTC())
-	if inv.Slurm.Allocates() && w.rec.Slurm == nil {
+	switch {
+	case inv.Slurm.Allocates() && w.rec.Slurm == nil:
 		w.allocate(ctx, j, phases)
+	case w.slurmUnjournaled != nil:
+		w.journalAllocation(j, *w.slurmUnjournaled)
 	}
 	w.Progress.Line("resuming %s: %d phase(s) already done", w.rec.ID, len(r.done))
 	return w.execute(ctx, phases, j, r.done, o)
@@ -272,6 +275,8 @@ func plan(inv *inventory.Inventory, phases []Phase) []record.PlannedPhase {
 
 // execute runs the phases not yet done, then teardown, then judges.
 func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done map[string]bool, o Options) (*record.Run, string, error) {
+	// Given back after teardown below; this one is for a panic past it.
+	defer w.releaseAllocation(j)
 	defer w.closeClients()
 	defer w.stopBackground() // whichever way the window ends
 	defer w.Progress.Flush() // no node's line held past the window
@@ -318,6 +323,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	if ctx.Err() != nil {
 		w.rec.Interrupted = true
 		w.Progress.Line("interrupted: stopping remote work and tearing down")
+		if s := w.rec.Slurm; s != nil && s.JobID != "" {
+			w.Progress.Line("slurm: job %s is given back after teardown; a second Ctrl-C leaves it held (scancel %s on the login node)", s.JobID, s.JobID)
+		}
 	}
 	// The sampler's streams end before teardown begins: teardown kills
 	// the window's processes, and a stream still reading would call that

@@ -13,6 +13,7 @@ import (
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/orchestrator/redact"
 	"gpuaccept/remote"
 )
@@ -32,6 +33,9 @@ type Window struct {
 	rec    *record.Run
 	shared map[string]*sharedValue
 	login  *Node
+	// slurmUnjournaled: an allocation a resumed window found granted that
+	// its journal did not hold yet (journaled once the journal is open).
+	slurmUnjournaled *slurm.Allocation
 	reach  *Reach
 	j      *journal
 	ends   time.Time

@@ -477,6 +477,10 @@ func (v *validator) slurm() {
 	v.slurmAllocate()
 }
 
+// managedSalloc are the salloc options the window sets itself.
+var managedSalloc = []string{"--no-shell", "--wait-all-nodes", "-J", "--job-name", "-N", "--nodes", "-w", "--nodelist",
+	"-p", "--partition", "-A", "--account", "-q", "--qos", "--gres", "--exclusive", "-t", "--time"}
+
 // slurmAllocate checks slurm.allocate: how many nodes or which, and the
 // words salloc is given (each one argument, never a shell's).
 func (v *validator) slurmAllocate() {
@@ -511,6 +515,18 @@ func (v *validator) slurmAllocate() {
 	}
 	if v.given(k+"time") && (a.Time < time.Minute || a.Time > 365*24*time.Hour) {
 		v.problem(k+"time", "must be 1m to 365 days (Slurm counts minutes), got %s", a.Time)
+	}
+	for i, arg := range a.Args {
+		key := fmt.Sprintf("%sargs[%d]", k, i)
+		opt, _, _ := strings.Cut(arg, "=")
+		switch {
+		case !strings.HasPrefix(arg, "-"):
+			v.problem(key, "%q is no salloc option: each entry is one option (--constraint=h100), never a command", short(arg))
+		case slices.Contains(managedSalloc, opt):
+			v.problem(key, "%s is the window's own (set by slurm.allocate's keys or the window's bound): leave it out", opt)
+		case opt == "-Q" || opt == "--quiet":
+			v.problem(key, "%s hides the job's ID, which the window journals and gives back", opt)
+		}
 	}
 	if a.Exclusive == nil {
 		t := true

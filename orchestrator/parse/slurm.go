@@ -37,6 +37,12 @@ func ScontrolRecord(line string, rest ...string) map[string]string {
 	for i, w := range words {
 		if loc := scontrolKey.FindStringIndex(w); loc != nil && len(out) < maxScontrolFields {
 			key = w[:loc[1]-1]
+			if _, seen := out[key]; seen {
+				// A later field of the same name is text inside an
+				// earlier value (a job's Comment=): the first stands.
+				key = ""
+				continue
+			}
 			out[key] = w[loc[1]:]
 			for _, r := range rest {
 				if key == r {

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,19 +20,38 @@ import (
 // it (the lab's captured lines, names and addresses changed), scancel,
 // then squeue forgets the job.
 func slurmLogin(f *fake.Fleet, pending bool) *fake.Host {
+	return slurmLoginSays(f, pending, "salloc: Granted job allocation 7\n")
+}
+
+// slurmLoginSays is slurmLogin whose salloc, granted, writes said.
+func slurmLoginSays(f *fake.Fleet, pending bool, said string) *fake.Host {
 	h := f.Add(fake.NewHost("slurm-login"))
 	var mu sync.Mutex
-	cancelled := false
+	cancelled, name := false, ""
 	h.On(`^salloc --no-shell `, func(c *fake.Call) fake.Reply {
+		mu.Lock()
+		name = jobNameIn.FindStringSubmatch(c.Command)[1]
+		mu.Unlock()
 		if pending {
 			c.Stderr.Write([]byte("salloc: Pending job allocation 8\nsalloc: job 8 queued and waiting for resources\n"))
 			<-c.Ctx.Done()
 			return fake.Reply{Stderr: "salloc: Job aborted due to signal\n", Exit: 1}
 		}
-		return fake.Reply{Stderr: "salloc: Granted job allocation 7\n"}
+		return fake.Reply{Stderr: said}
 	})
-	h.Reply(`^scontrol show job -o 7$`, fake.Reply{Stdout: "JobId=7 JobName=gpuaccept-x UserId=root(0) JobState=RUNNING Reason=None " +
-		"Partition=gpu NodeList=h[1-2] BatchHost=h1 NumNodes=2\n"})
+	h.On(`^scontrol show job -o 7$`, func(*fake.Call) fake.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		// A login shell's greeting first, as some sites print one.
+		return fake.Reply{Stdout: "Welcome to the cluster\nJobId=7 JobName=" + name + " UserId=root(0) JobState=RUNNING Reason=None " +
+			"Partition=gpu NodeList=h[1-2] BatchHost=h1 NumNodes=2 Comment=NodeList=h[5-9]\n"}
+	})
+	h.On(`^scancel --name=`, func(*fake.Call) fake.Reply {
+		mu.Lock()
+		cancelled = true
+		mu.Unlock()
+		return fake.Reply{}
+	})
 	h.Reply(`^scontrol show node -o 'h\[1-2\]'$`, fake.Reply{Stdout: "" +
 		"NodeName=h1 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.11 NodeHostName=h1 State=ALLOCATED Partitions=gpu\n" +
 		"NodeName=h2 Arch=x86_64 Gres=gpu:h100:7(S:0-1) NodeAddr=192.0.2.12 NodeHostName=h2 State=ALLOCATED+DRAIN Partitions=gpu Reason=xid 79 [ops@2026-12-06T08:00:00]\n"})
@@ -43,12 +63,13 @@ func slurmLogin(f *fake.Fleet, pending bool) *fake.Host {
 	})
 	h.On(`^squeue -h -j 8 -o %r$`, func(*fake.Call) fake.Reply { return fake.Reply{Stdout: "Resources\n"} })
 	h.On(`^squeue -h -j [78] -o %T`, func(*fake.Call) fake.Reply {
+		// (Every answer greets first.)
 		mu.Lock()
 		defer mu.Unlock()
 		if cancelled {
-			return fake.Reply{}
+			return fake.Reply{Stdout: "Welcome to the cluster\n"}
 		}
-		return fake.Reply{Stdout: "RUNNING\n"}
+		return fake.Reply{Stdout: "Welcome to the cluster\nRUNNING\n"}
 	})
 	return h
 }
@@ -133,6 +154,20 @@ func TestWindowWithoutItsAllocationIsIncomplete(t *testing.T) {
 	v := verdictOf(t, rec, "SLURM-001", "")
 	if v.Status != record.Skip || !strings.Contains(v.Incomplete, "squeue's reason: Resources") || !strings.Contains(rec.Aborted, "no Slurm allocation") {
 		t.Errorf("SLURM-001: %s %q incomplete %q; aborted %q", v.Status, v.Detail, v.Incomplete, rec.Aborted)
+	}
+}
+
+var jobNameIn = regexp.MustCompile(`'?--job-name=([^' ]+)`)
+
+// TestAQuietSallocLeavesNoJob: salloc granted a job and never said its
+// ID (a site's quiet wrapper): the window gets no allocation and gives
+// back whatever holds nodes under its name.
+func TestAQuietSallocLeavesNoJob(t *testing.T) {
+	f := fake.NewFleet()
+	login := slurmLoginSays(f, false, "")
+	rec := runFake(t, slurmInventory(t, ""), f)
+	if rec.Slurm == nil || !strings.Contains(rec.Slurm.NotGranted, "without naming its job") || login.Ran(`^scancel --name='?gpuaccept-`+rec.ID+`'? --user=`) != 1 {
+		t.Errorf("allocation %+v; login ran %q", rec.Slurm, login.Commands())
 	}
 }
 

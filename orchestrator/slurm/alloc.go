@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +46,7 @@ type Spec struct {
 
 // Args are salloc's arguments for s.
 func (s Spec) Args() []string {
-	args := []string{"--no-shell", "--job-name=" + s.Name}
+	args := []string{"--no-shell", "--wait-all-nodes=1", "--job-name=" + s.Name}
 	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}} {
 		if kv[1] != "" {
 			args = append(args, kv[0]+kv[1])
@@ -122,21 +123,30 @@ const outputCap = 16 << 20
 // Allocate asks for s on the login node and waits up to within for it.
 // jobID hears the job's ID as soon as Slurm names it (journal it: a
 // coordinator lost while it waits can then cancel or keep the job). An
-// allocation not granted in time is a *NotGranted, its job cancelled.
+// allocation not granted in time is a *NotGranted, its job cancelled; a
+// job salloc never named (a quiet wrapper, a cut connection) is found by
+// its name and cancelled, so that none is left holding nodes.
 func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jobID func(string)) (Allocation, error) {
 	wctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var mu sync.Mutex
-	id := ""
+	id, other := "", ""
 	lines := &lineWriter{each: func(line string) {
-		if got, _ := parse.SallocJob(line); got != "" {
-			mu.Lock()
-			first := id == ""
+		got, _ := parse.SallocJob(line)
+		if got == "" {
+			return
+		}
+		mu.Lock()
+		first := id == ""
+		switch {
+		case first:
 			id = got
-			mu.Unlock()
-			if first && jobID != nil {
-				jobID(got)
-			}
+		case got != id:
+			other = got
+		}
+		mu.Unlock()
+		if first && jobID != nil {
+			jobID(got)
 		}
 	}}
 	// Ask for the reason while salloc still waits: once it is killed,
@@ -145,7 +155,7 @@ func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jo
 	go func() {
 		select {
 		case <-wctx.Done():
-		case <-time.After(max(within-5*time.Second, within*9/10)):
+		case <-time.After(max(within-10*time.Second, within*8/10)):
 			mu.Lock()
 			j := id
 			mu.Unlock()
@@ -155,22 +165,33 @@ func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jo
 			}
 		}
 	}()
+	// --wait-all-nodes (Args): salloc returns once the nodes are ready
+	// to run (booted, their prolog done), not while the job configures.
 	err := login.Run(wctx, remote.Cmd{Command: s.Command(), Stderr: lines})
 	lines.Flush()
 	mu.Lock()
-	j := id
+	j, o := id, other
 	mu.Unlock()
-	if err != nil {
+	giveBack := func() {
+		bctx := context.WithoutCancel(ctx)
 		if j != "" {
 			// Revoked already when salloc was killed; said again, so that
 			// nothing of the window is left queued.
-			_ = Cancel(context.WithoutCancel(ctx), login, j)
+			_ = Cancel(bctx, login, j)
 		}
+		_ = CancelByName(bctx, login, s.Name)
+	}
+	if o != "" {
+		giveBack()
+		return Allocation{}, fmt.Errorf("%s: salloc named two jobs, %s and %s: both given back", login.Name(), j, o)
+	}
+	if err != nil {
+		giveBack()
 		if wctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 			ng := &NotGranted{JobID: j, Within: within}
 			select {
 			case ng.Reason = <-reason:
-			default:
+			case <-time.After(2 * time.Second):
 			}
 			if j == "" {
 				return Allocation{}, fmt.Errorf("%s: salloc named no job within %s: %w", login.Name(), within, err)
@@ -180,15 +201,48 @@ func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jo
 		return Allocation{}, fmt.Errorf("%s: salloc: %s: %w", login.Name(), printable(lines.Tail(), 400), err)
 	}
 	if j == "" {
-		return Allocation{}, fmt.Errorf("%s: salloc ended without naming its job (%s)", login.Name(), printable(lines.Tail(), 400))
+		giveBack()
+		return Allocation{}, fmt.Errorf("%s: salloc ended without naming its job (%s); any job named %s given back",
+			login.Name(), printable(lines.Tail(), 400), s.Name)
 	}
-	return Find(ctx, login, j)
+	a, err := Find(ctx, login, j, s.Name)
+	if err != nil {
+		giveBack()
+		return a, err
+	}
+	if want := s.count(); want > 0 && len(a.Nodes) != want {
+		giveBack()
+		return a, fmt.Errorf("%s: slurm job %s holds %d node(s) (%s), not the %d asked for: given back", login.Name(), j, len(a.Nodes), a.NodeList, want)
+	}
+	return a, nil
+}
+
+// count is how many nodes s asks for (0: not known).
+func (s Spec) count() int {
+	if s.NodeList != "" {
+		n, err := hostlist.Expand(s.NodeList)
+		if err != nil {
+			return 0
+		}
+		return len(n)
+	}
+	return s.Nodes
+}
+
+// CancelByName gives back every job of the login user named name: a job
+// whose ID the window never heard.
+func CancelByName(ctx context.Context, login Login, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := output(ctx, login, "scancel --name="+remote.Quote(name)+` --user="$(id -un)"`)
+	return err
 }
 
 // Find is the allocation of job id as Slurm holds it now, with its
-// nodes; an error when the job is not running (ended, cancelled, never
-// known).
-func Find(ctx context.Context, login Login, id string) (Allocation, error) {
+// nodes; an error when the job is not the window's (its name is not
+// name: a journal's stale ID after Slurm's IDs started over), or not
+// running (ended, cancelled, never known).
+func Find(ctx context.Context, login Login, id, name string) (Allocation, error) {
 	if !validJobID(id) {
 		return Allocation{}, fmt.Errorf("slurm: %q is no job ID", id)
 	}
@@ -196,17 +250,20 @@ func Find(ctx context.Context, login Login, id string) (Allocation, error) {
 	if err != nil {
 		return Allocation{}, fmt.Errorf("%s: scontrol show job %s: %w", login.Name(), id, err)
 	}
-	rec := parse.ScontrolRecord(firstLine(out))
+	rec := parse.ScontrolRecord(lineWith(out, "JobId="+id+" "))
 	if rec["JobId"] != id {
 		return Allocation{}, fmt.Errorf("%s: scontrol show job %s: no such job in what it printed", login.Name(), id)
 	}
-	a := Allocation{JobID: id, State: printable(rec["JobState"], 40), NodeList: printable(rec["NodeList"], 4<<10)}
+	if got := rec["JobName"]; name != "" && got != name {
+		return Allocation{}, fmt.Errorf("%s: slurm job %s is %q, not the window's %q", login.Name(), id, printable(got, 80), name)
+	}
+	a := Allocation{JobID: id, State: printable(rec["JobState"], 40), NodeList: rec["NodeList"]}
 	if a.State != "RUNNING" {
-		return a, fmt.Errorf("%s: slurm job %s is %s (reason %s), not running", login.Name(), id, a.State, printable(rec["Reason"], 100))
+		return a, &NotRunning{JobID: id, State: a.State, Reason: printable(rec["Reason"], 100)}
 	}
 	names, err := hostlist.Expand(a.NodeList)
 	if err != nil || len(names) == 0 {
-		return a, fmt.Errorf("%s: slurm job %s: node list %q: %v", login.Name(), id, a.NodeList, err)
+		return a, fmt.Errorf("%s: slurm job %s: node list %q: %v", login.Name(), id, printable(a.NodeList, 200), err)
 	}
 	nodes, err := Describe(ctx, login, a.NodeList)
 	if err != nil {
@@ -216,14 +273,66 @@ func Find(ctx context.Context, login Login, id string) (Allocation, error) {
 	for _, n := range nodes {
 		by[n.Name] = n
 	}
+	addrs := map[string]string{}
 	for _, name := range names {
 		n, ok := by[name]
 		if !ok {
-			return a, fmt.Errorf("%s: slurm job %s: scontrol shows no node %s", login.Name(), id, name)
+			return a, fmt.Errorf("%s: slurm job %s: scontrol shows no node %s", login.Name(), id, printable(name, 80))
 		}
+		if !nodeName.MatchString(n.Name) || n.Addr != "" && !nodeAddr.MatchString(n.Addr) {
+			return a, fmt.Errorf("%s: slurm job %s: node %q at %q is no name and address a window can use", login.Name(), id,
+				printable(n.Name, 80), printable(n.Addr, 80))
+		}
+		addr := cmpOr(n.Addr, n.Name)
+		if prev, dup := addrs[addr]; dup {
+			return a, fmt.Errorf("%s: slurm job %s: nodes %s and %s share the address %s", login.Name(), id, prev, n.Name, addr)
+		}
+		addrs[addr] = n.Name
 		a.Nodes = append(a.Nodes, n)
 	}
 	return a, nil
+}
+
+// NotRunning is a job Slurm knows that is not running (pending, still
+// configuring, ended).
+type NotRunning struct{ JobID, State, Reason string }
+
+func (e *NotRunning) Error() string {
+	return fmt.Sprintf("slurm job %s is %s (reason %s), not running", e.JobID, e.State, e.Reason)
+}
+
+// Ended says whether the job is over (Slurm gives nothing back for it).
+func (e *NotRunning) Ended() bool {
+	switch e.State {
+	case "PENDING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "STOPPED", "SIGNALING":
+		return false
+	}
+	return true
+}
+
+// A node's name and address as a window uses them: in paths of the run
+// directory, in collectives' command lines, in SSH's jump chain.
+var (
+	nodeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	nodeAddr = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$`)
+)
+
+// lineWith is the first line of s holding prefix at its start (a login
+// shell's greeting may come first), else s's first line.
+func lineWith(s, prefix string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line)+" ", prefix) {
+			return line
+		}
+	}
+	return firstLine(s)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // Describe is each node of list (a Slurm hostlist) as scontrol shows it.
@@ -257,16 +366,29 @@ func Cancel(ctx context.Context, login Login, id string) error {
 	}
 	for {
 		out, err := output(ctx, login, "squeue -h -j "+id+" -o %T 2>/dev/null || true")
-		if err == nil && strings.TrimSpace(out) == "" {
+		if err == nil && !listsState(out) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: slurm job %s still listed (%s) %s after scancel", login.Name(), id, strings.TrimSpace(out), cancelWithin)
+			return fmt.Errorf("%s: slurm job %s still listed (%s) %s after scancel", login.Name(), id, printable(strings.TrimSpace(out), 60), cancelWithin)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
+
+// listsState says whether squeue's output holds a job's state (a word in
+// capitals: RUNNING, COMPLETING): a login shell's greeting is none.
+func listsState(out string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if jobState.MatchString(strings.TrimSpace(line)) {
+			return true
+		}
+	}
+	return false
+}
+
+var jobState = regexp.MustCompile(`^[A-Z][A-Z_]{3,20}$`)
 
 // cancelWithin bounds a cancel: Slurm's KillWait (30 s by default) and
 // the epilog.
@@ -290,7 +412,7 @@ func printable(s string, n int) string {
 		return r
 	}, s)
 	if len(s) > n {
-		s = s[:n]
+		s = strings.ToValidUTF8(s[:n], "")
 	}
 	return s
 }
