@@ -13,8 +13,8 @@ import (
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
-	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/orchestrator/redact"
+	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/remote"
 )
 
@@ -36,9 +36,9 @@ type Window struct {
 	// slurmUnjournaled: an allocation a resumed window found granted that
 	// its journal did not hold yet (journaled once the journal is open).
 	slurmUnjournaled *slurm.Allocation
-	reach  *Reach
-	j      *journal
-	ends   time.Time
+	reach            *Reach
+	j                *journal
+	ends             time.Time
 	// bundleErr: the first write of the bundle (journal, raw log) that
 	// failed; the window ends at the next phase, tears down and says so.
 	bundleErr error

@@ -77,7 +77,7 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	if !strings.Contains(spec.Command(), "--time=2") {
 		t.Errorf("90 s is a time limit of 2 minutes: %s", spec.Command())
 	}
-	again, err := slurm.Find(ctx, login, a.JobID)
+	again, err := slurm.Find(ctx, login, a.JobID, spec.Name)
 	if err != nil || again.NodeList != a.NodeList {
 		t.Errorf("found again: %+v %v", again, err)
 	}
@@ -113,7 +113,7 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	if q := queue(); q != "" {
 		t.Errorf("left in the queue after cancel: %s", q)
 	}
-	if _, err := slurm.Find(ctx, login, a.JobID); err == nil {
+	if _, err := slurm.Find(ctx, login, a.JobID, spec.Name); err == nil {
 		t.Error("a cancelled job found as running")
 	}
 }

@@ -2,8 +2,8 @@ package phases
 
 import (
 	"os"
-	"regexp"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
