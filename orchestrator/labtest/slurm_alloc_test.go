@@ -1,6 +1,7 @@
 package labtest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -65,7 +66,8 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("allocate %s: %v", spec.Command(), err)
 	}
-	t.Cleanup(func() { _ = slurm.Cancel(ctx, login, a.JobID) })
+	// (t.Context is cancelled before the cleanups run.)
+	t.Cleanup(func() { _ = slurm.Cancel(context.Background(), login, a.JobID) })
 	if heard.Load() != a.JobID || a.State != "RUNNING" || len(a.Nodes) != 2 || a.Nodes[0].Name != "h1" {
 		t.Fatalf("allocation %+v, heard %v", a, heard.Load())
 	}
@@ -101,12 +103,14 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	if _, err := l.Exec(ctx, "h1", "scontrol", "update", "nodename=h3", "state=drain", "reason=GPU 3 fell off the bus"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = l.Exec(ctx, "h1", "scontrol", "update", "nodename=h3", "state=resume") })
+	undrain := func() { _, _ = l.Exec(context.Background(), "h1", "scontrol", "update", "nodename=h3", "state=resume") }
+	t.Cleanup(undrain)
 	nodes, err := slurm.Describe(ctx, login, "h[1-3]")
 	if err != nil || len(nodes) != 3 || !strings.Contains(nodes[2].State, "DRAIN") || !strings.HasPrefix(nodes[2].Reason, "GPU 3 fell off the bus [") {
 		t.Errorf("described: %+v %v", nodes, err)
 	}
 
+	undrain()
 	if err := slurm.Cancel(ctx, login, a.JobID); err != nil {
 		t.Fatal(err)
 	}
