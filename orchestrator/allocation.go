@@ -235,14 +235,6 @@ func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase
 	return nil
 }
 
-// cmpSlurm is the record's allocation, or a new one for spec.
-func cmpSlurm(s *record.SlurmAllocation, spec slurm.Spec) *record.SlurmAllocation {
-	if s != nil {
-		return s
-	}
-	return &record.SlurmAllocation{Command: spec.Command(), Requested: time.Now().UTC()}
-}
-
 // judgeAllocation is SLURM-001, the allocation granted in time, and for
 // each of its nodes SLURM-002, in service when granted, and SLURM-003,
 // the GPUs Slurm would schedule on it (its GRES) as many as the quote's

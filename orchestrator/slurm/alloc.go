@@ -6,6 +6,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -283,7 +284,7 @@ func Find(ctx context.Context, login Login, id, name string) (Allocation, error)
 			return a, fmt.Errorf("%s: slurm job %s: node %q at %q is no name and address a window can use", login.Name(), id,
 				printable(n.Name, 80), printable(n.Addr, 80))
 		}
-		addr := cmpOr(n.Addr, n.Name)
+		addr := cmp.Or(n.Addr, n.Name)
 		if prev, dup := addrs[addr]; dup {
 			return a, fmt.Errorf("%s: slurm job %s: nodes %s and %s share the address %s", login.Name(), id, prev, n.Name, addr)
 		}
@@ -326,13 +327,6 @@ func lineWith(s, prefix string) string {
 		}
 	}
 	return firstLine(s)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Describe is each node of list (a Slurm hostlist) as scontrol shows it.
