@@ -39,6 +39,12 @@ stopnow() {
 startkill() {
   [ -n "$killer" ] && return 0
   stop
+  # The timer ignores the signals the guard traps: a subshell would reset
+  # them to their default, and Slurm signals every process of a step one
+  # by one (srun passes its TERM on), which would end the timer and leave
+  # a command that ignores TERM running. The guard loses nothing meanwhile:
+  # it is already stopping.
+  trap '' TERM HUP INT
   {
     i=0
     while alive "$pid" && [ $i -lt $((grace * 10)) ]; do
@@ -51,6 +57,7 @@ startkill() {
     fi
   } </dev/null >/dev/null 2>&1 &
   killer=$!
+  trap stopnow TERM HUP INT
 }
 trap stopnow TERM HUP INT USR1
 
