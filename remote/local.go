@@ -236,23 +236,7 @@ func (l *Local) exitError(command string, err error, stderrTail string) error {
 // Upload copies a local file to remotePath, as UploadFrom does; Mode 0
 // keeps the file's permission bits.
 func (l *Local) Upload(ctx context.Context, local, remotePath string, o TransferOptions) (TransferResult, error) {
-	f, err := os.Open(local)
-	if err != nil {
-		return TransferResult{}, fmt.Errorf("%s: upload: %w", l.name, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return TransferResult{}, fmt.Errorf("%s: upload: %w", l.name, err)
-	}
-	if st.IsDir() {
-		return TransferResult{}, fmt.Errorf("%s: upload %s: is a directory", l.name, local)
-	}
-	if o.Mode == 0 {
-		o.Mode = st.Mode().Perm()
-	}
-	o.SHA256 = "" // a caller's sum is for UploadFrom's one source
-	return l.UploadFrom(ctx, f, st.Size(), remotePath, o)
+	return uploadLocalFile(ctx, l, local, remotePath, o)
 }
 
 // UploadFrom writes size bytes that src serves to remotePath: into a part

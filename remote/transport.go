@@ -21,6 +21,7 @@ type Config struct {
 	// Exactly one of these is set.
 	SSH   *SSHConfig
 	Local *LocalConfig
+	Srun  *SrunConfig
 }
 
 // transport is what every transport's settings do for the window.
@@ -36,7 +37,7 @@ type transport interface {
 	via() string
 }
 
-var errNoTransport = errors.New("no transport: give the settings of exactly one (SSH, Local)")
+var errNoTransport = errors.New("no transport: give the settings of exactly one (SSH, Local, Srun)")
 
 // transport is the one transport c sets.
 func (c Config) transport() (transport, error) {
@@ -46,6 +47,9 @@ func (c Config) transport() (transport, error) {
 	}
 	if c.Local != nil {
 		set = append(set, *c.Local)
+	}
+	if c.Srun != nil {
+		set = append(set, *c.Srun)
 	}
 	switch len(set) {
 	case 1:

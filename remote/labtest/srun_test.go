@@ -1,0 +1,163 @@
+package labtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuaccept/remote"
+	"gpuaccept/remote/contract"
+	"gpuaccept/scripts/lab"
+)
+
+// allocate holds a job on the lab's Slurm over hosts for the test,
+// through h1 (slurmctld's host, the login node), and gives it back after.
+// The job survives a failed node (--no-kill), as a window's allocation
+// does.
+func allocate(t *testing.T, l *lab.Lab, hosts ...string) (job string) {
+	t.Helper()
+	if err := l.Slurm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	login := dial(t, l, "h1")
+	list := strings.Join(hosts, ",")
+	name := "contract-" + hosts[0]
+	var out bytes.Buffer
+	err := login.Run(t.Context(), remote.Cmd{Stdout: &out, Command: fmt.Sprintf(
+		"salloc --no-shell --no-kill --wait-all-nodes=1 -N%d -w %s --job-name=%s >/dev/null 2>&1; squeue -h -o %%i -n %s",
+		len(hosts), list, name, name)})
+	job = strings.TrimSpace(out.String())
+	if err != nil || job == "" || strings.ContainsAny(job, " \n") {
+		t.Fatalf("salloc on %s: %q, %v", list, out.String(), err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := remote.Dial(ctx, config(t, l, "h1")); err == nil {
+			_ = c.Run(ctx, remote.Cmd{Command: "scancel " + job + "; for h in " + strings.Join(hosts, " ") +
+				"; do scontrol update nodename=$h state=resume 2>/dev/null; done; true"})
+			c.Close()
+		}
+	})
+	return job
+}
+
+// srunTo reaches host as a step of job from h1.
+func srunTo(t *testing.T, l *lab.Lab, logins *remote.Logins, job, host string) remote.Executor {
+	t.Helper()
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: host, Srun: &remote.SrunConfig{
+		Login: config(t, l, "h1"), Logins: logins, Job: job, Node: host, Addr: l.Host(host).Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// The srun executor keeps the executor contract on the lab's real Slurm:
+// every command is a step on h2, started from the login node h1, the only
+// host it reaches over SSH. Its way to the node goes away by a cut link
+// to the login node, which neither node hears of: the guard on h2 ends
+// the command when the heartbeats stop.
+func TestContractSrun(t *testing.T) {
+	l := needLab(t)
+	job := allocate(t, l, "h2")
+	contract.Run(t, contract.Target{
+		New: func(t *testing.T) remote.Executor { return srunTo(t, l, nil, job, "h2") },
+		Cut: func(t *testing.T, _ remote.Executor) func() {
+			if err := l.Cut(t.Context(), "h1"); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := l.Restore(context.Background(), "h1"); err != nil {
+					t.Errorf("restore h1: %v", err)
+				}
+			}
+		},
+	})
+}
+
+// Nodes reached through one login node share its connections: sixteen
+// commands at once on four nodes hold no more connections than sshd's
+// sessions per connection need, and every connection goes with the last
+// node's Close.
+func TestSrunSharesTheLoginConnections(t *testing.T) {
+	l := needLab(t)
+	hosts := []string{"h3", "h4", "h5", "h6"}
+	job := allocate(t, l, hosts...)
+	logins := remote.NewLogins(config(t, l, "h1"))
+	var execs []remote.Executor
+	for _, h := range hosts {
+		execs = append(execs, srunTo(t, l, logins, job, h))
+	}
+	errs := make(chan error, 16)
+	for i := range 16 {
+		go func() {
+			e := execs[i%len(execs)]
+			var out bytes.Buffer
+			err := e.Run(t.Context(), remote.Cmd{Command: "sleep 1; hostname", Stdout: &out})
+			if err == nil && strings.TrimSpace(out.String()) != e.Name() {
+				err = errors.New(e.Name() + ": hostname says " + out.String())
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := logins.Conns(); n < 1 || n > 16/remote.DefaultSessionsPerConn+1 {
+		t.Errorf("16 commands held %d connections to the login node, want at most %d", n, 16/remote.DefaultSessionsPerConn+1)
+	}
+	remote.CloseExecutors(execs)
+	if n := logins.Conns(); n != 0 {
+		t.Errorf("%d connections to the login node outlived the last node's Close", n)
+	}
+}
+
+// A node that fails under a step is lost, in Slurm's words, once the
+// controller declares it (SlurmdTimeout, 30 s in the lab): srun itself
+// exits 0 then. The job, which survives the failure (--no-kill), no
+// longer holds the node: a fresh executor's first step is lost too.
+func TestSrunNodeFailureIsLost(t *testing.T) {
+	l := needLab(t)
+	job := allocate(t, l, "h7", "h8")
+	e := srunTo(t, l, nil, job, "h7")
+	defer e.Close()
+	done := make(chan error, 1)
+	go func() { done <- e.Run(t.Context(), remote.Cmd{Command: "echo started; sleep 300"}) }()
+	time.Sleep(2 * time.Second)
+	if err := l.Cut(t.Context(), "h7"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Restore(context.Background(), "h7") })
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(120 * time.Second):
+		t.Fatal("Run did not return two minutes after the node failed")
+	}
+	var lost *remote.ConnectionLostError
+	if !errors.As(err, &lost) || lost.Node != "h7" || !strings.Contains(err.Error(), "Node failure on h7") {
+		t.Fatalf("want h7's loss in srun's words, got %T %v", err, err)
+	}
+	if !e.Lost() {
+		t.Error("Lost is false after the node failed")
+	}
+	again := srunTo(t, l, nil, job, "h7")
+	defer again.Close()
+	err2 := again.Run(t.Context(), remote.Cmd{Command: "true"})
+	if !errors.Is(err2, remote.ErrConnectionLost) {
+		t.Errorf("a step on the failed node: %v; want it lost", err2)
+	}
+	h8 := srunTo(t, l, nil, job, "h8")
+	defer h8.Close()
+	if err := h8.Run(t.Context(), remote.Cmd{Command: "true"}); err != nil {
+		t.Errorf("the job's other node after h7 failed: %v", err)
+	}
+	t.Logf("lost: %v; afterwards: %v", err, err2)
+}

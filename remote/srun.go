@@ -1,0 +1,466 @@
+package remote
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SrunConfig is the srun transport's settings for one node: a node of
+// the window's own Slurm allocation that takes no SSH from the
+// coordinator. Every command is a job step on it (srun --overlap
+// --nodelist=NODE) started from the login node, which is the only host
+// the coordinator reaches over SSH.
+type SrunConfig struct {
+	// Login reaches the login node.
+	Login SSHConfig
+	// Logins are the connections to it that the window's nodes share;
+	// nil: the node's executor holds its own.
+	Logins *Logins
+	// Job is the allocation's job ID, Node the node's Slurm name and
+	// Addr its NodeAddr (where the other nodes reach it; default Node).
+	Job, Node, Addr string
+	// StepArgs are srun options every step gets besides the transport's
+	// own (--gres=gpu:8 where a step sees no GPU it does not ask for).
+	StepArgs []string
+}
+
+// stepStart bounds how long Slurm may take to start a step, beyond
+// reaching the login node: the controller answers a step request in
+// milliseconds when it is well, in seconds when it is busy.
+const stepStart = 30 * time.Second
+
+func (s SrunConfig) dial(ctx context.Context, name string) (Executor, error) {
+	switch {
+	case !validJob(s.Job):
+		return nil, &SetupError{Err: fmt.Errorf("%s: srun: job ID %q is not a Slurm job ID", name, s.Job)}
+	case s.Node == "" || strings.ContainsAny(s.Node, " \t\n,[]/\\'\"$`;&|<>()*?"):
+		return nil, &SetupError{Err: fmt.Errorf("%s: srun: %q is not a Slurm node name", name, s.Node)}
+	}
+	logins := s.Logins
+	if logins == nil {
+		logins = NewLogins(s.Login)
+	}
+	logins.hold()
+	// Reaching the node is reaching the login node: a step proves the node
+	// at the first command (connect's hostname), as a login does over SSH.
+	c, done, err := logins.session(ctx)
+	if err != nil {
+		logins.release()
+		return nil, fmt.Errorf("%s: through the login node %s: %w", name, logins.Name(), trimNode(err, logins.Name()))
+	}
+	done()
+	closing, cancel := context.WithCancel(context.Background())
+	return &Srun{
+		name: name, node: s.Node, job: s.Job, addr: cmp.Or(s.Addr, s.Node), args: s.StepArgs, logins: logins,
+		beat: c.cfg.KeepaliveInterval, lease: c.cfg.GuardLease, closing: closing, closeAll: cancel,
+	}, nil
+}
+
+func (s SrunConfig) reachWithin() time.Duration {
+	return sshTransport{&s.Login}.reachWithin() + stepStart
+}
+
+func (s SrunConfig) address() string { return cmp.Or(s.Addr, s.Node) }
+
+func (s SrunConfig) via() string {
+	return "through srun in Slurm job " + s.Job + " from the login node " + s.Login.nodeName() + ", no host key of its own"
+}
+
+func validJob(id string) bool {
+	if id == "" || len(id) > 20 {
+		return false
+	}
+	for _, r := range id {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Srun is a node of a Slurm allocation reached by job steps from the login
+// node. A command is `srun --overlap --nodelist=NODE` running the same
+// guard as an SSH node's (guard.sh), inside the login node's guard: the
+// coordinator's control stream (heartbeats and the command's stdin) is
+// carried as the srun's stdin, which Slurm hands to the step. So a
+// cancelled context, a closed executor or a lost coordinator ends the
+// command's whole group on the node as over SSH: the guard on the node
+// hears the end of its stream or falls silent past its lease, whatever
+// became of srun. A node Slurm reports failed, or one that is no longer
+// in the job, is lost (*ConnectionLostError, with srun's words).
+type Srun struct {
+	name, node, job, addr string
+	args                  []string
+	logins                *Logins
+	beat, lease           time.Duration
+
+	closing  context.Context
+	closeAll context.CancelFunc
+	running  sync.WaitGroup
+	mu       sync.Mutex
+	closed   bool
+	lost     *ConnectionLostError
+}
+
+var _ Executor = (*Srun)(nil)
+
+// Name is the node's name.
+func (s *Srun) Name() string { return s.name }
+
+// Addr says where the node is reached: its Slurm name, through the job.
+func (s *Srun) Addr() string { return "srun:" + s.job + "/" + s.node }
+
+// Lost is true once srun said the node failed or left the job, or the
+// login node could not be reached any more.
+func (s *Srun) Lost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost != nil
+}
+
+// Close ends every command still running (each guard hears its stream
+// end) and waits until they have; later calls fail.
+func (s *Srun) Close() error {
+	s.mu.Lock()
+	first := !s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if first {
+		s.closeAll()
+		s.running.Wait()
+		s.logins.release()
+	}
+	return nil
+}
+
+func (s *Srun) begin(what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.lost != nil:
+		l := *s.lost
+		return &l
+	case s.closed:
+		return &ConnectionLostError{Node: s.name, Reason: what + ": closed by gpuaccept", Err: net.ErrClosed}
+	}
+	s.running.Add(1)
+	return nil
+}
+
+func (s *Srun) markLost(reason string, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		s.lost = &ConnectionLostError{Node: s.name, Reason: reason, Err: err}
+	}
+	l := *s.lost
+	return &l
+}
+
+// Run runs cmd as a step on the node under the guard and waits for it.
+func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
+	for k := range cmd.Env {
+		if !isEnvName(k) {
+			return fmt.Errorf("%s: environment variable name %q is not a valid shell name", s.name, k)
+		}
+	}
+	if err := s.begin(shorten(cmd.Command, 60)); err != nil {
+		return err
+	}
+	defer s.running.Done()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-s.closing.Done():
+			stop()
+		case <-runCtx.Done():
+		}
+	}()
+	login, done, err := s.logins.session(runCtx)
+	if err != nil {
+		return s.loginError(ctx, cmd, err)
+	}
+	defer done()
+
+	grace := cmd.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	// The node's guard hears the coordinator through the srun's stdin: its
+	// own control stream, carried as data of the login guard's.
+	pr, pw := io.Pipe()
+	_, stopInner := streamControl(pw, s.beat, cmd.Stdin)
+	srunErr := &srunLines{node: s.node}
+	stderr := &srunSplit{cmd: cmd.Stderr, tail: NewStderrTail(), srun: srunErr}
+	err = login.Run(runCtx, Cmd{
+		Command: s.stepLine(cmd, grace),
+		Stdin:   pr,
+		Stdout:  cmd.Stdout,
+		Stderr:  stderr,
+		// srun passes its TERM on to the step; the node's guard then has
+		// the command's grace, and srun a moment to report.
+		Grace: grace + 5*time.Second,
+	})
+	pr.CloseWithError(io.ErrClosedPipe)
+	stopInner()
+	stderr.flush()
+
+	// Cancelled by the coordinator: srun's "Job step aborted" is its answer
+	// to the TERM, no word about the node.
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
+	case err != nil && s.closing.Err() != nil:
+		return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
+	}
+	// srun may exit 0 after a node failure: its words decide.
+	if why := srunErr.lost(); why != "" {
+		return s.markLost("srun: "+why, nil)
+	}
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		tail := stderr.tail.String()
+		if extra := srunErr.String(); extra != "" {
+			tail += extra
+		}
+		return &ExitError{Node: s.name, Command: cmd.Command, Status: ee.Status, Signal: ee.Signal, StderrTail: tail}
+	}
+	return s.loginError(ctx, cmd, err)
+}
+
+// loginError is an error of the way to the node through the login node.
+func (s *Srun) loginError(ctx context.Context, cmd Cmd, err error) error {
+	var cl *ConnectionLostError
+	var te *TimeoutError
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
+	case s.closing.Err() != nil:
+		return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
+	case errors.As(err, &cl):
+		return s.markLost("the login node "+s.logins.Name()+": "+cl.Reason, cl.Err)
+	case errors.As(err, &te):
+		return &TimeoutError{Node: s.name, Step: "through the login node " + s.logins.Name() + ": " + te.Step, After: te.After}
+	}
+	return fmt.Errorf("%s: through the login node %s: %w", s.name, s.logins.Name(), trimNode(err, s.logins.Name()))
+}
+
+// stepLine is the login node's command: srun of the guarded command as
+// one task on the node, sharing the allocation with the window's other
+// steps (--overlap), quiet but for errors.
+func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
+	words := []string{"exec", "srun", "--jobid=" + s.job, "--overlap", "--nodelist=" + Quote(s.node),
+		"--nodes=1", "--ntasks=1", "--quiet", "--job-name=gpuaccept-step"}
+	for _, a := range s.args {
+		words = append(words, Quote(a))
+	}
+	words = append(words, "bash")
+	for _, a := range guardArgs(cmd, s.lease, grace) {
+		words = append(words, Quote(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// Upload copies a local file to remotePath on the node, as UploadFrom.
+func (s *Srun) Upload(ctx context.Context, local, remotePath string, o TransferOptions) (TransferResult, error) {
+	return uploadLocalFile(ctx, s, local, remotePath, o)
+}
+
+// UploadFrom sends the bytes as a step's stdin; the node checks their size
+// and sha256 before the file takes its place (uploadByCommand).
+func (s *Srun) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remotePath string, o TransferOptions) (TransferResult, error) {
+	if err := s.begin("upload " + remotePath); err != nil {
+		return TransferResult{}, err
+	}
+	defer s.running.Done()
+	return uploadByCommand(ctx, s, src, size, remotePath, o)
+}
+
+// srunSplit passes the command's stderr on and keeps Slurm's own lines
+// apart: srun starts every message of its own with "srun: " and
+// slurmstepd with its name, and the command under it is the window's,
+// which runs no srun of its own on a node. Only the start of a line is
+// held back, and only while it could still be Slurm's.
+type srunSplit struct {
+	cmd     io.Writer
+	tail    *Tail
+	srun    *srunLines
+	pending []byte // the start of a line that may be srun's
+	ours    bool   // the current line is srun's
+	mid     bool   // inside a line that is the command's
+}
+
+// Slurm's own lines: srun's, and slurmstepd's that srun passes on
+// ("slurmstepd-h2: error: *** STEP 12.3 ON h2 CANCELLED ... ***").
+var slurmPrefixes = []string{srunPrefix, "slurmstepd: ", "slurmstepd-"}
+
+const srunPrefix = "srun: "
+
+const (
+	lineUndecided = iota
+	lineSlurm
+	lineCommand
+)
+
+// slurmLine says whose the line that starts with start is, if that is
+// known yet.
+func slurmLine(start []byte) int {
+	if start[len(start)-1] == '\n' {
+		return lineCommand
+	}
+	undecided := false
+	for _, p := range slurmPrefixes {
+		switch {
+		case len(start) >= len(p) && string(start[:len(p)]) == p:
+			return lineSlurm
+		case len(start) < len(p) && p[:len(start)] == string(start):
+			undecided = true
+		}
+	}
+	if undecided {
+		return lineUndecided
+	}
+	return lineCommand
+}
+
+func (w *srunSplit) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		switch {
+		case w.mid:
+			i := indexNL(p)
+			w.pass(p[:i])
+			w.mid = p[i-1] != '\n'
+			p = p[i:]
+		case w.ours:
+			i := indexNL(p)
+			if len(w.pending) < srunLineBytes {
+				w.pending = append(w.pending, p[:min(i, srunLineBytes)]...)
+			}
+			if p[i-1] == '\n' {
+				w.srun.add(string(w.pending))
+				w.pending, w.ours = w.pending[:0], false
+			}
+			p = p[i:]
+		default:
+			// The start of a line: Slurm's if it begins with one of its
+			// prefixes, held until that is known.
+			b := p[0]
+			p = p[1:]
+			w.pending = append(w.pending, b)
+			switch slurmLine(w.pending) {
+			case lineSlurm:
+				w.ours = true
+			case lineCommand:
+				w.pass(w.pending)
+				w.mid = b != '\n'
+				w.pending = w.pending[:0]
+			}
+		}
+	}
+	return n, nil
+}
+
+// indexNL is where the line in p ends, past its newline; len(p) if it
+// does not.
+func indexNL(p []byte) int {
+	for i, b := range p {
+		if b == '\n' {
+			return i + 1
+		}
+	}
+	return len(p)
+}
+
+func (w *srunSplit) pass(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	w.tail.Write(p)
+	if w.cmd != nil {
+		w.cmd.Write(p)
+	}
+}
+
+// flush ends the stream: a line left unfinished is given to whoever it
+// belongs to.
+func (w *srunSplit) flush() {
+	if w.ours {
+		w.srun.add(string(w.pending))
+	} else {
+		w.pass(w.pending)
+	}
+	w.pending, w.ours, w.mid = nil, false, false
+}
+
+// srunLines are srun's own messages about one step, bounded.
+type srunLines struct {
+	node  string
+	lines []string
+}
+
+// srunKeep lines of srunLineBytes at most are kept.
+const (
+	srunKeep      = 16
+	srunLineBytes = 512
+)
+
+func (s *srunLines) add(line string) {
+	line = strings.TrimRight(line, "\r\n")
+	if len(line) > srunLineBytes {
+		line = line[:srunLineBytes]
+	}
+	if len(s.lines) == srunKeep {
+		copy(s.lines, s.lines[1:])
+		s.lines = s.lines[:srunKeep-1]
+	}
+	s.lines = append(s.lines, line)
+}
+
+// lost is the line in which srun says the node cannot be reached through
+// the job any more (it failed, it left the job, the job ended); "" when
+// none does.
+func (s *srunLines) lost() string {
+	for _, l := range s.lines {
+		for _, m := range srunLostSays {
+			if strings.Contains(l, m) {
+				return strings.TrimPrefix(strings.TrimPrefix(l, srunPrefix), "error: ")
+			}
+		}
+	}
+	return ""
+}
+
+// What srun (Slurm 20.11 to 25.05) says when a step cannot reach its
+// node: the node failed under it, the step could not be made (the node
+// left the job after a failure, the job ended), the job is gone.
+var srunLostSays = []string{
+	"Node failure on", "Unable to create step", "Unable to confirm allocation", "Invalid job id",
+	"Job step aborted", "step creation disabled", "has expired",
+}
+
+// String is srun's lines worth an error's tail: its report of how the
+// task ended ("srun: error: NODE: task 0: Exited with exit code 3") says
+// nothing the exit status does not.
+func (s *srunLines) String() string {
+	var b strings.Builder
+	for _, l := range s.lines {
+		if strings.HasPrefix(l, "srun: error: "+s.node+": task ") {
+			continue
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
