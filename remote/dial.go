@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,7 +188,14 @@ func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth
 		return nil, nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	live := newLiveConn(raw)
+	var banner strings.Builder // what the server says while authenticating (PAM's account refusal, say)
 	config := &ssh.ClientConfig{
+		BannerCallback: func(msg string) error {
+			if banner.Len() < 1024 {
+				banner.WriteString(msg)
+			}
+			return nil
+		},
 		User:              ep.user,
 		Auth:              auth[addr],
 		HostKeyCallback:   c.keepHostKey(ep.addr() == c.cfg.target.addr() && ep.user == c.cfg.target.user, c.cfg.HostKeys.Callback(c.cfg.Name)),
@@ -210,7 +219,7 @@ func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth
 	case res := <-done:
 		if res.err != nil {
 			live.Close()
-			return nil, nil, handshakeError(addr, ep.user, res.err)
+			return nil, nil, handshakeError(addr, ep.user, res.err, banner.String())
 		}
 		return ssh.NewClient(res.conn, res.chans, res.reqs), live, nil
 	case <-timer.C:
@@ -236,8 +245,12 @@ func (c *Client) keepHostKey(final bool, check ssh.HostKeyCallback) ssh.HostKeyC
 }
 
 // handshakeError unwraps host key errors (they already say everything) and
-// spells out authentication failures.
-func handshakeError(addr, user string, err error) error {
+// spells out authentication failures. banner: what the server sent while
+// authenticating; a server that said something and then closed the
+// connection refused the login (OpenSSH does so when its PAM account phase
+// denies a key it accepted: pam_slurm_adopt's "no active jobs on this
+// node").
+func handshakeError(addr, user string, err error, banner string) error {
 	var unknown *UnknownHostKeyError
 	var changed *HostKeyChangedError
 	switch {
@@ -249,6 +262,9 @@ func handshakeError(addr, user string, err error) error {
 	var se *ssh.ServerAuthError
 	if errors.As(err, &se) || isAuthFailure(err) {
 		return &AuthError{Addr: addr, User: user, Err: err}
+	}
+	if said := strings.TrimSpace(banner); said != "" && errors.Is(err, io.EOF) {
+		return &AuthError{Addr: addr, User: user, Err: fmt.Errorf("the server closed the connection after saying %q: %w", said, err)}
 	}
 	return fmt.Errorf("ssh handshake with %s: %w", addr, err)
 }

@@ -3,6 +3,9 @@ package remote
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -121,5 +124,21 @@ func TestIdentityFileErrors(t *testing.T) {
 	cfg.IdentityFiles = []string{enc}
 	if _, err := Dial(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "passphrase") || !strings.Contains(err.Error(), "ssh-add") {
 		t.Errorf("encrypted identity: %v", err)
+	}
+}
+
+// A server that says something while authenticating and then closes the
+// connection refused the login (OpenSSH when its PAM account phase denies
+// an accepted key): an authentication error that quotes it. Without a
+// banner an EOF stays a plain handshake error.
+func TestHandshakeErrorQuotesTheRefusal(t *testing.T) {
+	eof := fmt.Errorf("ssh: handshake failed: %w", io.EOF)
+	err := handshakeError("10.0.0.2:22", "alice", eof, "Access denied by pam_slurm_adopt: you have no active jobs on this node\n")
+	var auth *AuthError
+	if !errors.As(err, &auth) || CauseOf(err).Kind != "authentication" || !strings.Contains(err.Error(), "no active jobs on this node") {
+		t.Errorf("with a banner: %T %v", err, err)
+	}
+	if err := handshakeError("10.0.0.2:22", "alice", eof, ""); errors.As(err, &auth) {
+		t.Errorf("without a banner: %v", err)
 	}
 }

@@ -2,14 +2,14 @@
 # Installs what the lab needs, once. Safe to re-run; a non-root user gets a
 # note instead (the lab tests then skip themselves and say why).
 set -euo pipefail
-# slurmctld slurmd slurm-client munge: lab.sh slurm; srun --mpi=pmix dlopens libpmix.so from libpmix-dev;
+# slurmctld slurmd slurm-client munge: lab.sh slurm (libpam-slurm-adopt: its --adopt mode); srun --mpi=pmix dlopens libpmix.so from libpmix-dev;
 # fio: the staging phase's disk baseline; podman runc busybox-static: podman on the lab hosts (runc: crun fails
 # there) and testimage.sh's image; busybox httpd also serves lab.sh storage, curl is what hosts fetch with;
 # python3-torch: torchrun and the failure test's DDP job (gloo on CPU); chromium (and poppler-utils: pdfinfo, pdftotext): the HTML report's test in a
 # real headless browser; awscli: s3:// staging sources against the lab's object store; docker-registry: the
 # lab's container registry for image.mode pull
 pkgs=(openssh-server openssh-client openmpi-bin libopenmpi-dev iproute2 procps psmisc pdsh util-linux coreutils
-  slurmctld slurmd slurm-client munge libpmix-dev fio podman runc busybox-static curl python3-torch chromium poppler-utils awscli docker-registry)
+  slurmctld slurmd slurm-client munge libpam-slurm-adopt libpmix-dev fio podman runc busybox-static curl python3-torch chromium poppler-utils awscli docker-registry)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -266,9 +266,21 @@ func (l *Lab) Exec(ctx context.Context, host string, args ...string) (string, er
 // seconds (default 20); otherwise the error names the first host that is not. Every host's /etc/slurm is the lab's
 // config dir (SlurmConf), so srun, sinfo and friends work on any host, over ssh or Exec, without SLURM_CONF. MPI
 // programs launch with srun --mpi=pmix (Open MPI 4.1 here has no PMI-2 support; MpiDefault is none). Starts only
-// what is not running, so calling it again after Kill and Start revives that host's daemons.
+// what is not running, so calling it again after Kill and Start revives that host's daemons. It also turns
+// SlurmAdopt's mode off.
 func (l *Lab) Slurm(ctx context.Context) error {
 	_, err := runScript(ctx, l.Name, "slurm", "slurm", "--name", l.Name)
+	return err
+}
+
+// AdoptUser is the lab's user held to pam_slurm_adopt under SlurmAdopt (uid 4242; root is exempt by the module).
+const AdoptUser = "labuser"
+
+// SlurmAdopt is Slurm with lab.sh slurm --adopt: every host's sshd runs with UsePAM yes, and the compute hosts
+// (h2..hN) admit AdoptUser over SSH only while it holds a job on them (pam_slurm_adopt in the account phase,
+// PrologFlags=Contain); h1, the login host, admits it always. Root stays admitted everywhere. Slurm turns it off.
+func (l *Lab) SlurmAdopt(ctx context.Context) error {
+	_, err := runScript(ctx, l.Name, "slurm --adopt", "slurm", "--name", l.Name, "--adopt")
 	return err
 }
 

@@ -22,10 +22,12 @@
 #   lab.sh ps      [--name NAME] HOST        processes of the host: PID PPID PGID ARGS, header first
 #   lab.sh rekey   [--name NAME] HOST        new host key, restart sshd, rewrite both known_hosts files
 #   lab.sh exec    [--name NAME] HOST CMD... run CMD on the host (its network, mounts and hostname)
-#   lab.sh slurm   [--name NAME]             start a Slurm cluster on the lab: munged on every host, slurmctld on
+#   lab.sh slurm   [--name NAME] [--adopt]   start a Slurm cluster on the lab: munged on every host, slurmctld on
 #                                            h1, slurmd on every host; returns once sinfo shows every host idle in
 #                                            partition lab (the default). Starts only what is not running, so it
-#                                            also revives the daemons of a killed and restarted host.
+#                                            also revives the daemons of a killed and restarted host. --adopt:
+#                                            the compute hosts (h2..hN) admit SSH only from a user who holds a
+#                                            job on them (pam_slurm_adopt, below); slurm without it turns that off.
 #   lab.sh storage [--name NAME] [--port PORT] DIR
 #                                            serve DIR over HTTP from the storage host (namespace NAME-st at
 #                                            SUBNET.2, "storage" in /etc/hosts; port 8080 by default):
@@ -55,6 +57,18 @@
 # tmp/,slurmd.log}. MPI jobs: srun --mpi=pmix. Environment: LAB_WAIT (seconds to wait for sshd, for slurm nodes
 # to be idle or for the storage server, default 20), LAB_SSHD (the sshd binary,
 # default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
+#
+# slurm --adopt (libpam-slurm-adopt): every host's sshd runs with UsePAM yes; h2..hN get a PAM stack whose account
+# phase ends in pam_slurm_adopt (PrologFlags=Contain makes the extern step it adopts into), h1 (the login host,
+# slurmctld's) the same stack without it. pam_slurm_adopt exempts root whatever its options say (22.05 resets
+# ignore_root=0 to 1 unless action_no_jobs=allow, which it cannot parse), and lab.sh exec and the tests log in as
+# root, so root stays admitted everywhere and the rule holds a lab user instead: LAB_ADOPT_USER (labuser, uid
+# 4242, group users), in a lab-owned /etc/passwd bind-mounted on every host, home /srv/home/labuser (each host's
+# own, with the lab's client key in .ssh/authorized_keys). Refusals show in the host's sshd.log ("Access denied
+# for user labuser by PAM account configuration"); pam_slurm_adopt itself logs to syslog, and the hosts have no
+# /dev/log. An admitted session is adopted into the job's extern step as far as slurmstepd says (the module logs
+# "Process N adopted into job J"), but proctrack/linuxproc does not track it: it is not in scontrol listpids and
+# outlives the job. Files: DIR/adopt/{passwd,pam.d/sshd-login,pam.d/sshd-compute}, DIR/slurm/adopt (mode on).
 set -euo pipefail
 
 PROG=lab.sh
@@ -83,7 +97,7 @@ usage_die() {
 now_ms() { NOW=$((${EPOCHREALTIME/[.,]/} / 1000)); }
 
 # ---------------------------------------------------------------- arguments
-NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" NEIGH=arp DIR="" DIR_SET=0 PORT=8080
+NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" NEIGH=arp DIR="" DIR_SET=0 PORT=8080 ADOPT=0
 CMD="" ARGS=()
 parse_args() {
 	local raw=0
@@ -108,6 +122,7 @@ parse_args() {
 		--dir=*) DIR=${1#*=}; DIR_SET=1; shift ;;
 		--port) (($# >= 2)) || usage_die "--port needs a value"; PORT=$2; shift 2 ;;
 		--port=*) PORT=${1#*=}; shift ;;
+		--adopt) ADOPT=1; shift ;;
 		-h | --help) CMD=help; shift ;;
 		--) shift; raw=1 ;;
 		-*) usage_die "unknown option $1" ;;
@@ -276,6 +291,11 @@ if [ -n "$4" ]; then mount --bind "$4" /etc/shadow; fi
 if [ -d "$3/slurm/etc" ]; then mkdir -p /etc/slurm && mount --bind "$3/slurm/etc" /etc/slurm; fi
 if [ -d "$2/munge" ]; then mkdir -p /run/munge && mount --bind "$2/munge" /run/munge; fi
 if [ -d "$3/shared" ]; then mkdir -p /shared && mount --bind "$3/shared" /shared; fi
+if [ -f "$3/slurm/adopt" ]; then
+	mount --bind "$3/adopt/passwd" /etc/passwd
+	if [ "$1" = h1 ]; then mount --bind "$3/adopt/pam.d/sshd-login" /etc/pam.d/sshd
+	else mount --bind "$3/adopt/pam.d/sshd-compute" /etc/pam.d/sshd; fi
+fi
 if [ -d "$2/containers/etc" ]; then
 	mkdir -p "$2/srv/node/containers/run" "$2/srv/node/containers/lib" /etc/containers /var/lib/containers
 	mount --bind "$2/containers/etc" /etc/containers
@@ -473,6 +493,8 @@ write_known_hosts() { # DIR/known_hosts and DIR/home/.ssh/known_hosts from every
 }
 
 write_sshd_config() {
+	local pam=no
+	if [[ -f $DIR/slurm/adopt ]]; then pam=yes; fi # slurm --adopt: pam_slurm_adopt in the account phase
 	printf '%s\n' \
 		"# gpuaccept lab $NAME, host $H ($ADDR)" \
 		"Port 22" \
@@ -483,7 +505,7 @@ write_sshd_config() {
 		"AuthorizedKeysFile .ssh/authorized_keys" \
 		"PasswordAuthentication no" \
 		"KbdInteractiveAuthentication no" \
-		"UsePAM no" \
+		"UsePAM $pam" \
 		"UseDNS no" \
 		"MaxStartups 200:30:400" \
 		"MaxSessions 100" \
@@ -602,6 +624,9 @@ write_slurm_conf() {
 	# service should its count differ anyway
 	cpus=$(slurmd -C 2>/dev/null | sed -n 's/^NodeName=.* CPUs=\([0-9][0-9]*\) .*/\1/p')
 	[[ $cpus =~ ^[1-9][0-9]*$ ]] || cpus=$(nproc 2>/dev/null) || cpus=1
+	local extra=()
+	# --adopt: an extern step on every node of a job at allocation, the one pam_slurm_adopt adopts sessions into
+	if ((ADOPT)); then extra+=("PrologFlags=Contain"); fi
 	printf '%s\n' \
 		"# gpuaccept lab $NAME: written by $PROG slurm; every host's /etc/slurm/slurm.conf" \
 		"ClusterName=$CLUSTER" \
@@ -618,6 +643,7 @@ write_slurm_conf() {
 		"SlurmdLogFile=$DIR/hosts/%n/slurmd.log" \
 		"TmpFS=$DIR/hosts/%n/tmp" \
 		"SlurmdParameters=config_overrides" \
+		"${extra[@]}" \
 		"ProctrackType=proctrack/linuxproc" \
 		"TaskPlugin=task/none" \
 		"JobAcctGatherType=jobacct_gather/none" \
@@ -1110,6 +1136,91 @@ cmd_exec() {
 		sh "$H" "$HD" "$DIR" "$SHADOW" "${ARGS[@]:1}" 9>&-
 }
 
+# ---------------------------------------------------------------- slurm --adopt (see the header)
+ADOPT_USER=labuser ADOPT_UID=4242 ADOPT_GID=100 ADOPT_HOME=/srv/home/labuser
+PAM_ADOPT="" # pam_slurm_adopt.so, found by adopt_files
+
+# adopt_files: DIR/adopt/{passwd,pam.d/sshd-login,pam.d/sshd-compute}; rewritten in place (bind mounts hold inodes)
+adopt_files() {
+	local d
+	for d in /lib/security /lib/x86_64-linux-gnu/security /usr/lib/x86_64-linux-gnu/security /usr/lib/security; do
+		if [[ -f $d/pam_slurm_adopt.so ]]; then PAM_ADOPT=$d/pam_slurm_adopt.so; break; fi
+	done
+	[[ -n $PAM_ADOPT ]] || die "slurm --adopt: no pam_slurm_adopt.so (apt-get install libpam-slurm-adopt)"
+	mkdir -p "$DIR/adopt/pam.d"
+	# the machine's users and the lab user; "*" as its password: no shadow entry needed (pam_unix account)
+	{
+		awk -F: -v u="$ADOPT_USER" '$1 != u' /etc/passwd
+		printf '%s:*:%s:%s:gpuaccept lab user held to pam_slurm_adopt:%s:/bin/bash\n' \
+			"$ADOPT_USER" "$ADOPT_UID" "$ADOPT_GID" "$ADOPT_HOME"
+	} >"$DIR/adopt/.passwd.new"
+	cat "$DIR/adopt/.passwd.new" >"$DIR/adopt/passwd"
+	rm -f "$DIR/adopt/.passwd.new"
+	# sshd takes keys only, so PAM never authenticates; the account phase decides who is admitted
+	printf '%s\n' \
+		"# gpuaccept lab $NAME: written by $PROG slurm --adopt; /etc/pam.d/sshd of the login host h1" \
+		"auth     required pam_deny.so" \
+		"account  required pam_unix.so" \
+		"session  required pam_unix.so" \
+		"password required pam_deny.so" >"$DIR/adopt/.login.new"
+	cat "$DIR/adopt/.login.new" >"$DIR/adopt/pam.d/sshd-login"
+	printf '%s\n' \
+		"# gpuaccept lab $NAME: written by $PROG slurm --adopt; /etc/pam.d/sshd of the compute hosts h2..h$NHOSTS" \
+		"# pam_slurm_adopt: no job of the user on this host, no login (action_no_jobs=deny); with one, the session" \
+		"# is adopted into the job's extern step (action_adopt_failure=allow, the default, admits it should that fail)" \
+		"auth     required pam_deny.so" \
+		"account  required pam_unix.so" \
+		"account  required $PAM_ADOPT log_level=debug" \
+		"session  required pam_unix.so" \
+		"password required pam_deny.so" >"$DIR/adopt/.compute.new"
+	cat "$DIR/adopt/.compute.new" >"$DIR/adopt/pam.d/sshd-compute"
+	rm -f "$DIR/adopt/.login.new" "$DIR/adopt/.compute.new"
+	chmod 644 "$DIR/adopt/passwd" "$DIR/adopt/pam.d/sshd-login" "$DIR/adopt/pam.d/sshd-compute"
+}
+
+# adopt_host on|off: host $I's live view with (without) the lab's passwd and PAM stack, its sshd_config with
+# UsePAM yes (no) and its home for the lab user
+adopt_host() {
+	local pam=$DIR/adopt/pam.d/sshd-compute home=$HD/srv${ADOPT_HOME#/srv}
+	[[ $I != 1 ]] || pam=$DIR/adopt/pam.d/sshd-login
+	if [[ $1 == on ]]; then
+		mkdir -p "$home/.ssh"
+		cp "$DIR/home/.ssh/authorized_keys" "$home/.ssh/authorized_keys"
+		chown -R "$ADOPT_UID:$ADOPT_GID" "$home"
+		chmod 755 "$home"
+		chmod 700 "$home/.ssh"
+		chmod 600 "$home/.ssh/authorized_keys"
+		in_host /bin/sh -c '[ /etc/passwd -ef "$1" ] || mount --bind "$1" /etc/passwd
+[ /etc/pam.d/sshd -ef "$2" ] || mount --bind "$2" /etc/pam.d/sshd' sh "$DIR/adopt/passwd" "$pam" ||
+			hdie "$H" slurm "cannot mount the lab's passwd and PAM stack in the host's view"
+	else
+		in_host /bin/sh -c '! [ /etc/pam.d/sshd -ef "$2" ] || umount /etc/pam.d/sshd
+! [ /etc/passwd -ef "$1" ] || umount /etc/passwd' sh "$DIR/adopt/passwd" "$pam" ||
+			hdie "$H" slurm "cannot unmount the lab's passwd and PAM stack in the host's view"
+	fi
+	write_sshd_config
+}
+
+# hup_sshd IDX...: sshd re-executes itself on SIGHUP (same pid, same view, the new sshd_config); wait until each
+# listens again
+hup_sshd() {
+	local i try sizes=()
+	for i in "$@"; do
+		set_host "$i"
+		sshd_pid || hdie "$H" slurm "sshd is down (run '$PROG start --name $NAME $H' first)"
+		sizes[i]=$(stat -c %s "$HD/sshd.log")
+		kill -HUP "$SPID"
+	done
+	for i in "$@"; do
+		set_host "$i"
+		for ((try = 0; try < WAIT * 50; try++)); do
+			if tail -c "+$((sizes[i] + 1))" "$HD/sshd.log" | grep -q 'Server listening on'; then break; fi
+			sleep 0.02
+		done
+		((try < WAIT * 50)) || hdie "$H" slurm "sshd did not listen again within ${WAIT}s of SIGHUP$(sshd_log_tail)"
+	done
+}
+
 # cmd_slurm: (re)start what is not running of the lab's Slurm cluster, then wait until every node is idle
 cmd_slurm() {
 	local i p t0 err lpids=() key
@@ -1137,7 +1248,25 @@ cmd_slurm() {
 		chmod 400 "$key.new"
 		mv -f "$key.new" "$key"
 	fi
+	local old_conf="" ctld_was_up=0 hosts=() mode=""
+	if [[ -f $SCONF ]]; then old_conf=$(<"$SCONF"); fi
+	set_host 1
+	if daemon_up "$DIR/slurm/slurmctld.pid" slurmctld; then ctld_was_up=1; fi
 	write_slurm_conf
+	# --adopt on (or off again): passwd, PAM stacks, sshd_config, then every sshd re-executes itself
+	for ((i = 1; i <= NHOSTS; i++)); do hosts+=("$i"); done
+	if ((ADOPT)); then
+		adopt_files
+		if [[ ! -f $DIR/slurm/adopt ]]; then mode=on; fi
+		: >"$DIR/slurm/adopt"
+		for i in "${hosts[@]}"; do set_host "$i"; adopt_host on; done
+		hup_sshd "${hosts[@]}"
+	elif [[ -f $DIR/slurm/adopt ]]; then
+		mode=off
+		rm -f "$DIR/slurm/adopt"
+		for i in "${hosts[@]}"; do set_host "$i"; adopt_host off; done
+		hup_sshd "${hosts[@]}"
+	fi
 	# every host: its mounts and munged (munged returns once its socket accepts)
 	for ((i = 1; i <= NHOSTS; i++)); do
 		set_host "$i"
@@ -1179,8 +1308,19 @@ exec runuser -u munge -- munged --key-file="$2" --socket=/run/munge/munge.socket
 			hdie "$H" slurm "slurmd failed: $(tr '\n' ' ' <"$HD/slurm.err")$(log_tail "$HD/slurmd.log")"
 		fi
 	done
+	if ((ctld_was_up)) && [[ $(<"$SCONF") != "$old_conf" ]]; then
+		# running daemons read the changed slurm.conf (PrologFlags with --adopt)
+		set_host 1
+		in_host scontrol reconfigure >/dev/null 2>"$DIR/slurm/slurmctld.err" ||
+			hdie h1 slurm "scontrol reconfigure failed: $(tr '\n' ' ' <"$DIR/slurm/slurmctld.err")"
+	fi
 	wait_slurm_idle
 	now_ms
+	if ((ADOPT)); then
+		echo "lab $NAME: slurm --adopt${mode:+ (turned $mode)}: h2..h$NHOSTS admit SSH from $ADOPT_USER (uid $ADOPT_UID) only with a job there (pam_slurm_adopt); h1 and root as before"
+	elif [[ $mode == off ]]; then
+		echo "lab $NAME: slurm: pam_slurm_adopt turned off (UsePAM no again)"
+	fi
 	echo "lab $NAME: slurm cluster $CLUSTER: h[1-$NHOSTS] idle in partition lab after $(((NOW - t0) / 1000)).$(printf %03d $(((NOW - t0) % 1000)))s; config $SCONF (/etc/slurm/slurm.conf on the hosts)"
 }
 
@@ -1228,6 +1368,7 @@ main() {
 	up | down | status | kill | start | cut | restore | cap | cap-to | uncap | ps | rekey | exec | slurm | storage) ;;
 	*) usage_die "unknown command '$CMD'" ;;
 	esac
+	((ADOPT == 0)) || [[ $CMD == slurm ]] || usage_die "--adopt is an option of slurm, not of $CMD"
 	need_root
 	check_common
 	"cmd_${CMD//-/_}"
