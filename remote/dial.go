@@ -264,7 +264,7 @@ func handshakeError(addr, user string, err error, banner string) error {
 		return &AuthError{Addr: addr, User: user, Err: err}
 	}
 	if said := strings.TrimSpace(banner); said != "" && errors.Is(err, io.EOF) {
-		return &AuthError{Addr: addr, User: user, Err: fmt.Errorf("the server closed the connection after saying %q: %w", said, err)}
+		return &AuthError{Addr: addr, User: user, Said: said, Err: err}
 	}
 	return fmt.Errorf("ssh handshake with %s: %w", addr, err)
 }

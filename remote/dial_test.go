@@ -135,7 +135,7 @@ func TestHandshakeErrorQuotesTheRefusal(t *testing.T) {
 	eof := fmt.Errorf("ssh: handshake failed: %w", io.EOF)
 	err := handshakeError("10.0.0.2:22", "alice", eof, "Access denied by pam_slurm_adopt: you have no active jobs on this node\n")
 	var auth *AuthError
-	if !errors.As(err, &auth) || CauseOf(err).Kind != "authentication" || !strings.Contains(err.Error(), "no active jobs on this node") {
+	if !errors.As(err, &auth) || CauseOf(err).Kind != "authentication" || !strings.Contains(err.Error(), "no active jobs on this node") || strings.Contains(err.Error(), "check the user") {
 		t.Errorf("with a banner: %T %v", err, err)
 	}
 	if err := handshakeError("10.0.0.2:22", "alice", eof, ""); errors.As(err, &auth) {

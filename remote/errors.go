@@ -168,10 +168,17 @@ func filesOrNone(files []string) string {
 // AuthError: the node (or a jump host) refused every key offered.
 type AuthError struct {
 	Addr, User string
-	Err        error
+	// Said is what the node said as it refused a key it had accepted (its
+	// PAM account phase: pam_slurm_adopt's "no active jobs on this
+	// node"); "" when it refused the key itself.
+	Said string
+	Err  error
 }
 
 func (e *AuthError) Error() string {
+	if e.Said != "" {
+		return fmt.Sprintf("ssh to %s as %s: login refused by the node, which said %q: %v", e.Addr, e.User, e.Said, e.Err)
+	}
 	return fmt.Sprintf("ssh to %s as %s: authentication refused (check the user and identity files): %v", e.Addr, e.User, e.Err)
 }
 
