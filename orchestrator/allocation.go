@@ -50,9 +50,8 @@ func slurmSpec(inv *inventory.Inventory, runID string, phases []Phase) slurm.Spe
 		// reached through the login node.
 		sized := *inv
 		sized.Nodes = make([]inventory.Node, n)
-		via := append(append([]string(nil), inv.SSH.Jump...), loginHop(inv.Slurm.Login))
 		for i := range sized.Nodes {
-			sized.Nodes[i] = inventory.Node{Name: fmt.Sprintf("n%d", i), Address: "allocated", Transport: inventory.TransportSSH, Via: via}
+			sized.Nodes[i] = inv.AllocatedNode(fmt.Sprintf("n%d", i), "allocated", "1")
 		}
 		s.Time = Bound(&sized, phases).Total + allocationMargin
 	}
@@ -110,20 +109,29 @@ func (w *Window) notAllocated(why string) {
 	w.Progress.Line("slurm: %s", why)
 }
 
+// SlurmJob is the job of the window's own allocation once Slurm granted
+// it (the collectives run as its steps), "" without one.
+func (w *Window) SlurmJob() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.rec.Slurm; s != nil && !s.Granted.IsZero() && s.Cancelled.IsZero() {
+		return s.JobID
+	}
+	return ""
+}
+
 // granted makes a's nodes the window's: each by its Slurm name (which
 // the fabric knows it by) at its NodeAddr, reached through the login
-// node.
+// node (by SSH, or by srun steps of the job).
 func (w *Window) granted(a slurm.Allocation, at time.Time) {
 	s := w.rec.Slurm
 	s.JobID, s.NodeList, s.Granted = a.JobID, a.NodeList, at
 	s.Nodes = nil
 	inv := *w.Inv
 	inv.Nodes = nil
-	via := append(append([]string(nil), w.Inv.SSH.Jump...), loginHop(w.Inv.Slurm.Login))
 	for _, n := range a.Nodes {
 		s.Nodes = append(s.Nodes, record.SlurmNode{Name: n.Name, Addr: n.Addr, State: n.State, Reason: n.Reason, GRES: n.GRES, Features: n.Features})
-		inv.Nodes = append(inv.Nodes, inventory.Node{Name: n.Name, Address: cmp.Or(n.Addr, n.Name), FabricAddress: n.Name,
-			Transport: inventory.TransportSSH, Via: via})
+		inv.Nodes = append(inv.Nodes, inv.AllocatedNode(n.Name, n.Addr, a.JobID))
 	}
 	w.Inv = &inv
 	w.Nodes, w.rec.Nodes = nil, nil
@@ -135,21 +143,6 @@ func (w *Window) granted(a slurm.Allocation, at time.Time) {
 	w.Progress.Addresses(inv.Nodes)
 	w.idle = newIdleGuard(w)
 	w.Progress.Line("slurm: job %s granted: %s (%d node(s))", a.JobID, a.NodeList, len(a.Nodes))
-}
-
-// loginHop is the login node as a jump host: [user@]host[:port].
-func loginHop(l inventory.SlurmLogin) string {
-	h := l.Address
-	if l.Port != 0 {
-		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
-			h = "[" + h + "]"
-		}
-		h += ":" + strconv.Itoa(l.Port)
-	}
-	if l.User != "" {
-		h = l.User + "@" + h
-	}
-	return h
 }
 
 // releaseAllocation gives the job back at the window's end, once its

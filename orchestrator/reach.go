@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"sync"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/remote"
@@ -17,6 +18,9 @@ type Reach struct {
 	inv  *inventory.Inventory
 	keys *remote.HostKeys
 	dial remote.Dialer
+
+	mu     sync.Mutex
+	logins *remote.Logins // the login node's connections, shared by every node srun reaches
 }
 
 // NewReach reaches inv's nodes with dial (remote.DialNode when nil; tests
@@ -33,8 +37,23 @@ func NewReach(inv *inventory.Inventory, dial remote.Dialer) (*Reach, error) {
 	return &Reach{inv: inv, keys: keys, dial: dial}, nil
 }
 
-// Config is how to reach n.
-func (r *Reach) Config(n inventory.Node) remote.Config { return r.inv.NodeConfig(n, r.keys) }
+// Config is how to reach n. Nodes that srun reaches share the window's
+// connections to the login node.
+func (r *Reach) Config(n inventory.Node) remote.Config {
+	c := r.inv.NodeConfig(n, r.keys)
+	if c.Srun != nil {
+		r.mu.Lock()
+		if r.logins == nil {
+			r.logins = remote.NewLogins(c.Srun.Login)
+		}
+		c.Srun.Logins = r.logins
+		r.mu.Unlock()
+	}
+	return c
+}
+
+// LoginConfig is how to reach the Slurm login node.
+func (r *Reach) LoginConfig() remote.Config { return r.inv.LoginConfig(r.keys) }
 
 // Dial reaches the node cfg describes.
 func (r *Reach) Dial(ctx context.Context, cfg remote.Config) (remote.Executor, error) {

@@ -371,9 +371,7 @@ func (w *Window) SlurmLogin(ctx context.Context) (*Node, error) {
 	}
 	w.mu.Lock()
 	if w.login == nil {
-		l := w.Inv.Slurm.Login
-		w.login = &Node{Index: -1, Name: "slurm-login",
-			Config: w.reach.Config(inventory.Node{Name: "slurm-login", Address: l.Address, Port: l.Port, User: l.User, Transport: inventory.TransportSSH})}
+		w.login = &Node{Index: -1, Name: inventory.LoginName, Config: w.reach.LoginConfig()}
 	}
 	login := w.login
 	w.mu.Unlock()

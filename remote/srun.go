@@ -70,7 +70,7 @@ func (s SrunConfig) reachWithin() time.Duration {
 func (s SrunConfig) address() string { return cmp.Or(s.Addr, s.Node) }
 
 func (s SrunConfig) via() string {
-	return "through srun in Slurm job " + s.Job + " from the login node " + s.Login.nodeName() + ", no host key of its own"
+	return "through srun in Slurm job " + s.Job + " from the login node " + s.Login.Host + ", no host key of its own"
 }
 
 func validJob(id string) bool {
@@ -265,12 +265,19 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 	for _, a := range s.args {
 		words = append(words, Quote(a))
 	}
-	words = append(words, "bash")
+	// The command sees the node as a login there would: without the
+	// step's Slurm and PMI variables, which would make an MPI program
+	// started alone on the node (the intra-node sweep) take itself for a
+	// rank of srun's and fail in MPI_Init.
+	words = append(words, "bash", "-c", Quote(stepClean), "gpuaccept-step", "bash")
 	for _, a := range guardArgs(cmd, s.lease, grace) {
 		words = append(words, Quote(a))
 	}
 	return strings.Join(words, " ")
 }
+
+// stepClean runs its arguments without the variables srun gives a step.
+const stepClean = `for v in ${!SLURM@} ${!PMI@} ${!PMIX@}; do unset "$v"; done; exec "$@"`
 
 // Upload copies a local file to remotePath on the node, as UploadFrom.
 func (s *Srun) Upload(ctx context.Context, local, remotePath string, o TransferOptions) (TransferResult, error) {

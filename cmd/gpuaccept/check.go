@@ -211,7 +211,11 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 		fmt.Fprintf(w, "  %s\n", cmdline)
 		fmt.Fprintf(w, "  granted within %s, or the window ends INCOMPLETE with squeue's reason; given back at its end\n",
 			inv.Slurm.AllocateTimeout)
-		fmt.Fprintf(w, "  each node reached at its NodeAddr through the login node, %d at a time\n\n", inv.FanOut())
+		way := "at its NodeAddr through the login node as the SSH jump host"
+		if inv.Transport == inventory.TransportSrun {
+			way = "by srun steps of the job from the login node (no SSH to the nodes)"
+		}
+		fmt.Fprintf(w, "  each node reached %s, %d at a time\n\n", way, inv.FanOut())
 	} else {
 		printNodes(w, inv)
 	}

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -8,15 +9,18 @@ import (
 )
 
 // The transports that reach a node: its settings are the inventory's
-// section of the same name (ssh:); local has none. A new transport is a
-// name here, its section, and its case in NodeConfig, FanOut and
-// NeedsHostKeys: the window, its phases and the CLI take what these say.
+// section of the same name (ssh:); local has none; srun reaches the nodes
+// of the window's own Slurm allocation by job steps from the login node
+// (the slurm section). A new transport is a name here, its section, and
+// its case in NodeConfig, FanOut and NeedsHostKeys: the window, its
+// phases and the CLI take what these say.
 const (
 	TransportSSH   = "ssh"
 	TransportLocal = "local"
+	TransportSrun  = "srun"
 )
 
-var transports = []string{TransportSSH, TransportLocal}
+var transports = []string{TransportSSH, TransportLocal, TransportSrun}
 
 func knownTransport(t string) bool {
 	for _, k := range transports {
@@ -46,9 +50,15 @@ func (inv *Inventory) TransportOf(n Node) string {
 // section, the node's own values first. keys are the window's host keys
 // (NeedsHostKeys), shared by every node reached over SSH.
 func (inv *Inventory) NodeConfig(n Node, keys *remote.HostKeys) remote.Config {
-	if inv.TransportOf(n) == TransportLocal {
+	switch inv.TransportOf(n) {
+	case TransportLocal:
 		// This machine: nothing to reach, the guard's defaults.
 		return remote.Config{Name: n.Name, Local: &remote.LocalConfig{}}
+	case TransportSrun:
+		return remote.Config{Name: n.Name, Srun: &remote.SrunConfig{
+			Login: *inv.LoginConfig(keys).SSH, Job: n.SlurmJob, Node: cmp.Or(n.FabricAddress, n.Name), Addr: n.Address,
+			StepArgs: inv.Slurm.StepArgs,
+		}}
 	}
 	s := inv.SSH
 	user := n.User
@@ -66,6 +76,18 @@ func (inv *Inventory) NodeConfig(n Node, keys *remote.HostKeys) remote.Config {
 		KeepaliveInterval: s.KeepaliveInterval, KeepaliveMisses: s.KeepaliveMisses,
 	}}
 }
+
+// LoginConfig is how to reach the Slurm login node (slurm.login), over
+// SSH with the ssh section's settings: the window launches collectives
+// and holds its allocation from it, and transport srun reaches every
+// node through it.
+func (inv *Inventory) LoginConfig(keys *remote.HostKeys) remote.Config {
+	l := inv.Slurm.Login
+	return inv.NodeConfig(Node{Name: LoginName, Address: l.Address, Port: l.Port, User: l.User, Transport: TransportSSH}, keys)
+}
+
+// LoginName is the Slurm login node's name in errors and progress.
+const LoginName = "slurm-login"
 
 // NeedsHostKeys says whether anything the window reaches goes over SSH
 // (a node, or the Slurm login node) and so needs ssh.known_hosts: a
@@ -116,15 +138,37 @@ func (inv *Inventory) ReachWithin() time.Duration {
 	nodes := inv.Nodes
 	if inv.Slurm.Allocates() && len(nodes) == 0 {
 		// A node of the allocation, as it will be reached: through the
-		// login node.
+		// login node, by SSH or by a step.
 		l := inv.Slurm.Login
-		nodes = []Node{{Name: "allocated", Address: "allocated", Transport: TransportSSH,
+		nodes = []Node{{Name: "allocated", Address: "allocated", Transport: inv.allocatedTransport(), SlurmJob: "1",
 			Via: append(append([]string(nil), inv.SSH.Jump...), l.Address)}}
 	}
 	for _, n := range nodes {
 		d = max(d, inv.NodeConfig(n, nil).ReachWithin())
 	}
 	return d
+}
+
+// allocatedTransport reaches the nodes of the window's own allocation:
+// srun when the inventory says so, else SSH through the login node.
+func (inv *Inventory) allocatedTransport() string {
+	if inv.Transport == TransportSrun {
+		return TransportSrun
+	}
+	return TransportSSH
+}
+
+// AllocatedNode is node n of the window's allocation (job) as the window
+// reaches it: by its Slurm name at its NodeAddr, through the login node
+// by SSH (the login node as the jump host) or by srun.
+func (inv *Inventory) AllocatedNode(name, addr, job string) Node {
+	n := Node{Name: name, Address: cmp.Or(addr, name), FabricAddress: name, Transport: inv.allocatedTransport()}
+	if n.Transport == TransportSrun {
+		n.SlurmJob = job
+	} else {
+		n.Via = append(append([]string(nil), inv.SSH.Jump...), inv.Slurm.LoginHop())
+	}
+	return n
 }
 
 // ReachBoundGiven says whether the inventory bounds reaching a node
@@ -145,8 +189,14 @@ func (inv *Inventory) ReachBoundGiven() bool {
 
 // transport checks the inventory's transport.
 func (v *validator) transport() {
-	if t := v.inv.Transport; t != "" && !knownTransport(t) {
+	t := v.inv.Transport
+	switch {
+	case t != "" && !knownTransport(t):
 		v.problem("transport", "must be %s, got %q", transportChoice(), short(t))
+	case t == TransportSrun && !v.inv.Slurm.Allocates():
+		v.problem("transport", "srun reaches the nodes of the window's own Slurm allocation: set slurm.allocate (and slurm.login)")
+	case len(v.inv.Slurm.StepArgs) > 0 && t != TransportSrun:
+		v.problem("slurm.step_args", "set without transport: srun: only its steps take them")
 	}
 }
 
@@ -158,6 +208,10 @@ func (v *validator) nodeTransport(i int) {
 	key, who := v.keyOf(i), v.who(i)
 	if n.Transport != "" && !knownTransport(n.Transport) {
 		v.problem(key+".transport", "%smust be %s, got %q", who, transportChoice(), short(n.Transport))
+		return
+	}
+	if n.Transport == TransportSrun {
+		v.problem(key+".transport", "%ssrun reaches only the nodes of the window's own allocation, which the inventory does not list: set transport: srun at the top level with slurm.allocate", who)
 		return
 	}
 	switch {

@@ -4,7 +4,11 @@
 // value is an error naming the file, the key path and the line.
 package inventory
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Inventory is one window's input, as loaded and validated.
 type Inventory struct {
@@ -168,6 +172,10 @@ type Node struct {
 	// Transport reaches this node: the inventory's when empty (and local
 	// for address: local).
 	Transport string `mapstructure:"transport" json:"transport,omitempty"`
+	// SlurmJob is the job of the window's own allocation that holds the
+	// node, whose steps reach it under transport srun. Set by the window,
+	// never by the inventory file.
+	SlurmJob string `mapstructure:"-" json:"slurm_job,omitempty"`
 }
 
 // Image is the pinned container image the window runs.
@@ -787,8 +795,12 @@ type Slurm struct {
 	Partition string     `mapstructure:"partition" json:"partition"`
 	Account   string     `mapstructure:"account" json:"account"`
 	// MPI is srun's --mpi plugin (pmix, pmi2, ...). Default pmix.
-	MPI      string        `mapstructure:"mpi" json:"mpi"`
-	SrunArgs []string      `mapstructure:"srun_args" json:"srun_args"`
+	MPI      string   `mapstructure:"mpi" json:"mpi"`
+	SrunArgs []string `mapstructure:"srun_args" json:"srun_args"`
+	// StepArgs are srun options every step of transport srun gets besides
+	// its own (--gres=gpu:8 where a step sees no GPU it does not ask
+	// for).
+	StepArgs []string      `mapstructure:"step_args" json:"step_args,omitempty"`
 	Timeout  time.Duration `mapstructure:"timeout" json:"timeout"`
 	// Allocate: the window holds its own allocation for its whole length
 	// and its nodes are the allocation's (the inventory then names none).
@@ -827,6 +839,22 @@ type SlurmLogin struct {
 	Address string `mapstructure:"address" json:"address"`
 	Port    int    `mapstructure:"port" json:"port"`
 	User    string `mapstructure:"user" json:"user"`
+}
+
+// LoginHop is the login node as a jump host: [user@]host[:port].
+func (s Slurm) LoginHop() string {
+	l := s.Login
+	h := l.Address
+	if l.Port != 0 {
+		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+			h = "[" + h + "]"
+		}
+		h += ":" + strconv.Itoa(l.Port)
+	}
+	if l.User != "" {
+		h = l.User + "@" + h
+	}
+	return h
 }
 
 // Enabled reports whether the inventory names a Slurm login node.

@@ -58,10 +58,20 @@ func (v *validator) image() {
 	if im.Reference == "" && (im.Archive != "" || v.given("image.mode")) {
 		v.problem("image.reference", "required with an image: NAME[:TAG]@sha256:<64 hex digits>, the pin every node's image must match")
 	}
+	srun := v.inv.Transport == TransportSrun
+	if im.Relay == "" && srun {
+		// The chain goes node to node over SSH with the window key; nodes
+		// that srun reaches are given the image one by one.
+		im.Relay = "direct"
+	}
 	switch im.Relay {
 	case "":
 		im.Relay = "chain"
-	case "chain", "direct":
+	case "chain":
+		if srun {
+			v.problem("image.relay", "chain passes the image from node to node over SSH, which transport srun does not give the nodes: use direct")
+		}
+	case "direct":
 	default:
 		v.problem("image.relay", "must be chain or direct, got %q", short(im.Relay))
 	}
@@ -384,10 +394,16 @@ func (v *validator) allReduce(a *AllReduce) {
 	if a.MinBytes <= 0 || a.MaxBytes < a.MinBytes {
 		v.problem(k+"max_bytes", "the sweep must go from min_bytes > 0 up to max_bytes ≥ min_bytes, got %s..%s", a.MinBytes, a.MaxBytes)
 	}
+	if a.Launcher == "" && v.inv.Transport == TransportSrun {
+		a.Launcher = "srun"
+	}
 	switch a.Launcher {
 	case "":
 		a.Launcher = "mpirun"
 	case "mpirun":
+		if v.inv.Transport == TransportSrun {
+			v.problem(k+"launcher", "mpirun starts its ranks over SSH between the nodes, which transport srun does not give them: use srun")
+		}
 	case "srun":
 		if !v.inv.Slurm.Enabled() {
 			v.problem(k+"launcher", "srun needs the Slurm login node: set slurm.login.address")
@@ -475,11 +491,31 @@ func (v *validator) slurm() {
 	}
 	v.nonNegativeDuration(k+"timeout", s.Timeout)
 	v.slurmAllocate()
+	v.stepArgs()
 }
 
 // managedSalloc are the salloc options the window sets itself.
 var managedSalloc = []string{"--no-shell", "--wait-all-nodes", "-J", "--job-name", "-N", "--nodes", "-w", "--nodelist",
-	"-p", "--partition", "-A", "--account", "-q", "--qos", "--gres", "--exclusive", "-t", "--time"}
+	"-p", "--partition", "-A", "--account", "-q", "--qos", "--gres", "--exclusive", "-t", "--time", "-k", "--no-kill"}
+
+// managedStep are the srun options transport srun sets on every step, or
+// that would break the step's streams.
+var managedStep = []string{"--jobid", "--overlap", "-w", "--nodelist", "-N", "--nodes", "-n", "--ntasks", "-Q", "--quiet",
+	"-J", "--job-name", "-i", "--input", "-o", "--output", "-e", "--error", "-l", "--label", "--pty", "-u", "--unbuffered"}
+
+// stepArgs checks slurm.step_args: srun options, each one word.
+func (v *validator) stepArgs() {
+	for i, arg := range v.inv.Slurm.StepArgs {
+		key := fmt.Sprintf("slurm.step_args[%d]", i)
+		opt, _, _ := strings.Cut(arg, "=")
+		switch {
+		case !strings.HasPrefix(arg, "-"):
+			v.problem(key, "%q is no srun option: each entry is one option (--gres=gpu:8), never a command", short(arg))
+		case slices.Contains(managedStep, opt):
+			v.problem(key, "%s is transport srun's own: leave it out", opt)
+		}
+	}
+}
 
 // slurmAllocate checks slurm.allocate: how many nodes or which, and the
 // words salloc is given (each one argument, never a shell's).

@@ -112,11 +112,17 @@ func (j job) srunCommand(w *orchestrator.Window) string {
 	args := append(envPrefix(env), "srun", fmt.Sprintf("--nodes=%d", len(j.nodes)),
 		fmt.Sprintf("--ntasks-per-node=%d", j.ranksPerNode), "--nodelist="+remote.Quote(strings.Join(hosts, ",")),
 		"--mpi="+remote.Quote(sl.MPI), "--kill-on-bad-exit=1", "--job-name="+remote.Quote(j.jobName(w)))
-	if sl.Partition != "" {
-		args = append(args, "--partition="+remote.Quote(sl.Partition))
-	}
-	if sl.Account != "" {
-		args = append(args, "--account="+remote.Quote(sl.Account))
+	if job := w.SlurmJob(); job != "" {
+		// A step of the window's own allocation, which holds the nodes
+		// (exclusively): a job of its own would wait for them forever.
+		args = append(args, "--jobid="+job, "--overlap")
+	} else {
+		if sl.Partition != "" {
+			args = append(args, "--partition="+remote.Quote(sl.Partition))
+		}
+		if sl.Account != "" {
+			args = append(args, "--account="+remote.Quote(sl.Account))
+		}
 	}
 	for _, a := range sl.SrunArgs {
 		args = append(args, remote.Quote(a))
@@ -449,7 +455,13 @@ func (j job) scancel(ctx context.Context, w *orchestrator.Window) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err = runOn(sctx, w, login, "scancel --name="+remote.Quote(j.jobName(w)))
+	cmd := "scancel --name=" + remote.Quote(j.jobName(w))
+	if job := w.SlurmJob(); job != "" {
+		// A step of the window's job: scancel names steps by ID only.
+		cmd = "squeue -h -s -j " + job + " -o '%i %j' | awk -v n=" + remote.Quote(j.jobName(w)) +
+			" '$2 == n { print $1 }' | xargs -r scancel"
+	}
+	_, err = runOn(sctx, w, login, cmd)
 	return err
 }
 

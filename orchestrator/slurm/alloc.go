@@ -47,7 +47,9 @@ type Spec struct {
 
 // Args are salloc's arguments for s.
 func (s Spec) Args() []string {
-	args := []string{"--no-shell", "--wait-all-nodes=1", "--job-name=" + s.Name}
+	// --no-kill: a node that fails (the failure test's victim, a GPU that
+	// falls off the bus) leaves the job, which goes on over the others.
+	args := []string{"--no-shell", "--wait-all-nodes=1", "--no-kill", "--job-name=" + s.Name}
 	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}} {
 		if kv[1] != "" {
 			args = append(args, kv[0]+kv[1])

@@ -1,0 +1,200 @@
+package labtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/scripts/lab"
+)
+
+// srunHosts are the hosts a window of transport srun allocates: h1 is the
+// login node, which takes SSH; these take none from the coordinator.
+var srunHosts = []string{"h2", "h3", "h4", "h5"}
+
+// noSSHFromTheCoordinator makes hosts refuse the coordinator's SSH (a
+// reset from their own firewall), as the compute nodes of a cluster that
+// admits SSH only on its login node do; the rule goes with the test.
+func noSSHFromTheCoordinator(t *testing.T, l *lab.Lab, hosts []string) {
+	t.Helper()
+	env, err := l.Env()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := []string{"INPUT", "-p", "tcp", "--dport", "22", "-s", env["LAB_GATEWAY"], "-j", "REJECT", "--reject-with", "tcp-reset"}
+	for _, h := range hosts {
+		if out, err := l.Exec(t.Context(), h, append([]string{"iptables", "-I"}, rule...)...); err != nil {
+			t.Fatalf("%s: iptables: %v %s", h, err, out)
+		}
+		t.Cleanup(func() { _, _ = l.Exec(context.Background(), h, append([]string{"iptables", "-D"}, rule...)...) })
+	}
+}
+
+// srunInventory asks for srunHosts and reaches them by srun.
+func srunInventory(t *testing.T, l *lab.Lab, phasesExtra string) string {
+	t.Helper()
+	inv := allocatingInventory(t, l, "  allocate: {nodelist: \"h[2-5]\"}\n", phasesExtra)
+	appendInventory(t, inv, "transport: srun\n")
+	return inv
+}
+
+// TestWindowThroughSrun: a whole window on hosts that take no SSH from
+// the coordinator. It allocates four hosts through the login node h1
+// (the only host it reaches over SSH), runs every phase on them as job
+// steps of its allocation (the collectives as steps of the same job,
+// under srun from the login node) and gives the job back; nothing of the
+// window is left on any host, nor in the queue.
+func TestWindowThroughSrun(t *testing.T) {
+	l := needLab(t)
+	if err := l.Slurm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, l, nil)
+	standinBenchmarks(t, l, srunHosts)
+	noSSHFromTheCoordinator(t, l, srunHosts)
+	inv := srunInventory(t, l, `  allreduce:
+    enabled: true
+    min_bytes: 1MiB
+    max_bytes: 2MiB
+    iters: 2
+    warmup: 1
+    repeats: 2
+    ranks_per_node: 1
+    timeout: 1m
+`+mpiArgs)
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
+	dir := runDir(t, runs)
+	r := readRun(t, dir)
+	s := r.Slurm
+	if s == nil || s.JobID == "" || s.Cancelled.IsZero() || len(r.Nodes) != len(srunHosts) {
+		t.Fatalf("exit %d: allocation %+v, nodes %+v", res.code, s, r.Nodes)
+	}
+	for i, n := range r.Nodes {
+		if n.Name != srunHosts[i] {
+			t.Errorf("node %d is %s, want %s", i, n.Name, srunHosts[i])
+		}
+		if v := verdict(r, "CONN-001", n.Name); v.Status != record.Pass || !strings.Contains(v.Detail+v.Measured, "srun") {
+			t.Errorf("CONN-001 %s: %s %q %q", n.Name, v.Status, v.Measured, v.Detail)
+		}
+		for _, p := range []string{"preflight", "diag"} {
+			if pr := phaseData(t, r, p, i, new(any)); pr.Outcome != record.OK {
+				t.Errorf("%s on %s: %s %s", p, n.Name, pr.Outcome, pr.Error)
+			}
+		}
+	}
+	var sw phases.Sweeps
+	phaseData(t, r, "allreduce", -1, &sw)
+	if v := verdict(r, "NCCL-001", ""); v.Status != record.Pass || !strings.Contains(sw.Command, "--jobid="+s.JobID+" --overlap") {
+		t.Errorf("the all-reduce is no step of the window's job: NCCL-001 %s %q; %s", v.Status, v.Detail, sw.Command)
+	}
+	for _, id := range []string{"SLURM-001", "PRE-001"} {
+		t.Logf("%s: %s %q", id, verdict(r, id, "").Status, verdict(r, id, "").Detail)
+	}
+	if v := verdict(r, "SLURM-001", ""); v.Status != record.Pass {
+		t.Errorf("SLURM-001: %s %q", v.Status, v.Detail)
+	}
+	t.Logf("exit %d; CONN-001 h2: %s; card:\n%s", res.code, verdict(r, "CONN-001", "h2").Measured, res.stdout)
+	for _, h := range srunHosts {
+		log, _ := os.ReadFile(filepath.Join(l.Dir, "hosts", h, "sshd.log"))
+		if strings.Contains(string(log), "Accepted publickey") {
+			t.Errorf("%s: a login over SSH: the window must reach it by srun alone", h)
+		}
+	}
+	if q := slurmQueue(t, l); q != "" {
+		t.Errorf("left in the queue: %s", q)
+	}
+	nothingLeft(t, l)
+}
+
+// TestSrunWindowKilledThenResumed: the coordinator of a srun window is
+// SIGKILLed while the diagnostic runs as steps on every node. The guards
+// on the nodes end the diagnostic (their heartbeats stopped); the job,
+// journaled, stays. The resumed window keeps that job, finishes, and gives
+// it back: the queue is empty and nothing is left on any host.
+func TestSrunWindowKilledThenResumed(t *testing.T) {
+	l := needLab(t)
+	if err := l.Slurm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	setups := map[string]nodeSetup{}
+	for _, h := range srunHosts {
+		setups[h] = nodeSetup{profile: "h100", slowDiag: 7 * time.Second}
+	}
+	prepare(t, l, setups)
+	noSSHFromTheCoordinator(t, l, srunHosts)
+	inv := srunInventory(t, l, "")
+	runs := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs, "--only", "connect,tools,preflight,diag,teardown")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "diag running on h2", func() bool { return slowRunning(t, l, "h2", 7*time.Second) })
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	dir := runDir(t, runs)
+	before := readJournalJob(t, dir)
+	if q := slurmQueue(t, l); !strings.HasPrefix(q, before+" ") {
+		t.Fatalf("the job %s is not held after the coordinator died: queue %q", before, q)
+	}
+	waitFor(t, 20*time.Second, "no process of ours left after the coordinator died", func() bool {
+		for _, h := range srunHosts {
+			if ps, _ := l.Ps(t.Context(), h); ours(ps) != "" {
+				return false
+			}
+		}
+		return true
+	})
+	res := gpuaccept(t, "run", "--resume", dir)
+	r := readRun(t, dir)
+	if r.Slurm == nil || r.Slurm.JobID != before || r.Slurm.Cancelled.IsZero() || len(r.Resumed) != 1 {
+		t.Fatalf("exit %d: the resumed window's allocation %+v (journaled %s), resumed %d", res.code, r.Slurm, before, len(r.Resumed))
+	}
+	if types := journalTypes(t, dir); !slices.Contains(types, "done:diag") {
+		t.Errorf("the resumed window did not finish the diagnostic: %v", types)
+	}
+	for i, n := range r.Nodes {
+		if pr := phaseData(t, r, "diag", i, new(any)); pr.Outcome != record.OK {
+			t.Errorf("diag on %s after the resume: %s %s", n.Name, pr.Outcome, pr.Error)
+		}
+	}
+	if q := slurmQueue(t, l); q != "" {
+		t.Errorf("left in the queue: %s", q)
+	}
+	nothingLeft(t, l)
+}
+
+// slurmQueue is squeue's jobs: "ID STATE NAME" lines.
+func slurmQueue(t *testing.T, l *lab.Lab) string {
+	t.Helper()
+	out, err := l.Exec(t.Context(), "h1", "squeue", "-h", "-o", "%i %T %j")
+	if err != nil {
+		t.Fatalf("squeue: %v %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// readJournalJob is the job ID the window journaled.
+func readJournalJob(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"type":"slurm"`) && strings.Contains(line, `"key":"job"`) {
+			_, v, _ := strings.Cut(line, `"value":"`)
+			id, _, _ := strings.Cut(v, `"`)
+			return id
+		}
+	}
+	t.Fatalf("no job journaled in %s", dir)
+	return ""
+}
