@@ -67,6 +67,23 @@ func SlurmCommand(inv *inventory.Inventory, phases []Phase) string {
 	return slurmSpec(inv, "<run id>", phases).Command()
 }
 
+// CheckAllocation reaches inv's Slurm login node and asks its Slurm
+// whether it would grant the window's allocation, submitting nothing
+// (`check --connect`): the login node, the partition, account, QoS, GRES
+// and node count are tried before the window. The answer is Slurm's.
+func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Phase) (string, error) {
+	reach, err := NewReach(inv, nil)
+	if err != nil {
+		return "", err
+	}
+	login, err := reach.Dial(ctx, reach.LoginConfig())
+	if err != nil {
+		return "", err
+	}
+	defer login.Close()
+	return slurm.TestOnly(ctx, login, slurmSpec(inv, "check", phases))
+}
+
 // allocate asks for the window's allocation and makes its nodes the
 // window's. Not granted, the window is aborted (INCOMPLETE) with
 // squeue's reason and SLURM-001 says it.

@@ -55,6 +55,9 @@ var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "po
 // error is for the coordinator's own failures; nodes not reached are
 // said, and make the exit status 3 (the window could not measure them).
 func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, asJSON *connectJSON) (unreached int, err error) {
+	if inv.Slurm.Allocates() {
+		return checkAllocation(ctx, out, progress, inv, ps, asJSON)
+	}
 	fmt.Fprintf(progress, "check: reaching %d node(s), %d at a time\n", len(inv.Nodes), inv.FanOut())
 	start := time.Now()
 	python := inv.Phases.Failure.Python
@@ -416,4 +419,36 @@ func clip(s string, n int) string {
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return strings.TrimSpace(s)
+}
+
+// checkAllocation is check --connect for a window whose nodes are its
+// own Slurm allocation's, unknown until Slurm grants it: the login node is
+// reached and its Slurm asked whether it would grant the allocation
+// (sbatch --test-only), and the window's length and cost are bounded.
+func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, asJSON *connectJSON) (int, error) {
+	fmt.Fprintf(progress, "check: reaching the Slurm login node %s\n", inv.Slurm.Login.Address)
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	said, err := orchestrator.CheckAllocation(ctx, inv, ps)
+	if asJSON != nil {
+		a := &allocationJSON{Login: inv.Slurm.Login.Address, Slurm: said}
+		if err != nil {
+			a.Error = err.Error()
+		}
+		asJSON.Allocation = a
+		if perr := asJSON.print(out, inv, ps, nil, nil, 0); perr != nil {
+			return 0, perr
+		}
+	} else if err != nil {
+		fmt.Fprintf(out, "the allocation: %s\n\n", clip(err.Error(), 300))
+	} else {
+		fmt.Fprintf(out, "the allocation: the login node %s answered; Slurm would grant it:\n  %s\n\n", inv.Slurm.Login.Address, said)
+	}
+	if asJSON == nil {
+		printEstimate(out, inv, ps)
+	}
+	if err != nil {
+		return 1, nil
+	}
+	return 0, nil
 }

@@ -16,6 +16,19 @@ import (
 // nodes first).
 type connectJSON struct {
 	Warnings []inventory.Warning
+	// Allocation: what the login node's Slurm said of the window's own
+	// allocation (its nodes are unknown until granted).
+	Allocation *allocationJSON
+}
+
+// allocationJSON is check --connect's answer for a window in its own
+// Slurm allocation.
+type allocationJSON struct {
+	Login string `json:"login"`
+	// Slurm: sbatch --test-only's line, when Slurm would grant it.
+	Slurm string `json:"slurm,omitempty"`
+	// Error: why the login node was not reached, or Slurm's refusal.
+	Error string `json:"error,omitempty"`
 }
 
 type connectNode struct {
@@ -76,14 +89,15 @@ func (c *connectJSON) print(w io.Writer, inv *inventory.Inventory, ps []orchestr
 	}
 	return writeJSON(w, struct {
 		lintJSON
-		Reached     int           `json:"reached"`
-		Seconds     float64       `json:"seconds"`
-		Nodes       []connectNode `json:"nodes"`
-		Tools       []toolGroup   `json:"tools"`
-		NotReached  []reasonGroup `json:"not_reached"`
-		NotMeasured []reasonGroup `json:"not_measured"`
-		Bound       connectBound  `json:"bound"`
-	}{lintOf(inv, c.Warnings), reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound})
+		Reached     int             `json:"reached"`
+		Seconds     float64         `json:"seconds"`
+		Nodes       []connectNode   `json:"nodes"`
+		Tools       []toolGroup     `json:"tools"`
+		NotReached  []reasonGroup   `json:"not_reached"`
+		NotMeasured []reasonGroup   `json:"not_measured"`
+		Bound       connectBound    `json:"bound"`
+		Allocation  *allocationJSON `json:"allocation,omitempty"`
+	}{lintOf(inv, c.Warnings), reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound, c.Allocation})
 }
 
 // nonNil is s, or an empty list: JSON says [] rather than null.

@@ -69,6 +69,10 @@ func TestWindowThroughSrun(t *testing.T) {
     ranks_per_node: 1
     timeout: 1m
 `+mpiArgs)
+	if c := gpuaccept(t, "check", "--connect", inv); c.code != 0 || !strings.Contains(c.stdout, "Slurm would grant it:") ||
+		!strings.Contains(c.stdout, "on nodes h[2-5]") {
+		t.Errorf("check --connect: exit %d\n%s", c.code, c.stdout)
+	}
 	runs := t.TempDir()
 	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
 	dir := runDir(t, runs)

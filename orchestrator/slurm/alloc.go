@@ -519,3 +519,47 @@ func (w *lineWriter) Tail() string {
 }
 
 var _ io.Writer = (*lineWriter)(nil)
+
+// TestOnly asks the login node's Slurm whether it would grant s, without
+// submitting anything (sbatch --test-only): the partition, account, QoS,
+// GRES and node count are checked against the cluster, and Slurm says
+// when and where the job would start. The answer is sbatch's own line;
+// a request Slurm refuses is an error with its reason.
+func TestOnly(ctx context.Context, login Login, s Spec) (string, error) {
+	words := []string{"sbatch", "--test-only"}
+	for _, a := range s.Args() {
+		if a != "--no-shell" {
+			words = append(words, remote.Quote(a))
+		}
+	}
+	var out capWriter
+	// sbatch answers on stderr, refusals too: both are the answer.
+	err := login.Run(ctx, remote.Cmd{Command: strings.Join(words, " ") + " --wrap=true 2>&1", Stdout: &out})
+	said := lastSlurmLine(out.String())
+	if err != nil {
+		if said == "" {
+			return "", fmt.Errorf("%s: sbatch --test-only: %w", login.Name(), err)
+		}
+		return "", fmt.Errorf("%s: Slurm would not grant the allocation: %s", login.Name(), said)
+	}
+	if said == "" {
+		return "", fmt.Errorf("%s: sbatch --test-only said nothing", login.Name())
+	}
+	return said, nil
+}
+
+// lastSlurmLine is what sbatch and the controller said (at most three
+// lines, joined), printable and bounded: a login shell's greeting may come
+// first.
+func lastSlurmLine(out string) string {
+	var said []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "sbatch:") || strings.HasPrefix(l, "allocation failure:") {
+			said = append(said, l)
+		}
+	}
+	if len(said) > 3 {
+		said = said[len(said)-3:]
+	}
+	return printable(strings.Join(said, "; "), 400)
+}

@@ -1,9 +1,13 @@
 package slurm
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"gpuaccept/remote"
 )
 
 func TestSpecArgs(t *testing.T) {
@@ -29,5 +33,45 @@ func TestJobIDsAreDigits(t *testing.T) {
 		if validJobID(id) != ok {
 			t.Errorf("%q: %v", id, !ok)
 		}
+	}
+}
+
+// fakeLogin answers every command with out on stdout and err.
+type fakeLogin struct {
+	out  string
+	err  error
+	last string
+}
+
+func (f *fakeLogin) Name() string { return "slurm-login" }
+func (f *fakeLogin) Run(_ context.Context, c remote.Cmd) error {
+	f.last = c.Command
+	io.WriteString(c.Stdout, f.out)
+	return f.err
+}
+
+// sbatch --test-only carries the allocation's options, not salloc's
+// --no-shell; its answer is Slurm's line, its refusal an error with
+// Slurm's reasons, a greeting ignored and the node's bytes made
+// printable.
+func TestTestOnly(t *testing.T) {
+	s := Spec{Name: "gpuaccept-check", Partition: "gpu", Nodes: 2, Exclusive: true}
+	f := &fakeLogin{out: "Welcome to the cluster\nsbatch: Job 5 to start at 2026-12-06T11:00:39 using 4 processors on nodes h[1-2] in partition lab\n"}
+	said, err := TestOnly(t.Context(), f, s)
+	if err != nil || !strings.HasPrefix(said, "sbatch: Job 5 to start") {
+		t.Errorf("granted: %q, %v", said, err)
+	}
+	if !strings.HasPrefix(f.last, "sbatch --test-only --wait-all-nodes=1 --no-kill --job-name=gpuaccept-check --partition=gpu") ||
+		strings.Contains(f.last, "--no-shell") || !strings.Contains(f.last, " --wrap=true") {
+		t.Errorf("command: %s", f.last)
+	}
+	f = &fakeLogin{out: "sbatch: error: invalid partition specified: nope\nallocation failure: Invalid partition \x1b[31mname\n",
+		err: &remote.ExitError{Node: "slurm-login", Status: 1}}
+	if _, err := TestOnly(t.Context(), f, s); err == nil || !strings.Contains(err.Error(), "would not grant the allocation: sbatch: error: invalid partition specified: nope; allocation failure: Invalid partition [31mname") {
+		t.Errorf("refused: %v", err)
+	}
+	f = &fakeLogin{err: &remote.ConnectionLostError{Node: "slurm-login", Reason: "gone"}}
+	if _, err := TestOnly(t.Context(), f, s); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("lost: %v", err)
 	}
 }
