@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/orchestrator/slurm"
 )
 
 // Status is what a run directory says of its window, from the journal
@@ -43,6 +44,17 @@ type Status struct {
 	// name → when its release teardown ended.
 	Idle     []record.IdleStretch
 	Released map[string]time.Time
+	// Slurm is the window's own allocation, as journaled; nil without one.
+	Slurm *SlurmStatus
+}
+
+// SlurmStatus is the window's own Slurm allocation as the journal has it.
+type SlurmStatus struct {
+	Job string
+	// Nodes: the granted job's nodelist and count; "" until granted.
+	NodeList  string
+	Nodes     []string
+	Cancelled bool
 }
 
 // ReadStatus reads the window's status from its run directory dir at now.
@@ -74,6 +86,25 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	for _, p := range r.run.Plan {
 		st.Plan[p.Name] = p
+	}
+	for _, e := range r.slurm {
+		if st.Slurm == nil {
+			st.Slurm = &SlurmStatus{}
+		}
+		switch e.Key {
+		case slurmJobKey:
+			st.Slurm.Job = e.Value
+		case slurmAllocationKey:
+			var a slurm.Allocation
+			if json.Unmarshal([]byte(e.Value), &a) == nil {
+				st.Slurm.Job, st.Slurm.NodeList, st.Slurm.Nodes = a.JobID, a.NodeList, nil
+				for _, n := range a.Nodes {
+					st.Slurm.Nodes = append(st.Slurm.Nodes, n.Name)
+				}
+			}
+		case slurmCancelledKey:
+			st.Slurm.Cancelled = true
+		}
 	}
 	st.Since = r.run.Started
 	for _, at := range r.run.Resumed {

@@ -79,6 +79,21 @@ func printStatus(w io.Writer, dir string, st *orchestrator.Status, now time.Time
 	for _, n := range run.Nodes {
 		names = append(names, n.Name)
 	}
+	if len(names) == 0 && st.Slurm != nil {
+		// The journal's header came before the grant: the nodes are the
+		// allocation's.
+		names = append(names, st.Slurm.Nodes...)
+	}
+	if sl := st.Slurm; sl != nil {
+		switch {
+		case sl.Cancelled:
+			fmt.Fprintf(w, "slurm: job %s (%s), given back\n", sl.Job, sl.NodeList)
+		case sl.NodeList != "":
+			fmt.Fprintf(w, "slurm: job %s holds %s (%d node(s))\n", sl.Job, sl.NodeList, len(sl.Nodes))
+		case sl.Job != "":
+			fmt.Fprintf(w, "slurm: job %s asked for, not granted yet\n", sl.Job)
+		}
+	}
 	fmt.Fprintf(w, "nodes: %d", len(names))
 	if len(st.Quarantined) > 0 {
 		byWhy := map[string][]string{}
