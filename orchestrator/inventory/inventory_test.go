@@ -104,8 +104,9 @@ func TestExamplesLoad(t *testing.T) {
 // stages may rely on without checking again.
 func checkInvariants(t *testing.T, inv *Inventory) {
 	t.Helper()
-	if inv.Provider == "" || len(inv.Nodes) == 0 {
-		t.Errorf("provider %q, %d nodes", inv.Provider, len(inv.Nodes))
+	// Nodes, or none but the window's own allocation's, never both.
+	if inv.Provider == "" || (len(inv.Nodes) == 0) != inv.Slurm.Allocates() {
+		t.Errorf("provider %q, %d nodes, allocates %v", inv.Provider, len(inv.Nodes), inv.Slurm.Allocates())
 	}
 	for i, n := range inv.Nodes {
 		if n.Name == "" || n.Address == "" || n.User == "" || n.Port < 0 || n.Port > 65535 {
