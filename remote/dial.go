@@ -327,7 +327,11 @@ func (c *Client) connectionError(what string, err error) error {
 		return fmt.Errorf("%s: %s: connection closed by gpuaccept: %w", c.cfg.Name, what, net.ErrClosed)
 	default:
 	}
-	return &ConnectionLostError{Node: c.cfg.Name, Reason: what + " failed", Err: err}
+	// The session failed before the connection's watcher heard the
+	// connection go: it is lost from here on, as the Executor contract has
+	// it (Lost true once a call said so), and the window dials afresh.
+	c.lose(what+" failed", err)
+	return c.lostErr()
 }
 
 func (c *Client) watch() {

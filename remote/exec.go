@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -228,13 +229,13 @@ func ceilSeconds(d time.Duration) int {
 type control struct {
 	mu     sync.Mutex
 	w      io.WriteCloser
-	closed bool
+	closed atomic.Bool
 }
 
 func (c *control) frame(header string, data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return io.ErrClosedPipe
 	}
 	if _, err := io.WriteString(c.w, header+"\n"); err != nil {
@@ -247,11 +248,11 @@ func (c *control) frame(header string, data []byte) error {
 	return nil
 }
 
+// close ends the stream at once, even while a frame waits on a stream the
+// node does not read (a step not yet started, a full channel): the write
+// fails, and the cancel it serves is not held up by it.
 func (c *control) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		c.closed = true
+	if c.closed.CompareAndSwap(false, true) {
 		c.w.Close()
 	}
 }

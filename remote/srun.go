@@ -36,6 +36,10 @@ type SrunConfig struct {
 // milliseconds when it is well, in seconds when it is busy.
 const stepStart = 30 * time.Second
 
+// stepEndMargin is how long a cancelled step may take to end once its
+// command's grace is over: srun reports, slurmstepd tears the step down.
+const stepEndMargin = 10 * time.Second
+
 func (s SrunConfig) dial(ctx context.Context, name string) (Executor, error) {
 	switch {
 	case !validJob(s.Job):
@@ -200,25 +204,45 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	_, stopInner := streamControl(pw, s.beat, cmd.Stdin)
 	srunErr := &srunLines{node: s.node}
 	stderr := &srunSplit{cmd: cmd.Stderr, tail: NewStderrTail(), srun: srunErr}
-	err = login.Run(runCtx, Cmd{
+	// A cancel ends the node's stream, not srun: srun answers a TERM by
+	// KILLing the step, which would leave the command no grace. Its guard
+	// hears the end of its stream (srun passes the EOF on) and stops the
+	// command as over SSH, TERM then KILL after the grace, and srun ends
+	// with the step. Only a step that outlives that is ended through srun.
+	loginCtx, stopLogin := context.WithCancel(context.Background())
+	defer stopLogin()
+	ran := make(chan struct{})
+	defer close(ran)
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-ran:
+			return
+		}
+		stopInner()
+		select {
+		case <-ran:
+		case <-time.After(grace + stepEndMargin):
+			stopLogin()
+		}
+	}()
+	err = login.Run(loginCtx, Cmd{
 		Command: s.stepLine(cmd, grace),
 		Stdin:   pr,
 		Stdout:  cmd.Stdout,
 		Stderr:  stderr,
-		// srun passes its TERM on to the step; the node's guard then has
-		// the command's grace, and srun a moment to report.
-		Grace: grace + 5*time.Second,
+		Grace:   grace + stepEndMargin,
 	})
 	pr.CloseWithError(io.ErrClosedPipe)
 	stopInner()
 	stderr.flush()
 
 	// Cancelled by the coordinator: srun's "Job step aborted" is its answer
-	// to the TERM, no word about the node.
+	// to the end of the step, no word about the node.
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
-	case err != nil && s.closing.Err() != nil:
+	case s.closing.Err() != nil:
 		return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
 	}
 	// srun may exit 0 after a node failure: its words decide.

@@ -105,7 +105,7 @@ func (f File) is(data []byte) bool { return f.Size == int64(len(data)) && f.SHA2
 // Items are the contract's items, by name.
 var Items = []string{
 	"run", "exit-error", "signal", "env", "stdin", "stream", "upload", "upload-failure",
-	"cancel", "cancel-ignores-term", "lost", "output-bounds", "close", "concurrency",
+	"cancel", "cancel-ignores-term", "cancel-grace", "lost", "output-bounds", "close", "concurrency",
 }
 
 // Run runs every item of the contract against tg.
@@ -116,6 +116,7 @@ func Run(t *testing.T, tg Target) {
 		"stdin": itemStdin, "stream": itemStream, "upload": itemUpload, "upload-failure": itemUploadFailure,
 		"cancel":              func(t *testing.T, tg *Target) { itemCancel(t, tg, false) },
 		"cancel-ignores-term": func(t *testing.T, tg *Target) { itemCancel(t, tg, true) },
+		"cancel-grace":        itemCancelGrace,
 		"lost":                itemLost,
 		"output-bounds":       itemBounds, "close": itemClose, "concurrency": itemConcurrency,
 	}
@@ -480,6 +481,29 @@ func itemCancel(t *testing.T, tg *Target, ignoreTerm bool) {
 	var out bytes.Buffer
 	if err := e.Run(t.Context(), remote.Cmd{Command: CmdStreams, Stdout: &out}); err != nil || out.String() != "out\n" {
 		t.Fatalf("after the cancel: %q, %v", out.String(), err)
+	}
+}
+
+// cancel-grace: a cancelled command hears TERM first and has its grace
+// to end (a trap that writes a file on the node), not a KILL at once.
+func itemCancelGrace(t *testing.T, tg *Target) {
+	e := tg.open(t)
+	dir := tg.Dir(t, e)
+	m := marker()
+	mark := path.Join(dir, "termed")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(ctx, remote.Cmd{Command: "trap 'echo termed > " + remote.Quote(mark) + "; exit 0' TERM; " + m + " & wait",
+			Grace: 3 * time.Second})
+	}()
+	lab.Eventually(t, 10*time.Second, "the command started", func() bool { return tg.Alive(t, m) })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context canceled, got %T %v", err, err)
+	}
+	if f, ok := tg.File(t, e, mark); !ok || f.Size != int64(len("termed\n")) {
+		t.Errorf("the command's TERM trap left no mark (%+v, %v): it was killed without its grace", f, ok)
 	}
 }
 
