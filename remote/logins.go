@@ -82,7 +82,9 @@ func (l *Logins) session(ctx context.Context) (c *Client, done func(), err error
 		for _, lc := range l.conns {
 			if !lc.c.Lost() {
 				live = append(live, lc)
+				continue
 			}
+			go lc.c.Close() // its hops and agent go with it
 		}
 		l.conns = live
 		for _, lc := range l.conns {

@@ -51,7 +51,7 @@ func (c *Client) privateDir(ctx context.Context, dir, target string) error {
 func makePrivate(ctx context.Context, e Executor, name, dir, target string) error {
 	dir = path.Clean(dir) // "" is the login directory, "."
 	var out bytes.Buffer
-	err := e.Run(ctx, Cmd{Command: PrivateDirCmd(dir, true), Stdout: &out})
+	err := e.Run(ctx, Cmd{Command: PrivateDirCmd(dir, true), Stdout: &limitWriter{w: &out, n: 4096}})
 	var ee *ExitError
 	switch {
 	case errors.As(err, &ee) && ee.Status == 97:

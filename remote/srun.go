@@ -1,15 +1,19 @@
 package remote
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"gpuaccept/hostlist"
 )
 
 // SrunConfig is the srun transport's settings for one node: a node of
@@ -57,7 +61,9 @@ func (s SrunConfig) dial(ctx context.Context, name string) (Executor, error) {
 	c, done, err := logins.session(ctx)
 	if err != nil {
 		logins.release()
-		return nil, fmt.Errorf("%s: through the login node %s: %w", name, logins.Name(), trimNode(err, logins.Name()))
+		// The login node is the jump host of every node: not reaching it
+		// says nothing of the node.
+		return nil, withNode(name, "jump host "+s.Login.Host+" (the Slurm login node)", trimNode(err, logins.Name()))
 	}
 	done()
 	closing, cancel := context.WithCancel(context.Background())
@@ -245,22 +251,95 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	case s.closing.Err() != nil:
 		return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
 	}
-	// srun may exit 0 after a node failure: its words decide.
+	// srun may exit 0 after a node failure: its words raise the question,
+	// Slurm's view of the job answers it (a command could print srun's
+	// words itself, and a step refused for its options is no lost node).
 	if why := srunErr.lost(); why != "" {
-		return s.markLost("srun: "+why, nil)
+		gone, state, cerr := s.leftTheJob(ctx)
+		switch {
+		case cerr != nil:
+			return s.markLost("srun: "+why+"; and Slurm could not be asked: "+cerr.Error(), nil)
+		case gone:
+			return s.markLost("srun: "+why+" ("+state+")", nil)
+		}
+		if err == nil {
+			err = &ExitError{Node: s.name, Command: cmd.Command, Status: 1}
+		}
 	}
 	if err == nil {
 		return nil
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
-		tail := stderr.tail.String()
-		if extra := srunErr.String(); extra != "" {
-			tail += extra
+		// srun's own words first: the command's last words end the tail.
+		tail := srunErr.String() + stderr.tail.String()
+		if len(tail) > StderrTailBytes {
+			tail = tail[len(tail)-StderrTailBytes:]
 		}
 		return &ExitError{Node: s.name, Command: cmd.Command, Status: ee.Status, Signal: ee.Signal, StderrTail: tail}
 	}
 	return s.loginError(ctx, cmd, err)
+}
+
+// leftTheJob asks the login node's Slurm whether the node is still the
+// job's to reach: the job running with the node in its nodelist, the node
+// not down. state says what Slurm said.
+func (s *Srun) leftTheJob(ctx context.Context) (gone bool, state string, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stepStart)
+	defer cancel()
+	login, done, err := s.logins.session(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	defer done()
+	var out bytes.Buffer
+	err = login.Run(ctx, Cmd{Stdout: &limitWriter{w: &out, n: 4096}, Command: "squeue -h -j " + s.job + " -o '%T %N' 2>/dev/null; echo @; sinfo -h -N -n " +
+		Quote(s.node) + " -o %T 2>/dev/null; true"})
+	if err != nil {
+		return false, "", err
+	}
+	job, node, _ := strings.Cut(out.String(), "@")
+	jobState, nodes, _ := strings.Cut(strings.TrimSpace(job), " ")
+	nodeState := strings.TrimSpace(node)
+	list, _ := hostlist.Expand(strings.TrimSpace(nodes))
+	switch {
+	case jobState != "RUNNING":
+		return true, "job " + s.job + " is " + cmp.Or(printableWord(jobState), "gone"), nil
+	case !slices.Contains(list, s.node):
+		return true, s.node + " is no longer in job " + s.job, nil
+	case strings.HasPrefix(nodeState, "down") || strings.HasPrefix(nodeState, "fail") || strings.HasSuffix(nodeState, "*"):
+		return true, s.node + " is " + printableWord(nodeState), nil
+	}
+	return false, "", nil
+}
+
+// printableWord is a word of Slurm's, bounded and without control bytes.
+func printableWord(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x21 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return s
+}
+
+// limitWriter keeps the first n bytes written to it.
+type limitWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(l.n, len(p))
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
 }
 
 // loginError is an error of the way to the node through the login node.
@@ -277,15 +356,20 @@ func (s *Srun) loginError(ctx context.Context, cmd Cmd, err error) error {
 	case errors.As(err, &te):
 		return &TimeoutError{Node: s.name, Step: "through the login node " + s.logins.Name() + ": " + te.Step, After: te.After}
 	}
-	return fmt.Errorf("%s: through the login node %s: %w", s.name, s.logins.Name(), trimNode(err, s.logins.Name()))
+	// Whatever else kept the command from the node on the way through the
+	// login node (a redial that failed): the node is out of reach.
+	return s.markLost("the login node "+s.logins.Name()+": "+trimNode(err, s.logins.Name()).Error(), err)
 }
 
 // stepLine is the login node's command: srun of the guarded command as
 // one task on the node, sharing the allocation with the window's other
 // steps (--overlap), quiet but for errors.
 func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
+	// --propagate=NONE: the node's own limits, not the login session's
+	// (a small memlock breaks NCCL); no MPI plugin for a command that is
+	// no rank.
 	words := []string{"exec", "srun", "--jobid=" + s.job, "--overlap", "--nodelist=" + Quote(s.node),
-		"--nodes=1", "--ntasks=1", "--quiet", "--job-name=gpuaccept-step"}
+		"--nodes=1", "--ntasks=1", "--quiet", "--job-name=gpuaccept-step", "--propagate=NONE", "--mpi=none"}
 	for _, a := range s.args {
 		words = append(words, Quote(a))
 	}
@@ -301,7 +385,12 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 }
 
 // stepClean runs its arguments without the variables srun gives a step.
-const stepClean = `for v in ${!SLURM@} ${!PMI@} ${!PMIX@}; do unset "$v"; done; exec "$@"`
+// It starts in the user's home, as a login does (srun keeps the login
+// node's directory, which the node may not have), and drops what belongs
+// to the login node's session: its runtime and bus directories, its SSH
+// connection and its TMPDIR.
+const stepClean = `cd "$HOME" 2>/dev/null || cd /; for v in ${!SLURM@} ${!PMI@} ${!PMIX@} XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS ` +
+	`XDG_SESSION_ID SSH_CLIENT SSH_CONNECTION SSH_TTY TMPDIR; do unset "$v"; done; exec "$@"`
 
 // Upload copies a local file to remotePath on the node, as UploadFrom.
 func (s *Srun) Upload(ctx context.Context, local, remotePath string, o TransferOptions) (TransferResult, error) {

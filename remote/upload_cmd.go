@@ -71,7 +71,7 @@ func uploadByCommand(ctx context.Context, e Executor, src io.ReaderAt, size int6
 		Command: "bash -c " + Quote(privateDirFunc+uploadScript) + " upload " + Quote(remotePath) + " " +
 			strconv.FormatInt(size, 10) + " " + want + " " + strconv.FormatUint(uint64(mode), 8),
 		Stdin:  &progressReader{r: io.NewSectionReader(src, 0, size), p: p},
-		Stdout: &out,
+		Stdout: &limitWriter{w: &out, n: 4096},
 	})
 	got := strings.Fields(out.String())
 	var ee *ExitError

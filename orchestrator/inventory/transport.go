@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/remote"
 )
 
@@ -114,9 +115,9 @@ func (inv *Inventory) HostKeys() (*remote.HostKeys, error) {
 }
 
 // FanOut is how many nodes the window works on at once (0: all): the
-// width of the transport that reaches its nodes, ssh.concurrency over
-// SSH; one for the machine gpuaccept runs on, the only node of its
-// window.
+// width of the transport that reaches its nodes, ssh.concurrency over SSH
+// and by srun (whose steps go through the login node's SSH); one for the
+// machine gpuaccept runs on, the only node of its window.
 func (inv *Inventory) FanOut() int {
 	if inv.Slurm.Allocates() {
 		// Its nodes, not yet known, go over SSH through the login node.
@@ -231,3 +232,18 @@ func (v *validator) nodeTransport(i int) {
 }
 
 func transportChoice() string { return strings.Join(transports, " or ") }
+
+// PlannedNodes is how many nodes the window will have: the inventory's,
+// or as many as its own Slurm allocation asks for.
+func (inv *Inventory) PlannedNodes() int {
+	a := inv.Slurm.Allocate
+	if len(inv.Nodes) > 0 || a == nil {
+		return len(inv.Nodes)
+	}
+	if a.NodeList != "" {
+		if names, err := hostlist.Expand(a.NodeList); err == nil {
+			return len(names)
+		}
+	}
+	return a.Nodes
+}

@@ -267,6 +267,11 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 	if f.Inject == "" {
 		f.Inject = "kill-node"
 	}
+	if srun := v.inv.Transport == TransportSrun; srun && (f.Inject == "cut" || f.Inject == "reboot") {
+		// Both leave a timer behind the command (the link's restore, the
+		// reboot), which Slurm ends with the step that started it.
+		v.problem(k+"inject", "%s leaves a timer on the node past its command, which a Slurm step does not outlive (transport srun): use kill-node or kill-worker", f.Inject)
+	}
 	switch f.Inject {
 	case "kill-worker", "kill-node", "cut":
 	case "reboot":
@@ -340,8 +345,8 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 	if v.nodesLost {
 		return
 	}
-	if len(v.inv.Nodes) < 2 {
-		v.problem(k+"enabled", "the failure test needs at least 2 nodes (one to fail, one to go on), got %d", len(v.inv.Nodes))
+	if n := v.inv.PlannedNodes(); n < 2 {
+		v.problem(k+"enabled", "the failure test needs at least 2 nodes (one to fail, one to go on), got %d", n)
 	}
 	if f.Victim != "" {
 		found := false

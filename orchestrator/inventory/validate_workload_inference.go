@@ -9,6 +9,9 @@ import (
 // defaults.
 func (v *validator) workloadInference(in *WorkloadInference) {
 	const k = "phases.workload.inference."
+	if v.inv.Transport == TransportSrun {
+		v.problem("phases.workload.kind", "inference starts a server that runs on past the command that starts it, which a Slurm step does not outlive (transport srun): not yet measurable that way")
+	}
 	if strings.TrimSpace(in.Model) == "" {
 		v.problem(k+"model", "required: the served model's name, as requests ask for it (vLLM's --served-model-name, else the model path)")
 	}

@@ -458,7 +458,7 @@ func (j job) scancel(ctx context.Context, w *orchestrator.Window) error {
 	cmd := "scancel --name=" + remote.Quote(j.jobName(w))
 	if job := w.SlurmJob(); job != "" {
 		// A step of the window's job: scancel names steps by ID only.
-		cmd = "squeue -h -s -j " + job + " -o '%i %j' | awk -v n=" + remote.Quote(j.jobName(w)) +
+		cmd = "set -o pipefail; squeue -h -s -j " + job + " -o '%i %j' | awk -v n=" + remote.Quote(j.jobName(w)) +
 			" '$2 == n { print $1 }' | xargs -r scancel"
 	}
 	_, err = runOn(sctx, w, login, cmd)
