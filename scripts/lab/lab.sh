@@ -602,7 +602,7 @@ containers_driver() { # CONTAINERS_DRIVER for the lab dir: overlay needs the mod
 # DIR/hosts/hI/slurmd/ (spool) and DIR/hosts/hI/slurmd.{log,pid}.
 SPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SCONF="" CLUSTER="" # DIR/slurm/etc/slurm.conf and the cluster name, set by cmd_slurm
-RESTARTED_AT=0      # when stop_slurm_daemons stopped them (epoch seconds), for wait_slurm_idle
+RESTARTED_AT=0 STOPPED=0 # when stop_slurm_daemons stopped them (epoch seconds, for wait_slurm_idle), how many
 
 # the bind mounts of a live host's view, added once (sh snippet; args: SLURM_ETC MUNGE_DIR, then the rest's own)
 SLURMVIEW='set -e
@@ -785,7 +785,7 @@ stop_slurm_daemons() {
 	done
 	set_host 1
 	if daemon_up "$DIR/slurm/slurmctld.pid" slurmctld; then read -r pid <"$DIR/slurm/slurmctld.pid"; pids+=("$pid"); fi
-	RESTARTED_AT=$(date +%s)
+	RESTARTED_AT=$(date +%s) STOPPED=${#pids[@]}
 	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do
 		for ((try = 0; try < WAIT * 50; try++)); do
@@ -1405,8 +1405,8 @@ cmd_slurm() {
 	# --gres changed (or turned off): scontrol reconfigure is not enough, slurmd reads gres.conf when it starts
 	if [[ -f $DIR/slurm/etc/gres.conf ]]; then new_gres=$(<"$DIR/slurm/etc/gres.conf"); fi
 	if [[ $new_gres != "$old_gres" ]]; then
-		gres_how=" (slurmctld and every slurmd restarted to read it)"
 		stop_slurm_daemons
+		if ((STOPPED)); then gres_how=" (slurmctld and every slurmd restarted to read it)"; fi
 		ctld_was_up=0
 	fi
 	# --adopt on (or off again): passwd, PAM stacks, sshd_config, then every sshd re-executes itself
