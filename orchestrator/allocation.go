@@ -173,6 +173,7 @@ func (w *Window) releaseAllocation(j *journal) {
 	defer cancel()
 	login, err := w.SlurmLogin(ctx)
 	if err == nil {
+		w.readEndStates(ctx, login.Exec())
 		err = slurm.Cancel(ctx, login.Exec(), s.JobID)
 	}
 	if err != nil {
@@ -185,11 +186,48 @@ func (w *Window) releaseAllocation(j *journal) {
 	w.Progress.Line("slurm: job %s given back", s.JobID)
 }
 
+// readEndStates reads the allocation's nodes again before the job is
+// given back: a node Slurm drained (or found down) while the window held
+// it shows it only now; at the grant it was in service. SLURM-002 judges
+// both.
+func (w *Window) readEndStates(ctx context.Context, login slurm.Login) {
+	s := w.rec.Slurm
+	if len(s.Nodes) == 0 {
+		return
+	}
+	var names []string
+	for _, n := range s.Nodes {
+		names = append(names, n.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	nodes, err := slurm.Describe(ctx, login, hostlist.Compress(names))
+	if err != nil {
+		s.EndReadError = clipText(err.Error(), 300)
+		w.Progress.Line("slurm: the nodes' states not read again at the window's end: %s", clipText(err.Error(), 200))
+		return
+	}
+	by := map[string]slurm.Node{}
+	for _, n := range nodes {
+		by[n.Name] = n
+	}
+	for i := range s.Nodes {
+		n, ok := by[s.Nodes[i].Name]
+		if !ok {
+			continue
+		}
+		s.Nodes[i].StateAtEnd, s.Nodes[i].ReasonAtEnd = n.State, n.Reason
+		if bad := outOfService(n.State); bad != "" && outOfService(s.Nodes[i].State) == "" {
+			w.Progress.Line("slurm: %s is %s now%s, in service when granted", n.Name, bad, reasonText(n.Reason))
+		}
+	}
+}
+
 // resumeAllocation finds the job an earlier try of this window held:
 // still running (and still the window's: its name), its nodes are the
 // window's again, in the journal's order (the results are theirs by
 // index) and with the states they had when granted (SLURM-002 judges the
-// grant). A job no longer running is given back if Slurm still holds it,
+// grant, and the states read again at the window's end). A job no longer running is given back if Slurm still holds it,
 // and the window cannot go on.
 func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase) error {
 	spec := slurmSpec(w.Inv, w.rec.ID, phases)
@@ -246,7 +284,8 @@ func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase
 }
 
 // judgeAllocation is SLURM-001, the allocation granted in time, and for
-// each of its nodes SLURM-002, in service when granted, and SLURM-003,
+// each of its nodes SLURM-002, in service when granted and still at the
+// window's end, and SLURM-003,
 // the GPUs Slurm would schedule on it (its GRES) as many as the quote's
 // and as nvidia-smi saw: a node whose GRES says fewer GPUs than it has
 // is rented at a price for GPUs no job can get.
@@ -276,16 +315,36 @@ func (w *Window) judgeAllocation() []record.Verdict {
 	out := []record.Verdict{v}
 	quoted := w.Inv.Quote.GPUsPerNode
 	for _, n := range s.Nodes {
-		st := record.NewVerdict("SLURM-002", n.Name)
-		st.Measured = n.State
-		if bad := outOfService(n.State); bad != "" {
-			st.Status, st.Detail = record.Fail, clipText(bad+reasonText(n.Reason), 200)
-		} else {
-			st.Status, st.Detail = record.Pass, "in service when granted"
-		}
-		out = append(out, st, gresVerdict(n, quoted, w.rec.NodeFacts(n.Name)))
+		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, quoted, w.rec.NodeFacts(n.Name)))
 	}
 	return out
+}
+
+// stateVerdict is SLURM-002 for node n: out of service when granted, or
+// drained (down, failing) while the window held it, with Slurm's reason.
+// Either way Slurm itself says the node is not fit to run jobs: rented,
+// it is a node the buyer cannot use.
+func stateVerdict(n record.SlurmNode, endReadError string) record.Verdict {
+	v := record.NewVerdict("SLURM-002", n.Name)
+	v.Measured = n.State
+	bad, end := outOfService(n.State), outOfService(n.StateAtEnd)
+	switch {
+	case bad != "":
+		v.Status, v.Detail = record.Fail, clipText(bad+reasonText(n.Reason), 200)
+		if end == "" && n.StateAtEnd != "" {
+			v.Detail = clipText(bad+reasonText(n.Reason)+" when granted; "+n.StateAtEnd+" at the window's end", 200)
+		}
+	case end != "":
+		v.Status, v.Measured = record.Fail, n.StateAtEnd
+		v.Detail = clipText(end+reasonText(n.ReasonAtEnd)+" while the window held it (in service when granted)", 200)
+	case n.StateAtEnd != "":
+		v.Status, v.Detail = record.Pass, "in service when granted and at the window's end"
+	case endReadError != "":
+		v.Status, v.Detail = record.Pass, clipText("in service when granted (not read again at the window's end: "+endReadError+")", 200)
+	default:
+		v.Status, v.Detail = record.Pass, "in service when granted"
+	}
+	return v
 }
 
 // gresVerdict is SLURM-003 for node n.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,6 +121,43 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	}
 	if v := verdictOf(t, rec, "SLURM-003", "h1"); v.Status != record.Pass {
 		t.Errorf("SLURM-003 h1: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+}
+
+// TestANodeDrainedWhileTheWindowHoldsIt: both nodes in service when
+// granted; by the window's end Slurm drained h1 with a reason. SLURM-002
+// names it from the states read again before the job is given back.
+func TestANodeDrainedWhileTheWindowHoldsIt(t *testing.T) {
+	f := fakeFleet(fakeInventory(t, 2, ""))
+	login := slurmLogin(f, false)
+	var mu sync.Mutex
+	reads := 0
+	login.On(`^scontrol show node -o 'h\[1-2\]'$`, func(*fake.Call) fake.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		h1 := "State=ALLOCATED Partitions=gpu"
+		if reads > 1 {
+			h1 = "State=ALLOCATED+DRAIN Partitions=gpu Reason=GPU 3 fell off the bus [root@2026-12-06T11:00:00]"
+		}
+		return fake.Reply{Stdout: "NodeName=h1 Gres=gpu:8 NodeAddr=192.0.2.11 " + h1 + "\n" +
+			"NodeName=h2 Gres=gpu:8 NodeAddr=192.0.2.12 State=ALLOCATED Partitions=gpu\n"}
+	})
+	rec := runFake(t, slurmInventory(t, ""), f)
+	if reads != 2 || rec.Slurm == nil || rec.Slurm.Nodes[0].StateAtEnd != "ALLOCATED+DRAIN" || rec.Slurm.Nodes[0].State != "ALLOCATED" {
+		t.Fatalf("read %d time(s): %+v", reads, rec.Slurm)
+	}
+	calls := login.Commands()
+	cancelled := slices.Index(calls, "scancel 7")
+	if cancelled < 0 || slices.Index(calls[cancelled:], "scontrol show node -o 'h[1-2]'") >= 0 {
+		t.Errorf("the states not read again before the job was given back: %q", calls)
+	}
+	v := verdictOf(t, rec, "SLURM-002", "h1")
+	if v.Status != record.Fail || v.Measured != "ALLOCATED+DRAIN" || v.Detail != "DRAIN (GPU 3 fell off the bus [root@2026-12-06T11:00:00]) while the window held it (in service when granted)" {
+		t.Errorf("SLURM-002 h1: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "SLURM-002", "h2"); v.Status != record.Pass || v.Detail != "in service when granted and at the window's end" {
+		t.Errorf("SLURM-002 h2: %s %q", v.Status, v.Detail)
 	}
 }
 

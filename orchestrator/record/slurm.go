@@ -22,6 +22,9 @@ type SlurmAllocation struct {
 	// squeue no longer listed it); CancelError why it could not.
 	Cancelled   time.Time `json:"cancelled,omitzero"`
 	CancelError string    `json:"cancel_error,omitempty"`
+	// EndReadError says why the nodes' states could not be read again
+	// at the window's end (SlurmNode.StateAtEnd).
+	EndReadError string `json:"end_read_error,omitempty"`
 }
 
 // SlurmNode is one node of the allocation as scontrol showed it.
@@ -32,4 +35,9 @@ type SlurmNode struct {
 	Reason   string `json:"reason,omitempty"`
 	GRES     string `json:"gres,omitempty"`
 	Features string `json:"features,omitempty"`
+	// StateAtEnd and ReasonAtEnd are the node as scontrol showed it
+	// again at the window's end, before the job was given back: a node
+	// Slurm drained while the window held it.
+	StateAtEnd  string `json:"state_at_end,omitempty"`
+	ReasonAtEnd string `json:"reason_at_end,omitempty"`
 }

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,7 +268,7 @@ func (l *Lab) Exec(ctx context.Context, host string, args ...string) (string, er
 // config dir (SlurmConf), so srun, sinfo and friends work on any host, over ssh or Exec, without SLURM_CONF. MPI
 // programs launch with srun --mpi=pmix (Open MPI 4.1 here has no PMI-2 support; MpiDefault is none). Starts only
 // what is not running, so calling it again after Kill and Start revives that host's daemons. It also turns
-// SlurmAdopt's mode off.
+// SlurmAdopt's mode off, and SlurmGRES's (restarting the daemons once to drop the GRES).
 func (l *Lab) Slurm(ctx context.Context) error {
 	_, err := runScript(ctx, l.Name, "slurm", "slurm", "--name", l.Name)
 	return err
@@ -281,6 +282,29 @@ const AdoptUser = "labuser"
 // PrologFlags=Contain); h1, the login host, admits it always. Root stays admitted everywhere. Slurm turns it off.
 func (l *Lab) SlurmAdopt(ctx context.Context) error {
 	_, err := runScript(ctx, l.Name, "slurm --adopt", "slurm", "--name", l.Name, "--adopt")
+	return err
+}
+
+// SlurmGRES is Slurm with lab.sh slurm --gres: every host's Slurm node says it has perNode GPUs (GresTypes=gpu,
+// Gres=gpu:N in slurm.conf, a gres.conf counting them), but those in on, by host name ("h3"), the count given
+// there (0: none). The lab has no GPUs: gres.conf's File= are stand-in character devices (what /dev/null is), so
+// Slurm schedules and counts them, sets CUDA_VISIBLE_DEVICES for a step that asks for them, and nothing more. A
+// change restarts slurmctld and every slurmd (slurmd reads gres.conf only when it starts) and returns once every
+// host has registered again and is idle. perNode 0 and no on is Slurm: no GRES. It turns SlurmAdopt's mode off.
+func (l *Lab) SlurmGRES(ctx context.Context, perNode int, on map[string]int) error {
+	args := []string{"slurm", "--name", l.Name}
+	if perNode > 0 {
+		args = append(args, "--gres", fmt.Sprintf("gpu:%d", perNode))
+	}
+	hosts := make([]string, 0, len(on))
+	for h := range on {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	for _, h := range hosts {
+		args = append(args, "--gres-on", fmt.Sprintf("%s=gpu:%d", l.hostLabel(h), on[h]))
+	}
+	_, err := runScript(ctx, l.Name, "slurm --gres", args...)
 	return err
 }
 

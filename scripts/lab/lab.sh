@@ -22,12 +22,15 @@
 #   lab.sh ps      [--name NAME] HOST        processes of the host: PID PPID PGID ARGS, header first
 #   lab.sh rekey   [--name NAME] HOST        new host key, restart sshd, rewrite both known_hosts files
 #   lab.sh exec    [--name NAME] HOST CMD... run CMD on the host (its network, mounts and hostname)
-#   lab.sh slurm   [--name NAME] [--adopt]   start a Slurm cluster on the lab: munged on every host, slurmctld on
+#   lab.sh slurm   [--name NAME] [--adopt] [--gres gpu:N] [--gres-on HOST=gpu:N]...
+#                                            start a Slurm cluster on the lab: munged on every host, slurmctld on
 #                                            h1, slurmd on every host; returns once sinfo shows every host idle in
 #                                            partition lab (the default). Starts only what is not running, so it
 #                                            also revives the daemons of a killed and restarted host. --adopt:
 #                                            the compute hosts (h2..hN) admit SSH only from a user who holds a
 #                                            job on them (pam_slurm_adopt, below); slurm without it turns that off.
+#                                            --gres: every host's node has N GPUs in Slurm's eyes (gpu:TYPE:N too),
+#                                            --gres-on that host's (0: none); slurm without them, no GRES (below).
 #   lab.sh storage [--name NAME] [--port PORT] DIR
 #                                            serve DIR over HTTP from the storage host (namespace NAME-st at
 #                                            SUBNET.2, "storage" in /etc/hosts; port 8080 by default):
@@ -52,9 +55,10 @@
 # own image store: plain `podman load/images/run` over ssh use the host's /srv/node/containers/storage, with the
 # host's own /etc/containers (DIR/hosts/hI/containers/etc: cgroupfs, runc, file events and locks, host network;
 # LAB_CONTAINERS names the storage driver, empty without podman). Test image: testimage.sh beside this script.
-# Written by slurm: DIR/slurm/etc/slurm.conf (every host's /etc/slurm, so slurm commands on the hosts need no
-# SLURM_CONF), DIR/slurm/{munge.key,state/,slurmctld.log}, per host DIR/hosts/hI/{munge/ (its /run/munge),slurmd/,
-# tmp/,slurmd.log}. MPI jobs: srun --mpi=pmix. Environment: LAB_WAIT (seconds to wait for sshd, for slurm nodes
+# Written by slurm: DIR/slurm/etc/slurm.conf and, with --gres, gres.conf (every host's /etc/slurm, so slurm
+# commands on the hosts need no SLURM_CONF), DIR/slurm/gres/ (--gres's stand-in devices),
+# DIR/slurm/{munge.key,state/,slurmctld.log}, per host DIR/hosts/hI/{munge/ (its /run/munge),slurmd/,tmp/,
+# slurmd.log}. MPI jobs: srun --mpi=pmix. Environment: LAB_WAIT (seconds to wait for sshd, for slurm nodes
 # to be idle or for the storage server, default 20), LAB_SSHD (the sshd binary,
 # default /usr/sbin/sshd; an absolute path, sshd re-executes itself).
 #
@@ -69,6 +73,18 @@
 # /dev/log. An admitted session is adopted into the job's extern step as far as slurmstepd says (the module logs
 # "Process N adopted into job J"), but proctrack/linuxproc does not track it: it is not in scontrol listpids and
 # outlives the job. Files: DIR/adopt/{passwd,pam.d/sshd-login,pam.d/sshd-compute}, DIR/slurm/adopt (mode on).
+#
+# slurm --gres gpu:8 --gres-on h3=gpu:4: GPU GRES without GPUs, for a node whose GRES says fewer GPUs than it has.
+# slurm.conf gets GresTypes=gpu and Gres=gpu:N on a NodeName line per run of hosts with the same count; gres.conf
+# (DIR/slurm/etc/gres.conf, every host's /etc/slurm/gres.conf) AutoDetect=off and per run Name=gpu Count=N
+# File=DIR/slurm/gres/gpu[0-(N-1)]: stand-in character devices 1,3 (what /dev/null is), since Slurm 22.05's
+# gres/gpu counts no GPU without File (Count alone, or Flags=CountOnly, registers 0: the node goes INVAL, "gres/gpu
+# count reported lower than configured") and takes only a device as one. So Slurm schedules and counts them and
+# sets CUDA_VISIBLE_DEVICES in a step that asks for them; nothing opens them. A change of GRES (on, off, other
+# counts) restarts slurmctld and every slurmd (slurmd reads gres.conf only when it starts; reconfigure is not
+# enough), then waits until each slurmd registered again and every node is idle; a node drained by the lab's own
+# change ("gres/gpu count reported lower ...", kept in the state dir) is resumed once. The same GRES again restarts
+# nothing. Jobs running across a change lose their daemons' state: change GRES on a quiet lab.
 set -euo pipefail
 
 PROG=lab.sh
@@ -98,6 +114,7 @@ now_ms() { NOW=$((${EPOCHREALTIME/[.,]/} / 1000)); }
 
 # ---------------------------------------------------------------- arguments
 NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" NEIGH=arp DIR="" DIR_SET=0 PORT=8080 ADOPT=0
+GRES="" GRES_ON=() # slurm --gres SPEC, --gres-on HOST=SPEC (repeatable)
 CMD="" ARGS=()
 parse_args() {
 	local raw=0
@@ -123,6 +140,10 @@ parse_args() {
 		--port) (($# >= 2)) || usage_die "--port needs a value"; PORT=$2; shift 2 ;;
 		--port=*) PORT=${1#*=}; shift ;;
 		--adopt) ADOPT=1; shift ;;
+		--gres) (($# >= 2)) || usage_die "--gres needs a value"; GRES=$2; shift 2 ;;
+		--gres=*) GRES=${1#*=}; shift ;;
+		--gres-on) (($# >= 2)) || usage_die "--gres-on needs a value"; GRES_ON+=("$2"); shift 2 ;;
+		--gres-on=*) GRES_ON+=("${1#*=}"); shift ;;
 		-h | --help) CMD=help; shift ;;
 		--) shift; raw=1 ;;
 		-*) usage_die "unknown option $1" ;;
@@ -581,6 +602,7 @@ containers_driver() { # CONTAINERS_DRIVER for the lab dir: overlay needs the mod
 # DIR/hosts/hI/slurmd/ (spool) and DIR/hosts/hI/slurmd.{log,pid}.
 SPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SCONF="" CLUSTER="" # DIR/slurm/etc/slurm.conf and the cluster name, set by cmd_slurm
+RESTARTED_AT=0 STOPPED=0 # when stop_slurm_daemons stopped them (epoch seconds, for wait_slurm_idle), how many
 
 # the bind mounts of a live host's view, added once (sh snippet; args: SLURM_ETC MUNGE_DIR, then the rest's own)
 SLURMVIEW='set -e
@@ -619,7 +641,7 @@ log_tail() { # log_tail FILE: its last 3 lines and where it is, for an error mes
 }
 
 write_slurm_conf() {
-	local cpus tmp=$DIR/slurm/etc/.slurm.conf.new last=$((10 + NHOSTS))
+	local cpus tmp=$DIR/slurm/etc/.slurm.conf.new
 	# what slurmd will report (every host has this machine's CPUs); config_overrides below keeps a node in
 	# service should its count differ anyway
 	cpus=$(slurmd -C 2>/dev/null | sed -n 's/^NodeName=.* CPUs=\([0-9][0-9]*\) .*/\1/p')
@@ -627,6 +649,13 @@ write_slurm_conf() {
 	local extra=()
 	# --adopt: an extern step on every node of a job at allocation, the one pam_slurm_adopt adopts sessions into
 	if ((ADOPT)); then extra+=("PrologFlags=Contain"); fi
+	# --gres: GresTypes and each run of hosts with the same GRES on its own NodeName line
+	local gres_types=() nodes=()
+	if any_gres; then gres_types=("GresTypes=gpu"); fi
+	local names addrs gres
+	while read -r names addrs gres; do
+		nodes+=("NodeName=$names NodeAddr=$addrs CPUs=$cpus${gres:+ Gres=$gres} State=UNKNOWN")
+	done < <(gres_runs '%s %s %s\n')
 	printf '%s\n' \
 		"# gpuaccept lab $NAME: written by $PROG slurm; every host's /etc/slurm/slurm.conf" \
 		"ClusterName=$CLUSTER" \
@@ -656,25 +685,143 @@ write_slurm_conf() {
 		"SlurmdTimeout=30" \
 		"KillWait=5" \
 		"MailProg=/bin/true" \
-		"NodeName=h[1-$NHOSTS] NodeAddr=$SUBNET.[11-$last] CPUs=$cpus State=UNKNOWN" \
+		"${gres_types[@]}" \
+		"${nodes[@]}" \
 		"PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >"$tmp"
 	chmod 644 "$tmp"
 	mv -f "$tmp" "$SCONF"
+	write_gres_conf
+}
+
+# ---------------------------------------------------------------- slurm --gres (see the header)
+HOST_GRES=() # HOST_GRES[i]: host i's GPU GRES ("" none, else gpu:N or gpu:TYPE:N), set by gres_plan
+
+valid_gres() { [[ $1 =~ ^gpu(:[A-Za-z][A-Za-z0-9_.-]{0,31})?:[0-9]{1,4}$ ]]; }
+
+# gres_plan: HOST_GRES from --gres (every host) and --gres-on HOST=SPEC (that host); a count of 0 is no GRES
+gres_plan() {
+	local i spec g
+	if [[ -n $GRES ]]; then valid_gres "$GRES" || usage_die "bad --gres '$GRES': gpu:N or gpu:TYPE:N"; fi
+	for ((i = 1; i <= NHOSTS; i++)); do HOST_GRES[i]=$GRES; done
+	for spec in "${GRES_ON[@]}"; do
+		g=${spec#*=}
+		[[ $spec == *=* ]] && valid_gres "$g" || usage_die "bad --gres-on '$spec': HOST=gpu:N or HOST=gpu:TYPE:N"
+		host_arg "${spec%%=*}"
+		HOST_GRES[I]=$g
+	done
+	for ((i = 1; i <= NHOSTS; i++)); do
+		[[ ${HOST_GRES[i]} != *:0 ]] || HOST_GRES[i]=""
+	done
+}
+
+any_gres() {
+	local i
+	for ((i = 1; i <= NHOSTS; i++)); do [[ -z ${HOST_GRES[i]} ]] || return 0; done
+	return 1
+}
+
+# gres_runs FORMAT: one line per run of consecutive hosts with the same GRES, printf'd with FORMAT and the args
+# NAMES ADDRS GRES (h[2-4] 10.x.y.[12-14] gpu:8; a lone host by its name)
+gres_runs() {
+	local i=1 j
+	while ((i <= NHOSTS)); do
+		j=$i
+		while ((j < NHOSTS)) && [[ ${HOST_GRES[j + 1]} == "${HOST_GRES[i]}" ]]; do j=$((j + 1)); done
+		if ((i == j && NHOSTS > 1)); then
+			printf "$1" "h$i" "$SUBNET.$((10 + i))" "${HOST_GRES[i]}"
+		else
+			printf "$1" "h[$i-$j]" "$SUBNET.[$((10 + i))-$((10 + j))]" "${HOST_GRES[i]}"
+		fi
+		i=$((j + 1))
+	done
+}
+
+gres_summary() { # h[1-2] gpu:8, h3 gpu:4, h4 none
+	local names gres out=""
+	while read -r names _ gres; do out+="${out:+, }$names ${gres:-none}"; done < <(gres_runs '%s %s %s\n')
+	echo "$out"
+}
+
+# write_gres_conf: DIR/slurm/etc/gres.conf (the hosts' /etc/slurm/gres.conf), AutoDetect off, each host's GPUs as
+# File=DIR/slurm/gres/gpu[0-N]: stand-in device nodes, character devices 1,3 (what /dev/null is). Slurm 22.05's
+# gres/gpu counts no GPU without File (a Count-only line, or one with Flags=CountOnly, registers 0 and the node
+# goes INVAL: "gres/gpu count reported lower than configured"), and takes only a character or block device as one.
+# Removed when no host has GRES.
+write_gres_conf() {
+	local gconf=$DIR/slurm/etc/gres.conf tmp=$DIR/slurm/etc/.gres.conf.new dev=$DIR/slurm/gres names gres typ cnt i max=0
+	if ! any_gres; then
+		rm -f "$gconf"
+		return
+	fi
+	for ((i = 1; i <= NHOSTS; i++)); do
+		[[ -z ${HOST_GRES[i]} ]] || ((10#${HOST_GRES[i]##*:} <= max)) || max=$((10#${HOST_GRES[i]##*:}))
+	done
+	mkdir -p "$dev"
+	for ((i = 0; i < max; i++)); do
+		[[ -c $dev/gpu$i ]] || mknod -m 666 "$dev/gpu$i" c 1 3 || die "slurm --gres: cannot make the stand-in device $dev/gpu$i"
+	done
+	{
+		echo "# gpuaccept lab $NAME: written by $PROG slurm --gres; every host's /etc/slurm/gres.conf"
+		echo "# (no GPUs: the files are stand-in character devices 1,3, what /dev/null is)"
+		echo "AutoDetect=off"
+		while read -r names _ gres; do
+			[[ -n $gres ]] || continue
+			cnt=$((10#${gres##*:})) typ=${gres#gpu} typ=${typ%:*} typ=${typ#:}
+			if ((cnt == 1)); then i=$dev/gpu0; else i="$dev/gpu[0-$((cnt - 1))]"; fi
+			echo "NodeName=$names Name=gpu${typ:+ Type=$typ} Count=$cnt File=$i"
+		done < <(gres_runs '%s %s %s\n')
+	} >"$tmp"
+	chmod 644 "$tmp"
+	mv -f "$tmp" "$gconf"
+}
+
+# stop_slurm_daemons: TERM slurmctld and every slurmd (a GRES change needs both to start again: slurmd reads
+# gres.conf and slurmctld GresTypes only when they start), then wait until each is gone (KILL after WAIT s)
+stop_slurm_daemons() {
+	local i pid pids=() try
+	for ((i = 1; i <= NHOSTS; i++)); do
+		set_host "$i"
+		if daemon_up "$HD/slurmd.pid" slurmd; then read -r pid <"$HD/slurmd.pid"; pids+=("$pid"); fi
+	done
+	set_host 1
+	if daemon_up "$DIR/slurm/slurmctld.pid" slurmctld; then read -r pid <"$DIR/slurm/slurmctld.pid"; pids+=("$pid"); fi
+	RESTARTED_AT=$(date +%s) STOPPED=${#pids[@]}
+	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do
+		for ((try = 0; try < WAIT * 50; try++)); do
+			alive "$pid" || break
+			sleep 0.02
+		done
+		if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+	done
 }
 
 # wait_slurm_idle: until sinfo on h1 shows every host idle; a dead daemon or the deadline fails naming the host
 wait_slurm_idle() {
-	local i start deadline out node state pending
-	declare -A st
+	local i start deadline out node state reason pending
+	declare -A st resumed=()
 	now_ms
 	start=$NOW deadline=$((NOW + WAIT * 1000))
 	while :; do
 		set_host 1
 		st=()
-		out=$(in_host sinfo -h -N -o '%N %T' 2>&1) || out=""
-		while read -r node state; do
+		out=$(in_host sinfo -h -N -o '%N %T %E' 2>&1) || out=""
+		while read -r node state reason; do
 			if [[ -n $node ]]; then st[$node]=$state; fi
+			# drained by the lab's own GRES change (registered before gres.conf said as much; the drain outlives
+			# the daemons in the state dir): back into service once, the next registration decides
+			if [[ $reason == "gres/"*" count reported lower than configured"* && -z ${resumed[$node]:-} ]]; then
+				resumed[$node]=1
+				in_host scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
+			fi
 		done <<<"$out"
+		if ((RESTARTED_AT)); then # daemons restarted: idle once slurmd registered again, not as the state dir says
+			out=$(in_host scontrol show node -o 2>&1) || out=""
+			while read -r node state; do
+				[[ -z $node || ${st[$node]:-} != idle ]] || ! [[ $state < $(date -u -d "@$RESTARTED_AT" +%Y-%m-%dT%H:%M:%S) ]] ||
+					st[$node]="idle, slurmd not registered again"
+			done < <(sed -n 's/^NodeName=\([^ ]*\) .*SlurmdStartTime=\([^ ]*\).*/\1 \2/p' <<<"$out")
+		fi
 		pending=()
 		for ((i = 1; i <= NHOSTS; i++)); do
 			[[ ${st[h$i]:-} == idle ]] || pending+=("$i")
@@ -1230,6 +1377,7 @@ cmd_slurm() {
 		command -v "$p" >/dev/null || die "missing command $p (apt-get install slurmctld slurmd slurm-client munge)"
 	done
 	id munge >/dev/null 2>&1 || die "no user munge (apt-get install munge)"
+	gres_plan
 	lock
 	now_ms
 	t0=$NOW
@@ -1248,11 +1396,19 @@ cmd_slurm() {
 		chmod 400 "$key.new"
 		mv -f "$key.new" "$key"
 	fi
-	local old_conf="" ctld_was_up=0 hosts=() mode=""
+	local old_conf="" ctld_was_up=0 hosts=() mode="" old_gres="" new_gres="" gres_how=""
 	if [[ -f $SCONF ]]; then old_conf=$(<"$SCONF"); fi
+	if [[ -f $DIR/slurm/etc/gres.conf ]]; then old_gres=$(<"$DIR/slurm/etc/gres.conf"); fi
 	set_host 1
 	if daemon_up "$DIR/slurm/slurmctld.pid" slurmctld; then ctld_was_up=1; fi
 	write_slurm_conf
+	# --gres changed (or turned off): scontrol reconfigure is not enough, slurmd reads gres.conf when it starts
+	if [[ -f $DIR/slurm/etc/gres.conf ]]; then new_gres=$(<"$DIR/slurm/etc/gres.conf"); fi
+	if [[ $new_gres != "$old_gres" ]]; then
+		stop_slurm_daemons
+		if ((STOPPED)); then gres_how=" (slurmctld and every slurmd restarted to read it)"; fi
+		ctld_was_up=0
+	fi
 	# --adopt on (or off again): passwd, PAM stacks, sshd_config, then every sshd re-executes itself
 	for ((i = 1; i <= NHOSTS; i++)); do hosts+=("$i"); done
 	if ((ADOPT)); then
@@ -1321,6 +1477,11 @@ exec runuser -u munge -- munged --key-file="$2" --socket=/run/munge/munge.socket
 	elif [[ $mode == off ]]; then
 		echo "lab $NAME: slurm: pam_slurm_adopt turned off (UsePAM no again)"
 	fi
+	if any_gres; then
+		echo "lab $NAME: slurm --gres: $(gres_summary)$gres_how"
+	elif [[ -n $gres_how ]]; then
+		echo "lab $NAME: slurm: GRES turned off$gres_how"
+	fi
 	echo "lab $NAME: slurm cluster $CLUSTER: h[1-$NHOSTS] idle in partition lab after $(((NOW - t0) / 1000)).$(printf %03d $(((NOW - t0) % 1000)))s; config $SCONF (/etc/slurm/slurm.conf on the hosts)"
 }
 
@@ -1369,6 +1530,7 @@ main() {
 	*) usage_die "unknown command '$CMD'" ;;
 	esac
 	((ADOPT == 0)) || [[ $CMD == slurm ]] || usage_die "--adopt is an option of slurm, not of $CMD"
+	[[ -z $GRES && ${#GRES_ON[@]} == 0 ]] || [[ $CMD == slurm ]] || usage_die "--gres and --gres-on are options of slurm, not of $CMD"
 	need_root
 	check_common
 	"cmd_${CMD//-/_}"
