@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,13 @@ func (w *Window) granted(a slurm.Allocation, at time.Time) {
 		s.Nodes = append(s.Nodes, record.SlurmNode{Name: n.Name, Addr: n.Addr, State: n.State, Reason: n.Reason, GRES: n.GRES, Features: n.Features})
 		inv.Nodes = append(inv.Nodes, inv.AllocatedNode(n.Name, n.Addr, a.JobID))
 	}
+	if inv.Transport == inventory.TransportSrun {
+		args, why := stepGRES(inv.Slurm.StepArgs, a.Nodes)
+		inv.Slurm.StepArgs = args
+		if why != "" {
+			w.Progress.Line("slurm: %s", why)
+		}
+	}
 	w.Inv = &inv
 	w.Nodes, w.rec.Nodes = nil, nil
 	for i, n := range inv.Nodes {
@@ -160,6 +168,44 @@ func (w *Window) granted(a slurm.Allocation, at time.Time) {
 	w.Progress.Addresses(inv.Nodes)
 	w.idle = newIdleGuard(w)
 	w.Progress.Line("slurm: job %s granted: %s (%d node(s))", a.JobID, a.NodeList, len(a.Nodes))
+}
+
+// stepGRES are the step options of transport srun for nodes: a step sees
+// only the GPUs it asks for (Slurm 22.05: an exclusive job holds every
+// GPU of its nodes, and a step without --gres is given none), so each step
+// asks for the nodes' GPUs, unless slurm.step_args asks itself. Slurm
+// grants a step no more than the job's smallest node holds: where the
+// nodes' GRES differ no count fits all, and the steps ask for none (why
+// says so; SLURM-003 names the node that differs).
+func stepGRES(given []string, nodes []slurm.Node) (args []string, why string) {
+	for _, a := range given {
+		opt, _, _ := strings.Cut(a, "=")
+		if opt == "--gres" || strings.HasPrefix(opt, "--gpus") || opt == "-G" {
+			return given, ""
+		}
+	}
+	counts := map[int][]string{}
+	for _, n := range nodes {
+		c, _ := GRESGPUs(n.GRES)
+		counts[c] = append(counts[c], n.Name)
+	}
+	switch {
+	case len(counts) == 1:
+		for c := range counts {
+			if c > 0 {
+				return append(slices.Clone(given), fmt.Sprintf("--gres=gpu:%d", c)), ""
+			}
+		}
+		return given, ""
+	case len(counts) > 1:
+		var parts []string
+		for _, c := range slices.Sorted(maps.Keys(counts)) {
+			parts = append(parts, fmt.Sprintf("%s gpu:%d", hostlist.Compress(counts[c]), c))
+		}
+		return given, "the nodes' GRES differ (" + strings.Join(parts, ", ") + "): no GPU count fits every node's steps, " +
+			"which ask for none and may see no GPU (set slurm.step_args)"
+	}
+	return given, ""
 }
 
 // releaseAllocation gives the job back at the window's end, once its
