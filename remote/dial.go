@@ -85,7 +85,7 @@ func Dial(ctx context.Context, cfg SSHConfig) (*Client, error) {
 
 // authMethods gathers identity files first, then the agent, as OpenSSH
 // tries them.
-func (c *Client) authMethods() (map[string][]ssh.AuthMethod, error) {
+func (c *Client) authMethods() (map[string]hopAuth, error) {
 	var agentSigners func() ([]ssh.Signer, error)
 	if c.cfg.Agent {
 		if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
@@ -98,7 +98,7 @@ func (c *Client) authMethods() (map[string][]ssh.AuthMethod, error) {
 		}
 	}
 	// Jump hops may use other keys than the node; parse each file once.
-	methods := map[string][]ssh.AuthMethod{}
+	methods := map[string]hopAuth{}
 	signers := map[string]ssh.Signer{}
 	for _, ep := range append(append([]endpoint{}, c.cfg.jumps...), c.cfg.target) {
 		files := ep.identityFiles
@@ -122,20 +122,80 @@ func (c *Client) authMethods() (map[string][]ssh.AuthMethod, error) {
 			}
 			list = append(list, s)
 		}
-		var m []ssh.AuthMethod
-		if len(list) > 0 {
-			m = append(m, ssh.PublicKeys(list...))
-		}
-		if agentSigners != nil {
-			m = append(m, ssh.PublicKeysCallback(agentSigners))
-		}
-		if len(m) == 0 {
+		if len(list) == 0 && agentSigners == nil {
 			return nil, fmt.Errorf("%s: no way to authenticate to %s: give identity files or run an ssh-agent (SSH_AUTH_SOCK)",
 				c.cfg.Name, ep.addr())
 		}
-		methods[ep.addr()] = m
+		methods[ep.addr()] = hopAuth{signers: list, agent: agentSigners}
 	}
 	return methods, nil
+}
+
+// hopAuth is how the coordinator proves who it is to one hop: identity
+// files first, then the agent, as OpenSSH tries them.
+type hopAuth struct {
+	signers []ssh.Signer
+	agent   func() ([]ssh.Signer, error)
+}
+
+// methods are the auth methods of one connection; signed hears the
+// first signature, which the client makes only once the server accepted
+// the key (what the server says after that is its account phase's).
+func (h hopAuth) methods(signed *atomic.Bool) []ssh.AuthMethod {
+	var m []ssh.AuthMethod
+	if len(h.signers) > 0 {
+		m = append(m, ssh.PublicKeys(noting(h.signers, signed)...))
+	}
+	if h.agent != nil {
+		m = append(m, ssh.PublicKeysCallback(func() ([]ssh.Signer, error) {
+			s, err := h.agent()
+			return noting(s, signed), err
+		}))
+	}
+	return m
+}
+
+// noting wraps signers so that signing sets signed, keeping what each can
+// do (RSA keys sign with SHA-2 only through SignWithAlgorithm).
+func noting(signers []ssh.Signer, signed *atomic.Bool) []ssh.Signer {
+	out := make([]ssh.Signer, 0, len(signers))
+	for _, s := range signers {
+		n := notingSigner{Signer: s, signed: signed}
+		as, ok := s.(ssh.AlgorithmSigner)
+		if !ok {
+			out = append(out, n)
+			continue
+		}
+		w := notingAlgSigner{notingSigner: n, alg: as}
+		if ms, ok := s.(ssh.MultiAlgorithmSigner); ok {
+			if m, err := ssh.NewSignerWithAlgorithms(w, ms.Algorithms()); err == nil {
+				out = append(out, m)
+				continue
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+type notingSigner struct {
+	ssh.Signer
+	signed *atomic.Bool
+}
+
+func (n notingSigner) Sign(r io.Reader, data []byte) (*ssh.Signature, error) {
+	n.signed.Store(true)
+	return n.Signer.Sign(r, data)
+}
+
+type notingAlgSigner struct {
+	notingSigner
+	alg ssh.AlgorithmSigner
+}
+
+func (n notingAlgSigner) SignWithAlgorithm(r io.Reader, data []byte, algorithm string) (*ssh.Signature, error) {
+	n.signed.Store(true)
+	return n.alg.SignWithAlgorithm(r, data, algorithm)
 }
 
 func defaultIdentityFiles() []string {
@@ -169,7 +229,7 @@ func loadIdentity(path string) (ssh.Signer, error) {
 // dialHop opens TCP (directly, or as a channel through the previous hop)
 // and runs the SSH handshake under its own deadline: a node that accepts
 // TCP and then says nothing must not hold the window.
-func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth map[string][]ssh.AuthMethod) (*ssh.Client, *liveConn, error) {
+func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth map[string]hopAuth) (*ssh.Client, *liveConn, error) {
 	addr := ep.addr()
 	connectCtx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
@@ -188,16 +248,19 @@ func (c *Client) dialHop(ctx context.Context, via *ssh.Client, ep endpoint, auth
 		return nil, nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	live := newLiveConn(raw)
-	var banner strings.Builder // what the server says while authenticating (PAM's account refusal, say)
+	// What the server says once it accepted the key (PAM's account
+	// refusal, say); a login node's greeting before that is no refusal.
+	var banner strings.Builder
+	var signed atomic.Bool
 	config := &ssh.ClientConfig{
 		BannerCallback: func(msg string) error {
-			if banner.Len() < 1024 {
-				banner.WriteString(msg)
+			if signed.Load() && banner.Len() < 1024 {
+				banner.WriteString(msg[:min(len(msg), 1024-banner.Len())])
 			}
 			return nil
 		},
 		User:              ep.user,
-		Auth:              auth[addr],
+		Auth:              auth[addr].methods(&signed),
 		HostKeyCallback:   c.keepHostKey(ep.addr() == c.cfg.target.addr() && ep.user == c.cfg.target.user, c.cfg.HostKeys.Callback(c.cfg.Name)),
 		HostKeyAlgorithms: c.cfg.HostKeys.Algorithms(addr),
 		Timeout:           c.cfg.HandshakeTimeout,
@@ -299,7 +362,9 @@ func (c *Client) closeHops() {
 // it, which fails every pending call.
 func (c *Client) lose(reason string, err error) {
 	c.lost.CompareAndSwap(nil, &ConnectionLostError{Node: c.cfg.Name, Reason: reason, Err: err})
-	c.conn.Close()
+	if c.conn != nil {
+		c.conn.Close()
+	}
 	c.closeHops()
 }
 

@@ -344,6 +344,11 @@ func TestSftpConnectionLostIsALostConnection(t *testing.T) {
 	if got := err.Error(); !strings.HasPrefix(got, "h3: connection lost: upload /srv/w: write") {
 		t.Errorf("message %q", got)
 	}
+	if !c.Lost() {
+		t.Error("a connection reported lost is not Lost")
+	}
+	// Another client's refused create is no loss.
+	c = &Client{cfg: &resolved{SSHConfig: SSHConfig{Name: "h3"}}, done: make(chan struct{})}
 	err = c.sftpError(t.Context(), "upload /srv/w: create", os.ErrPermission)
 	if errors.Is(err, ErrConnectionLost) || !errors.Is(err, os.ErrPermission) {
 		t.Errorf("a refused create reads as %v", err)
