@@ -274,12 +274,18 @@ func (c *control) heartbeat(every time.Duration, stop <-chan struct{}) {
 
 // feed streams r as data frames, then the end-of-stdin frame.
 func (c *control) feed(r io.Reader, stop <-chan struct{}) {
-	buf := make([]byte, stdinFrameBytes)
+	// Small at first: most commands' stdin is a script or a heartbeat
+	// stream (srun's), and a thousand nodes' feeders at a MiB each would be
+	// a GiB; a bulk stream that fills it grows it to a frame's size.
+	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			if c.frame("d "+strconv.Itoa(n), buf[:n]) != nil {
 				return
+			}
+			if n == len(buf) && len(buf) < stdinFrameBytes {
+				buf = make([]byte, min(2*len(buf), stdinFrameBytes))
 			}
 		}
 		if err != nil {
