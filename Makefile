@@ -64,6 +64,7 @@ bench: deps
 	  $(GO) run ./orchestrator/launchbench || rc=$$?; $(LAB) down --name lbench; \
 	  $(GO) run ./orchestrator/bisectbench -hosts 64,128 || rc=$$?; $(LAB) down --name bbench; \
 	  $(GO) run ./orchestrator/fleetbench -nodes 256,1000 || rc=$$?; \
+	  $(GO) run ./orchestrator/srunbench -hosts 32,127 || rc=$$?; $(LAB) down --name sbench; \
 	  GOMAXPROCS=1 $(GO) test -run '^$$' -bench Streams -benchtime 1x ./loadgen || rc=$$?; \
 	  $(GO) test -run '^$$' -bench TelemetryFleet -benchtime 1x ./orchestrator/phases || rc=$$?; \
 	  $(GO) test -run '^$$' -bench TelemetryCharts -benchtime 1x ./reports || rc=$$?; exit $$rc

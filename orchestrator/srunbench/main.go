@@ -122,6 +122,9 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 			return err
 		}
 		f.exit = cmd.ProcessState.ExitCode()
+		if keep != "" {
+			_ = os.WriteFile(runs+".stderr", []byte(stderr.String()), 0o644)
+		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			f.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 			f.maxRSS = ru.Maxrss

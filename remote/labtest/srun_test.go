@@ -161,3 +161,38 @@ func TestSrunNodeFailureIsLost(t *testing.T) {
 	}
 	t.Logf("lost: %v; afterwards: %v", err, err2)
 }
+
+// A cancelled step ends as soon as its command's grace allows, not when
+// the guard's lease runs out: the end of the node's stream reaches the
+// node's guard through srun (the lease here is far longer than the test
+// waits).
+func TestSrunCancelEndsTheStepPromptly(t *testing.T) {
+	l := needLab(t)
+	job := allocate(t, l, "h9")
+	cfg := config(t, l, "h1")
+	cfg.GuardLease = 60 * time.Second
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: "h9", Srun: &remote.SrunConfig{Login: cfg, Job: job, Node: "h9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, remote.Cmd{Command: "sleep 300", Grace: time.Second}) }()
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("want context canceled, got %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return 40 s after the cancel")
+	}
+	took := time.Since(start)
+	t.Logf("the cancelled step ended after %s", took.Round(10*time.Millisecond))
+	if took > 8*time.Second {
+		t.Errorf("the cancelled step took %s to end (grace 1s): the node's guard waited out its lease", took)
+	}
+}
