@@ -506,7 +506,24 @@ var managedSalloc = []string{"--no-shell", "--wait-all-nodes", "-J", "--job-name
 // managedStep are the srun options transport srun sets on every step, or
 // that would break the step's streams.
 var managedStep = []string{"--jobid", "--overlap", "-w", "--nodelist", "-N", "--nodes", "-n", "--ntasks", "-Q", "--quiet",
-	"-J", "--job-name", "-i", "--input", "-o", "--output", "-e", "--error", "-l", "--label", "--pty", "-u", "--unbuffered"}
+	"-J", "--job-name", "-i", "--input", "-o", "--output", "-e", "--error", "-l", "--label", "--pty", "-u", "--unbuffered",
+	"--ntasks-per-node", "--multi-prog", "--export", "--propagate", "--mpi", "-D", "--chdir"}
+
+// managedStepOption is the transport's own option that arg sets, as srun
+// reads it: a long option by any prefix of its name (getopt_long), a short
+// one with its value joined (-wh3).
+func managedStepOption(arg string) string {
+	opt, _, _ := strings.Cut(arg, "=")
+	for _, m := range managedStep {
+		switch {
+		case strings.HasPrefix(m, "--") && len(opt) > 3 && strings.HasPrefix(m, opt):
+			return m
+		case !strings.HasPrefix(m, "--") && !strings.HasPrefix(opt, "--") && len(opt) >= 2 && opt[:2] == m:
+			return m
+		}
+	}
+	return ""
+}
 
 // stepArgs checks slurm.step_args: srun options, each one word.
 func (v *validator) stepArgs() {
@@ -516,8 +533,12 @@ func (v *validator) stepArgs() {
 		switch {
 		case !strings.HasPrefix(arg, "-"):
 			v.problem(key, "%q is no srun option: each entry is one option (--gres=gpu:8), never a command", short(arg))
-		case slices.Contains(managedStep, opt):
-			v.problem(key, "%s is transport srun's own: leave it out", opt)
+		case managedStepOption(arg) != "":
+			what := opt
+			if m := managedStepOption(arg); m != opt {
+				what += " (" + m + ")"
+			}
+			v.problem(key, "%s is transport srun's own: leave it out", what)
 		}
 	}
 }
