@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -114,15 +113,18 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) error {
 		// Closing the control stream is the guard's signal to stop the
 		// command's group; TERM covers a guard blocked mid-frame. Wait for
 		// the guard to report, so that when Run returns the node is clean.
-		ctl.close()
+		// The close waits for a frame being written, which a node that does
+		// not read its stream (a full channel) may hold up: the cancel goes
+		// on, and the session's Close below ends such a write.
+		go ctl.close()
 		_ = sess.Signal(ssh.SIGTERM)
 		select {
 		case <-waited:
 		case <-time.After(grace + 5*time.Second):
 		case <-c.done:
 		}
-		stopControl()
 		sess.Close()
+		stopControl()
 		return fmt.Errorf("%s: %s: %w", c.cfg.Name, shorten(cmd.Command, 120), ctx.Err())
 	}
 	stopControl()
@@ -229,13 +231,13 @@ func ceilSeconds(d time.Duration) int {
 type control struct {
 	mu     sync.Mutex
 	w      io.WriteCloser
-	closed atomic.Bool
+	closed bool
 }
 
 func (c *control) frame(header string, data []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed.Load() {
+	if c.closed {
 		return io.ErrClosedPipe
 	}
 	if _, err := io.WriteString(c.w, header+"\n"); err != nil {
@@ -248,11 +250,15 @@ func (c *control) frame(header string, data []byte) error {
 	return nil
 }
 
-// close ends the stream at once, even while a frame waits on a stream the
-// node does not read (a step not yet started, a full channel): the write
-// fails, and the cancel it serves is not held up by it.
+// close ends the stream once the frame being written, if any, is out: an
+// SSH channel's Write and Close must not run at once. A caller that must
+// not wait on a frame blocked on a stream the node does not read (a
+// cancel) closes from a goroutine of its own.
 func (c *control) close() {
-	if c.closed.CompareAndSwap(false, true) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
 		c.w.Close()
 	}
 }
