@@ -169,14 +169,7 @@ func TestWindowUnderPamSlurmAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	prepare(t, l, nil)
-	queue := func() string {
-		out, err := l.Exec(t.Context(), "h1", "squeue", "-h", "-o", "%i %T %j %u")
-		if err != nil {
-			t.Fatalf("squeue: %v %s", err, out)
-		}
-		return strings.TrimSpace(out)
-	}
-	if q := queue(); q != "" {
+	if q := slurmQueue(t, l); q != "" {
 		t.Fatalf("the lab's queue is not empty before the test: %s", q)
 	}
 	inv := allocatingInventory(t, l, "  allocate: {nodes: 3}\n", "")
@@ -211,7 +204,7 @@ func TestWindowUnderPamSlurmAdopt(t *testing.T) {
 	if !strings.Contains(res.stderr, "slurm: job "+s.JobID+" given back") {
 		t.Errorf("the window did not say it gave the job back:\n%s", res.stderr)
 	}
-	if q := queue(); q != "" {
+	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue: %s", q)
 	}
 	t.Logf("window under pam_slurm_adopt: exit %d, job %s on %s", res.code, s.JobID, s.NodeList)

@@ -50,14 +50,7 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	login := loginNode(t)
 	l := needLab(t)
 	ctx := t.Context()
-	queue := func() string {
-		out, err := l.Exec(ctx, "h1", "squeue", "-h", "-o", "%i %T %j")
-		if err != nil {
-			t.Fatalf("squeue: %v %s", err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	if q := queue(); q != "" {
+	if q := slurmQueue(t, l); q != "" {
 		t.Fatalf("the lab's queue is not empty before the test: %s", q)
 	}
 	var heard atomic.Value
@@ -96,7 +89,7 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 		t.Fatalf("a second allocation: %T %v, want not granted for Resources", err, err)
 	}
 	t.Logf("%v (after %s)", err, time.Since(start).Round(100*time.Millisecond))
-	if q := queue(); strings.Contains(q, ng.JobID+" ") {
+	if q := slurmQueue(t, l); strings.Contains(q, ng.JobID+" ") {
 		t.Errorf("the job not granted is still queued: %s", q)
 	}
 
@@ -114,7 +107,7 @@ func TestSlurmAllocationOnTheLab(t *testing.T) {
 	if err := slurm.Cancel(ctx, login, a.JobID); err != nil {
 		t.Fatal(err)
 	}
-	if q := queue(); q != "" {
+	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue after cancel: %s", q)
 	}
 	if _, err := slurm.Find(ctx, login, a.JobID, spec.Name); err == nil {
@@ -155,13 +148,6 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	prepare(t, l, nil)
-	queue := func() string {
-		out, err := l.Exec(t.Context(), "h1", "squeue", "-h", "-o", "%i %T %j")
-		if err != nil {
-			t.Fatalf("squeue: %v %s", err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
 	inv := allocatingInventory(t, l, "  allocate: {nodes: 3}\n", "")
 	runs := t.TempDir()
 	res := gpuaccept(t, "run", inv, "--runs-dir", runs, "--only", "connect,tools,preflight,teardown")
@@ -189,7 +175,7 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	if !strings.Contains(res.stderr, "slurm: job "+s.JobID+" given back") {
 		t.Errorf("the window did not say it gave the job back:\n%s", res.stderr)
 	}
-	if q := queue(); q != "" {
+	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue: %s", q)
 	}
 
@@ -202,7 +188,17 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	if r.Slurm == nil || r.Slurm.NotGranted == "" || v.Incomplete == "" || len(r.Nodes) != 0 || !strings.Contains(res.stdout, "INCOMPLETE") {
 		t.Errorf("not granted: %+v, SLURM-001 %+v, stdout:\n%s", r.Slurm, v, res.stdout)
 	}
-	if q := queue(); q != "" {
+	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue: %s", q)
 	}
+}
+
+// slurmQueue is squeue's jobs: "ID STATE NAME" lines.
+func slurmQueue(t *testing.T, l *lab.Lab) string {
+	t.Helper()
+	out, err := l.Exec(t.Context(), "h1", "squeue", "-h", "-o", "%i %T %j")
+	if err != nil {
+		t.Fatalf("squeue: %v %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -215,16 +215,6 @@ func TestSrunWindowKilledThenResumed(t *testing.T) {
 	nothingLeft(t, l)
 }
 
-// slurmQueue is squeue's jobs: "ID STATE NAME" lines.
-func slurmQueue(t *testing.T, l *lab.Lab) string {
-	t.Helper()
-	out, err := l.Exec(t.Context(), "h1", "squeue", "-h", "-o", "%i %T %j")
-	if err != nil {
-		t.Fatalf("squeue: %v %s", err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // readJournalJob is the job ID the window journaled.
 func readJournalJob(t *testing.T, dir string) string {
 	t.Helper()

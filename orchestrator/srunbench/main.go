@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -118,7 +119,7 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 		err := cmd.Run()
 		f := figures{wall: time.Since(start), logins: logins(l) - before}
 		var ee *exec.ExitError
-		if err != nil && !errorsAs(err, &ee) {
+		if err != nil && !errors.As(err, &ee) {
 			return err
 		}
 		f.exit = cmd.ProcessState.ExitCode()
@@ -140,14 +141,6 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 		}
 	}
 	return nil
-}
-
-func errorsAs(err error, ee **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*ee = e
-	}
-	return ok
 }
 
 // logins counts the SSH logins every host's sshd accepted so far.
