@@ -584,3 +584,20 @@ func (s *srunLines) String() string {
 	}
 	return b.String()
 }
+
+// trimNode drops the login node's name from its error, which the error
+// of the node reached through it then carries after its own.
+func trimNode(err error, name string) error {
+	if s := err.Error(); strings.HasPrefix(s, name+": ") {
+		return &prefixed{err: err, text: strings.TrimPrefix(s, name+": ")}
+	}
+	return err
+}
+
+type prefixed struct {
+	err  error
+	text string
+}
+
+func (p *prefixed) Error() string { return p.text }
+func (p *prefixed) Unwrap() error { return p.err }

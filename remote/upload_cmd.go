@@ -83,30 +83,13 @@ func uploadByCommand(ctx context.Context, e Executor, src io.ReaderAt, size int6
 		return TransferResult{}, fmt.Errorf("%s: upload %s: verification failed on the node: sent %d bytes sha256 %s, node has %s bytes sha256 %s",
 			name, remotePath, size, want, got[0], got[1])
 	case err != nil:
-		return TransferResult{}, fmt.Errorf("%s: upload %s: %w", name, remotePath, trimNode(err, name))
+		return TransferResult{}, withNode(name, "upload "+remotePath, err)
 	case len(got) != 2 || len(got[1]) != 64:
 		return TransferResult{}, fmt.Errorf("%s: upload %s: the node's check said %q", name, remotePath, shorten(out.String(), 200))
 	}
 	p.finish()
 	return TransferResult{Files: 1, Bytes: size, SHA256: got[1], Elapsed: time.Since(start)}, nil
 }
-
-// trimNode keeps an error that already names the node from naming it
-// twice once wrapped with the node's name.
-func trimNode(err error, name string) error {
-	if s := err.Error(); strings.HasPrefix(s, name+": ") {
-		return &prefixed{err: err, text: strings.TrimPrefix(s, name+": ")}
-	}
-	return err
-}
-
-type prefixed struct {
-	err  error
-	text string
-}
-
-func (p *prefixed) Error() string { return p.text }
-func (p *prefixed) Unwrap() error { return p.err }
 
 // uploadLocalFile is Upload for the executors that send a local file as
 // UploadFrom sends its source; Mode 0 keeps the file's permission bits.
