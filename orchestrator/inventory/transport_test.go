@@ -68,3 +68,21 @@ nodes: [{name: a, address: 10.0.0.1}]
 		t.Errorf("local: %s (given %v): nothing to reach, and ssh's timeouts are not its", local.ReachWithin(), local.ReachBoundGiven())
 	}
 }
+
+// A window in its own allocation has as many nodes as it asks for: the
+// phases that need two are judged against that, not the empty list.
+func TestPlannedNodes(t *testing.T) {
+	for _, c := range []struct {
+		inv  Inventory
+		want int
+	}{
+		{Inventory{Nodes: []Node{{Name: "a"}, {Name: "b"}}}, 2},
+		{Inventory{Slurm: Slurm{Allocate: &SlurmAllocate{Nodes: 4}}}, 4},
+		{Inventory{Slurm: Slurm{Allocate: &SlurmAllocate{NodeList: "gpu[01-03],gpu07"}}}, 4},
+		{Inventory{}, 0},
+	} {
+		if got := c.inv.PlannedNodes(); got != c.want {
+			t.Errorf("%+v: %d nodes, want %d", c.inv.Slurm.Allocate, got, c.want)
+		}
+	}
+}
