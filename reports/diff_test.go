@@ -607,6 +607,25 @@ func TestDiffHoldsAChangeToTheRunsSpread(t *testing.T) {
 	}
 }
 
+// A node's staging throughput is timed over its whole staging, as a
+// checkpoint's over its save: CI saw two demos stage 4 MiB at 0.07 GB/s,
+// then at 0.03 GB/s, a tenth of a second apart. The cluster's aggregate has
+// no one timing.
+func TestDiffTimesStagingOverTheNodesStaging(t *testing.T) {
+	r := &record.Run{Phases: []record.PhaseResult{
+		withData(phase("staging", "gpu-01", 0, record.OK, 10, 1, ""), `{"dir":"/d","bytes":4194304,"seconds":0.06,"gbs":0.07}`),
+		withData(phase("checkpoint-write", "gpu-01", 0, record.OK, 12, 1, ""), `{"seconds":0.5}`),
+	}}
+	for _, c := range []struct {
+		id, node string
+		want     float64
+	}{{"STAGE-002", "gpu-01", 0.06}, {"STAGE-002", "", 0}, {"STAGE-002", "gpu-02", 0}, {"CKPT-002", "gpu-01", 0.5}, {"STAGE-003", "gpu-01", 0}} {
+		if got := timedOver(r, record.Verdict{ID: c.id, Node: c.node}); got != c.want {
+			t.Errorf("%s %q timed over %g s, want %g", c.id, c.node, got, c.want)
+		}
+	}
+}
+
 // Steps lost are where the failure fell after the last checkpoint: 1 then
 // 2 with a checkpoint every 3 steps is chance (CI saw two demos of one seed
 // differ so); past the interval, or with no interval known, it counts.

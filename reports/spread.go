@@ -81,9 +81,6 @@ func spread(r *record.Run, v record.Verdict) float64 {
 	return (xs[len(xs)-1] - xs[0]) / med
 }
 
-// timedOver is the seconds a throughput figure was timed over (a node's
-// whole save or restore: its shards go at once, so theirs would add up to
-// more); 0 when the run does not say.
 // checkpointEvery is the failure test's checkpoint interval in steps, for
 // its steps-lost verdict (RECOV-002); 0 when not recorded.
 func checkpointEvery(r *record.Run, v record.Verdict) int {
@@ -99,9 +96,13 @@ func checkpointEvery(r *record.Run, v record.Verdict) int {
 	return 0
 }
 
+// timedOver is the seconds a node's throughput figure was timed over (its
+// whole save, restore or staging: a checkpoint's shards go at once, so
+// theirs would add up to more); 0 when the run does not say, and for the
+// cluster's figures, which sum the nodes'.
 func timedOver(r *record.Run, v record.Verdict) float64 {
-	phase := map[string]string{"CKPT-002": "checkpoint-write", "CKPT-003": "checkpoint-restore"}[v.ID]
-	if phase == "" {
+	phase := map[string]string{"CKPT-002": "checkpoint-write", "CKPT-003": "checkpoint-restore", "STAGE-002": "staging"}[v.ID]
+	if phase == "" || v.Node == "" {
 		return 0
 	}
 	var d struct {

@@ -142,8 +142,31 @@ func fourHostWindow(t *testing.T, l *lab.Lab, inv string, more func(*record.Run)
 	}
 	var sw phases.Sweeps
 	phaseData(t, r, "allreduce", -1, &sw)
-	if v := verdict(r, "NCCL-001", ""); v.Status != record.Pass || !strings.Contains(sw.Command, "--jobid="+s.JobID+" --overlap") {
-		t.Errorf("the all-reduce is no step of the window's job: NCCL-001 %s %q; %s", v.Status, v.Detail, sw.Command)
+	if !strings.Contains(sw.Command, "--jobid="+s.JobID+" --overlap") {
+		t.Errorf("the all-reduce is no step of the window's job: %s", sw.Command)
+	}
+	// Debian's Open MPI 4.1.4 now and then reports a TCP connect still in
+	// progress as failed ("Operation now in progress (115)", open-mpi/ompi
+	// #10734), more often on a loaded machine: a sweep that fails so is the
+	// lab's MPI, not the transport, and the window rightly fails it. What
+	// this test holds is that the step ran over the four hosts and was
+	// measured, and that nothing else went wrong.
+	measured, flaked := 0, 0
+	for _, sweep := range sw.Repeats {
+		switch {
+		case sweep.Error == "" && sweep.Judgement != nil && len(sweep.Nodes) == len(srunHosts):
+			measured++
+		case strings.Contains(sweep.Error, "Operation now in progress (115)"):
+			flaked++
+		default:
+			t.Errorf("an all-reduce sweep over %v: %s", sweep.Nodes, sweep.Error)
+		}
+	}
+	if v := verdict(r, "NCCL-001", ""); measured == 0 || (flaked == 0 && v.Status != record.Pass) {
+		t.Errorf("NCCL-001 %s %q: %d sweep(s) measured over the four hosts, %d failed by Open MPI's connect race",
+			v.Status, v.Detail, measured, flaked)
+	} else if flaked > 0 {
+		t.Logf("%d of %d sweep(s) failed by Open MPI's connect race; NCCL-001 %s", flaked, len(sw.Repeats), v.Status)
 	}
 	if v := verdict(r, "SLURM-001", ""); v.Status != record.Pass {
 		t.Errorf("SLURM-001: %s %q", v.Status, v.Detail)

@@ -824,7 +824,9 @@ wait_slurm_idle() {
 		fi
 		pending=()
 		for ((i = 1; i <= NHOSTS; i++)); do
-			[[ ${st[h$i]:-} == idle ]] || pending+=("$i")
+			# planned is idle, earmarked by the backfill scheduler for a pending job: a job cancelled before it
+			# ran (a test's allocation that was not granted) leaves the mark until the next backfill cycle, 30 s
+			[[ ${st[h$i]:-} == idle || ${st[h$i]:-} == planned ]] || pending+=("$i")
 		done
 		((${#pending[@]})) || return 0
 		now_ms
