@@ -16,6 +16,7 @@ import (
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/slurm"
+	"gpuaccept/remote"
 )
 
 // The window's own Slurm allocation (slurm.allocate): asked for on the
@@ -220,6 +221,7 @@ func (w *Window) releaseAllocation(j *journal) {
 	login, err := w.SlurmLogin(ctx)
 	if err == nil {
 		w.readEndStates(ctx, login.Exec())
+		w.removeLoginScratch(ctx, login)
 		err = slurm.Cancel(ctx, login.Exec(), s.JobID)
 	}
 	if err != nil {
@@ -230,6 +232,25 @@ func (w *Window) releaseAllocation(j *journal) {
 	s.Cancelled = time.Now().UTC()
 	w.journal(j, entry{Type: "slurm", Key: slurmCancelledKey, Value: s.JobID})
 	w.Progress.Line("slurm: job %s given back", s.JobID)
+}
+
+// LoginScratch is the window's directory on the Slurm login node, for what
+// it passes on to the nodes (the image archive sbcast sends): beside the
+// nodes' own, under image.dir, so a login node that is also a node of the
+// job keeps the two apart.
+func (w *Window) LoginScratch() string {
+	return strings.TrimRight(cmp.Or(w.Inv.Image.Dir, "/var/tmp"), "/") + "/gpuaccept-" + w.RunID() + "-login"
+}
+
+// removeLoginScratch removes LoginScratch when the job is given back: the
+// image phase removes it once sbcast is done, but a coordinator killed
+// meanwhile leaves it for the resumed window's end.
+func (w *Window) removeLoginScratch(ctx context.Context, login *Node) {
+	dir := w.LoginScratch()
+	cmd := "d=" + remote.Quote(dir) + `; if [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]; then rm -rf -- "$d"; fi`
+	if err := login.Exec().Run(ctx, remote.Cmd{Command: cmd}); err != nil {
+		w.Progress.Line("slurm: the login node's %s not removed: %s", dir, clipText(err.Error(), 200))
+	}
 }
 
 // readEndStates reads the allocation's nodes again before the job is

@@ -192,8 +192,10 @@ type Image struct {
 	// shared home: every node writes its own copy). Default /var/tmp.
 	Dir string `mapstructure:"dir" json:"dir"`
 	// Relay: chain (nodes pass the archive on to the next as it arrives,
-	// so the coordinator's uplink carries one copy) or direct (the
-	// coordinator uploads to every node). Default chain.
+	// so the coordinator's uplink carries one copy), sbcast (one copy to
+	// the Slurm login node, whose sbcast sends it to the window's job) or
+	// direct (the coordinator uploads to every node). Default chain;
+	// sbcast with transport srun.
 	Relay string `mapstructure:"relay" json:"relay"`
 	// GPUs is how the container gets the node's GPUs: "all" (docker
 	// --gpus all, podman --device nvidia.com/gpu=all) or "none".

@@ -61,19 +61,23 @@ func (v *validator) image() {
 	srun := v.inv.Transport == TransportSrun
 	if im.Relay == "" && srun {
 		// The chain goes node to node over SSH with the window key; nodes
-		// that srun reaches are given the image one by one.
-		im.Relay = "direct"
+		// that srun reaches are in the window's job, which sbcast sends to.
+		im.Relay = "sbcast"
 	}
 	switch im.Relay {
 	case "":
 		im.Relay = "chain"
 	case "chain":
 		if srun {
-			v.problem("image.relay", "chain passes the image from node to node over SSH, which transport srun does not give the nodes: use direct")
+			v.problem("image.relay", "chain passes the image from node to node over SSH, which transport srun does not give the nodes: use sbcast or direct")
+		}
+	case "sbcast":
+		if v.inv.Slurm.Allocate == nil {
+			v.problem("image.relay", "sbcast sends to the nodes of the window's own Slurm job, and there is none: set slurm.allocate, or use chain or direct")
 		}
 	case "direct":
 	default:
-		v.problem("image.relay", "must be chain or direct, got %q", short(im.Relay))
+		v.problem("image.relay", "must be chain, sbcast or direct, got %q", short(im.Relay))
 	}
 	switch im.GPUs {
 	case "":

@@ -172,8 +172,9 @@ func archivePath(w *orchestrator.Window) string {
 }
 
 // push distributes the archive: along a chain of nodes (each keeps a copy
-// and forwards it as it arrives), or directly; any node without a verified
-// copy afterwards gets one straight from the coordinator.
+// and forwards it as it arrives), through Slurm's sbcast from the login
+// node, or directly; any node without a verified copy afterwards gets one
+// straight from the coordinator.
 func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) error {
 	a, err := hashFile(w.Inv.Image.Archive)
 	if err != nil {
@@ -181,8 +182,12 @@ func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Nod
 	}
 	res.Archive = a
 	start := time.Now()
-	if w.Inv.Image.Relay == "chain" && len(nodes) > 1 {
+	relay := w.Inv.Image.Relay
+	switch {
+	case relay == "chain" && len(nodes) > 1:
 		relayChain(ctx, w, nodes, res)
+	case relay == "sbcast":
+		relaySbcast(ctx, w, nodes, res)
 	}
 	var missing []*orchestrator.Node
 	for _, n := range nodes {
@@ -190,8 +195,8 @@ func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Nod
 			missing = append(missing, n)
 		}
 	}
-	if len(missing) > 0 && w.Inv.Image.Relay == "chain" && len(nodes) > 1 {
-		w.Progress.Line("image: sending the archive directly to %d node(s) the chain did not reach", len(missing))
+	if len(missing) > 0 && (relay == "chain" && len(nodes) > 1 || relay == "sbcast") {
+		w.Progress.Line("image: sending the archive directly to %d node(s) the %s did not reach", len(missing), relay)
 	}
 	results := remote.Each(ctx, len(missing), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		n := missing[i]
