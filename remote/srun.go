@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gpuaccept/hostlist"
@@ -33,12 +34,26 @@ type SrunConfig struct {
 	// StepArgs are srun options every step gets besides the transport's
 	// own (--gres=gpu:8 where a step sees no GPU it does not ask for).
 	StepArgs []string
+	// StepStart bounds how long a command's step may take to start
+	// (default stepStartLimit): srun waits for a step Slurm cannot start
+	// yet, retrying without end, which would hold the command until its
+	// phase's deadline.
+	StepStart time.Duration
 }
 
 // stepStart bounds how long Slurm may take to start a step, beyond
 // reaching the login node: the controller answers a step request in
 // milliseconds when it is well, in seconds when it is busy.
 const stepStart = 30 * time.Second
+
+// stepStartLimit is StepStart's default: a controller busy with a
+// hundred nodes' steps took seconds per step in the lab, never minutes.
+const stepStartLimit = 2 * time.Minute
+
+// stepStarted is the line each step prints on its stderr before anything
+// else of the node's runs (stepClean): srunSplit takes it for Slurm's, and
+// srunLines for the sign that the step started.
+const stepStarted = "gpuaccept-step: started"
 
 // stepEndMargin is how long a cancelled step may take to end once its
 // command's grace is over: srun reports, slurmstepd tears the step down.
@@ -69,6 +84,7 @@ func (s SrunConfig) dial(ctx context.Context, name string) (Executor, error) {
 	closing, cancel := context.WithCancel(context.Background())
 	return &Srun{
 		name: name, node: s.Node, job: s.Job, addr: cmp.Or(s.Addr, s.Node), args: s.StepArgs, logins: logins,
+		stepStart: cmp.Or(s.StepStart, stepStartLimit),
 		beat: c.cfg.KeepaliveInterval, lease: c.cfg.GuardLease, closing: closing, closeAll: cancel,
 	}, nil
 }
@@ -110,6 +126,7 @@ type Srun struct {
 	args                  []string
 	logins                *Logins
 	beat, lease           time.Duration
+	stepStart             time.Duration
 
 	closing  context.Context
 	closeAll context.CancelFunc
@@ -208,7 +225,8 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	// own control stream, carried as data of the login guard's.
 	pr, pw := io.Pipe()
 	_, stopInner := streamControl(pw, s.beat, cmd.Stdin)
-	srunErr := &srunLines{node: s.node}
+	started := make(chan struct{})
+	srunErr := &srunLines{node: s.node, started: started}
 	stderr := &srunSplit{cmd: cmd.Stderr, tail: NewStderrTail(), srun: srunErr}
 	// A cancel ends the node's stream, not srun: srun answers a TERM by
 	// KILLing the step, which would leave the command no grace. Its guard
@@ -219,11 +237,34 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	defer stopLogin()
 	ran := make(chan struct{})
 	defer close(ran)
+	var notStarted atomic.Bool
 	go func() {
-		select {
-		case <-runCtx.Done():
-		case <-ran:
-			return
+		limit := time.NewTimer(s.stepStart)
+		defer limit.Stop()
+		// Until the step started, the limit; then only the run's end.
+		waiting, st := limit.C, (<-chan struct{})(started)
+		for cancelled := false; !cancelled; {
+			select {
+			case <-runCtx.Done():
+				cancelled = true
+			case <-ran:
+				return
+			case <-st:
+				waiting, st = nil, nil
+			case <-waiting:
+				select {
+				case <-st: // just now
+					waiting, st = nil, nil
+					continue
+				default:
+				}
+				// Nothing of the node's ran: srun ends without a step to
+				// wait for.
+				notStarted.Store(true)
+				stopInner()
+				stopLogin()
+				return
+			}
 		}
 		stopInner()
 		select {
@@ -246,6 +287,12 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	// Cancelled by the coordinator: srun's "Job step aborted" is its answer
 	// to the end of the step, no word about the node.
 	switch {
+	case notStarted.Load() && ctx.Err() == nil:
+		said := srunErr.String()
+		if said != "" {
+			said = ": " + said
+		}
+		return fmt.Errorf("%s: %s: Slurm did not start the job step within %s%s", s.name, shorten(cmd.Command, 120), s.stepStart, said)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
 	case s.closing.Err() != nil:
@@ -389,7 +436,7 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 // node's directory, which the node may not have), and drops what belongs
 // to the login node's session: its runtime and bus directories, its SSH
 // connection and its TMPDIR.
-const stepClean = `cd "$HOME" 2>/dev/null || cd /; for v in ${!SLURM@} ${!PMI@} ${!PMIX@} XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS ` +
+const stepClean = `printf '%s\n' '` + stepStarted + `' >&2; cd "$HOME" 2>/dev/null || cd /; for v in ${!SLURM@} ${!PMI@} ${!PMIX@} XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS ` +
 	`XDG_SESSION_ID SSH_CLIENT SSH_CONNECTION SSH_TTY TMPDIR; do unset "$v"; done; exec "$@"`
 
 // Upload copies a local file to remotePath on the node, as UploadFrom.
@@ -423,7 +470,7 @@ type srunSplit struct {
 
 // Slurm's own lines: srun's, and slurmstepd's that srun passes on
 // ("slurmstepd-h2: error: *** STEP 12.3 ON h2 CANCELLED ... ***").
-var slurmPrefixes = []string{srunPrefix, "slurmstepd: ", "slurmstepd-"}
+var slurmPrefixes = []string{srunPrefix, "slurmstepd: ", "slurmstepd-", stepStarted}
 
 const srunPrefix = "srun: "
 
@@ -524,10 +571,12 @@ func (w *srunSplit) flush() {
 	w.pending, w.ours, w.mid = nil, false, false
 }
 
-// srunLines are srun's own messages about one step, bounded.
+// srunLines are srun's own messages about one step, bounded; started is
+// closed at the step's stepStarted line, which is not kept.
 type srunLines struct {
-	node  string
-	lines []string
+	node    string
+	lines   []string
+	started chan struct{}
 }
 
 // srunKeep lines of srunLineBytes at most are kept.
@@ -538,6 +587,16 @@ const (
 
 func (s *srunLines) add(line string) {
 	line = strings.TrimRight(line, "\r\n")
+	if line == stepStarted {
+		if s.started != nil {
+			select {
+			case <-s.started:
+			default:
+				close(s.started)
+			}
+		}
+		return
+	}
 	if len(line) > srunLineBytes {
 		line = line[:srunLineBytes]
 	}

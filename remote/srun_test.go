@@ -14,7 +14,9 @@ func splitLines(in string) (cmd string, slurm []string) {
 			continue
 		}
 		if isSlurmStart(l) {
-			slurm = append(slurm, strings.TrimRight(l, "\n"))
+			if strings.TrimRight(l, "\r\n") != stepStarted { // the step's sign, not kept
+				slurm = append(slurm, strings.TrimRight(l, "\n"))
+			}
 			continue
 		}
 		cmd += l
@@ -38,6 +40,7 @@ func FuzzSrunSplit(f *testing.F) {
 	f.Add("slurmstepd-h2: error: *** STEP 1.24 ON h2 CANCELLED ***\nsrun: error: h2: task 0: Killed\n", uint8(1))
 	f.Add("sru\nsrun:x\nsrun: \n\nslurmstepd: x", uint8(2))
 	f.Add("ab\nsrun: error: Node failure on h3\n", uint8(4))
+	f.Add(stepStarted+"\nout\n"+stepStarted+"x\n", uint8(5))
 	f.Fuzz(func(t *testing.T, in string, chunk uint8) {
 		step := int(chunk%16) + 1
 		var cmd bytes.Buffer
@@ -62,6 +65,29 @@ func FuzzSrunSplit(f *testing.F) {
 			t.Fatalf("Slurm's lines: got %q, want %q", w.srun.lines, wantSlurm)
 		}
 	})
+}
+
+// The step's first line says it started, and is nobody's stderr.
+func TestSrunStepStartedLine(t *testing.T) {
+	var cmd bytes.Buffer
+	started := make(chan struct{})
+	w := &srunSplit{cmd: &cmd, tail: NewStderrTail(), srun: &srunLines{node: "h2", started: started}}
+	w.Write([]byte("srun: Job step creation temporarily disabled, retrying\ngpuaccept-step: sta"))
+	select {
+	case <-started:
+		t.Fatal("started before the line ended")
+	default:
+	}
+	w.Write([]byte("rted\nhello\n" + stepStarted + "\n"))
+	w.flush()
+	select {
+	case <-started:
+	default:
+		t.Fatal("not started")
+	}
+	if cmd.String() != "hello\n" || w.srun.String() == "" || strings.Contains(w.srun.String(), "gpuaccept-step") {
+		t.Errorf("stderr %q, srun's %q", cmd.String(), w.srun.String())
+	}
 }
 
 // srun's words say when the node went away, and only then.

@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,5 +198,52 @@ func TestSrunCancelEndsTheStepPromptly(t *testing.T) {
 	t.Logf("the cancelled step ended after %s", took.Round(10*time.Millisecond))
 	if took > 8*time.Second {
 		t.Errorf("the cancelled step took %s to end (grace 1s): the node's guard waited out its lease", took)
+	}
+}
+
+// A step Slurm does not start (its controller stopped here: srun waits on
+// it) ends at the executor's StepStart with what srun said, a failed
+// command and no lost node; with the controller back the next command
+// runs as a step.
+func TestSrunStepThatDoesNotStartIsBounded(t *testing.T) {
+	l := needLab(t)
+	job := allocate(t, l, "h6")
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: "h6", Srun: &remote.SrunConfig{
+		Login: config(t, l, "h1"), Job: job, Node: "h6", StepStart: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	echo := func(word string) (string, error) {
+		var out bytes.Buffer
+		err := e.Run(t.Context(), remote.Cmd{Command: "echo " + word, Stdout: &out})
+		return out.String(), err
+	}
+	if out, err := echo("up"); err != nil || out != "up\n" {
+		t.Fatalf("a step before: %q %v", out, err)
+	}
+	b, err := os.ReadFile(filepath.Join(l.Dir, "slurm", "slurmctld.pid"))
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil {
+		t.Fatalf("slurmctld's pid: %q %v %v", b, err, perr)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(resume)
+	start := time.Now()
+	out, err := echo("never")
+	took := time.Since(start)
+	resume()
+	t.Logf("%s after %s", err, took.Round(10*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "h6: echo never: Slurm did not start the job step within 3s") || e.Lost() || out != "" {
+		t.Errorf("a step that did not start: %q %v, lost %v", out, err, e.Lost())
+	}
+	if took > 15*time.Second {
+		t.Errorf("it ended %s after it began, its StepStart 3s", took)
+	}
+	if out, err := echo("again"); err != nil || out != "again\n" {
+		t.Errorf("a step after: %q %v", out, err)
 	}
 }
