@@ -84,8 +84,8 @@ func (s SrunConfig) dial(ctx context.Context, name string) (Executor, error) {
 	closing, cancel := context.WithCancel(context.Background())
 	return &Srun{
 		name: name, node: s.Node, job: s.Job, addr: cmp.Or(s.Addr, s.Node), args: s.StepArgs, logins: logins,
-		stepStart: cmp.Or(s.StepStart, stepStartLimit),
-		beat: c.cfg.KeepaliveInterval, lease: c.cfg.GuardLease, closing: closing, closeAll: cancel,
+		beat: c.cfg.KeepaliveInterval, lease: c.cfg.GuardLease, stepStart: cmp.Or(s.StepStart, stepStartLimit),
+		closing: closing, closeAll: cancel,
 	}, nil
 }
 
