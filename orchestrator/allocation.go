@@ -221,8 +221,8 @@ func (w *Window) releaseAllocation(j *journal) {
 	login, err := w.SlurmLogin(ctx)
 	if err == nil {
 		w.readEndStates(ctx, login.Exec())
-		w.removeLoginScratch(ctx, login)
 		err = slurm.Cancel(ctx, login.Exec(), s.JobID)
+		w.RemoveLoginScratch(context.Background(), login)
 	}
 	if err != nil {
 		s.CancelError = clipText(err.Error(), 300)
@@ -242,13 +242,21 @@ func (w *Window) LoginScratch() string {
 	return strings.TrimRight(cmp.Or(w.Inv.Image.Dir, "/var/tmp"), "/") + "/gpuaccept-" + w.RunID() + "-login"
 }
 
-// removeLoginScratch removes LoginScratch when the job is given back: the
-// image phase removes it once sbcast is done, but a coordinator killed
-// meanwhile leaves it for the resumed window's end.
-func (w *Window) removeLoginScratch(ctx context.Context, login *Node) {
+// RemoveLoginScratch removes LoginScratch from the login node when it is
+// the window's own directory (not a link, owned by the window's user):
+// after sbcast, and again when the job is given back, for a coordinator
+// killed between the two. Bounded by a minute of its own: a slow removal
+// holds up nothing but itself.
+func (w *Window) RemoveLoginScratch(ctx context.Context, login *Node) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	dir := w.LoginScratch()
 	cmd := "d=" + remote.Quote(dir) + `; if [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]; then rm -rf -- "$d"; fi`
-	if err := login.Exec().Run(ctx, remote.Cmd{Command: cmd}); err != nil {
+	e := login.Exec()
+	if e == nil {
+		return
+	}
+	if err := e.Run(ctx, remote.Cmd{Command: cmd}); err != nil {
 		w.Progress.Line("slurm: the login node's %s not removed: %s", dir, clipText(err.Error(), 200))
 	}
 }

@@ -47,12 +47,16 @@ type SrunConfig struct {
 const stepStart = 30 * time.Second
 
 // stepStartLimit is StepStart's default: a controller busy with a
-// hundred nodes' steps took seconds per step in the lab, never minutes.
-const stepStartLimit = 2 * time.Minute
+// hundred nodes' steps took seconds per step in the lab, never minutes,
+// and a backup controller takes over after SlurmctldTimeout (120 s by
+// default) and a message timeout or two: past that, the step waits on
+// something that is not coming.
+const stepStartLimit = 5 * time.Minute
 
 // stepStarted is the line each step prints on its stderr before anything
-// else of the node's runs (stepClean): srunSplit takes it for Slurm's, and
-// srunLines for the sign that the step started.
+// else of the node's runs (stepLine, by sh: bash would first read the
+// BASH_ENV the login session may pass on, which may print): srunSplit
+// takes it for Slurm's, and srunLines for the sign that the step started.
 const stepStarted = "gpuaccept-step: started"
 
 // stepEndMargin is how long a cancelled step may take to end once its
@@ -258,12 +262,11 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 					continue
 				default:
 				}
-				// Nothing of the node's ran: srun ends without a step to
-				// wait for.
+				// Nothing of the node's ran, or its first words are
+				// late: the step ends as a cancelled one does, its
+				// command given the grace.
 				notStarted.Store(true)
-				stopInner()
-				stopLogin()
-				return
+				cancelled = true
 			}
 		}
 		stopInner()
@@ -292,7 +295,13 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 		if said != "" {
 			said = ": " + said
 		}
-		return fmt.Errorf("%s: %s: Slurm did not start the job step within %s%s", s.name, shorten(cmd.Command, 120), s.stepStart, said)
+		what := "Slurm did not start the job step within " + s.stepStart.String()
+		select {
+		case <-started:
+			what = "the job step said nothing for " + s.stepStart.String() + ", and was ended"
+		default:
+		}
+		return fmt.Errorf("%s: %s: %s%s", s.name, shorten(cmd.Command, 120), what, said)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
 	case s.closing.Err() != nil:
@@ -415,8 +424,11 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 	// --propagate=NONE: the node's own limits, not the login session's
 	// (a small memlock breaks NCCL); no MPI plugin for a command that is
 	// no rank.
+	// Without --quiet: srun's notes ("Job step creation temporarily
+	// disabled, retrying") are what a step that did not start says, and
+	// srunSplit keeps them out of the command's stderr.
 	words := []string{"exec", "srun", "--jobid=" + s.job, "--overlap", "--nodelist=" + Quote(s.node),
-		"--nodes=1", "--ntasks=1", "--quiet", "--job-name=gpuaccept-step", "--propagate=NONE", "--mpi=none"}
+		"--nodes=1", "--ntasks=1", "--job-name=gpuaccept-step", "--propagate=NONE", "--mpi=none"}
 	for _, a := range s.args {
 		words = append(words, Quote(a))
 	}
@@ -424,7 +436,8 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 	// step's Slurm and PMI variables, which would make an MPI program
 	// started alone on the node (the intra-node sweep) take itself for a
 	// rank of srun's and fail in MPI_Init.
-	words = append(words, "bash", "-c", Quote(stepClean), "gpuaccept-step", "bash")
+	words = append(words, "sh", "-c", Quote(`printf '%s\n' '`+stepStarted+`' >&2; exec "$@"`), "gpuaccept-step",
+		"bash", "-c", Quote(stepClean), "gpuaccept-step", "bash")
 	for _, a := range guardArgs(cmd, s.lease, grace) {
 		words = append(words, Quote(a))
 	}
@@ -436,7 +449,7 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 // node's directory, which the node may not have), and drops what belongs
 // to the login node's session: its runtime and bus directories, its SSH
 // connection and its TMPDIR.
-const stepClean = `printf '%s\n' '` + stepStarted + `' >&2; cd "$HOME" 2>/dev/null || cd /; for v in ${!SLURM@} ${!PMI@} ${!PMIX@} XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS ` +
+const stepClean = `cd "$HOME" 2>/dev/null || cd /; for v in ${!SLURM@} ${!PMI@} ${!PMIX@} XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS ` +
 	`XDG_SESSION_ID SSH_CLIENT SSH_CONNECTION SSH_TTY TMPDIR; do unset "$v"; done; exec "$@"`
 
 // Upload copies a local file to remotePath on the node, as UploadFrom.

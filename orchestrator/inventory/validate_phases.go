@@ -61,8 +61,12 @@ func (v *validator) image() {
 	srun := v.inv.Transport == TransportSrun
 	if im.Relay == "" && srun {
 		// The chain goes node to node over SSH with the window key; nodes
-		// that srun reaches are in the window's job, which sbcast sends to.
-		im.Relay = "sbcast"
+		// that srun reaches are in the window's job, which sbcast sends to
+		// (without one, transport srun is refused already).
+		im.Relay = "direct"
+		if v.inv.Slurm.Allocate != nil {
+			im.Relay = "sbcast"
+		}
 	}
 	switch im.Relay {
 	case "":
@@ -74,6 +78,11 @@ func (v *validator) image() {
 	case "sbcast":
 		if v.inv.Slurm.Allocate == nil {
 			v.problem("image.relay", "sbcast sends to the nodes of the window's own Slurm job, and there is none: set slurm.allocate, or use chain or direct")
+		}
+		if im.Dir != "" && !strings.HasPrefix(im.Dir, "/") {
+			// sbcast would put a relative path under its own directory
+			// (or BcastParameters' DestDir), the nodes under their home.
+			v.problem("image.dir", "%q: sbcast needs an absolute path", short(im.Dir))
 		}
 	case "direct":
 	default:

@@ -2,6 +2,9 @@ package phases
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
@@ -20,13 +23,24 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 	if res.Archive != nil {
 		v := record.NewVerdict("IMG-003", "")
 		v.Status = record.Pass
-		got := 0
+		got, via := 0, map[string]int{}
 		for _, ni := range res.Nodes {
 			if ni.Via != "" {
 				got++
+				via[ni.Via]++
 			}
 		}
-		v.Measured = fmt.Sprintf("%s to %d of %d node(s) in %.1f s (%s)", humanSize(res.Archive.Bytes), got, len(res.Nodes), res.DistributionSecs, res.Relay)
+		// How the copies went, where not all the relay's way (a chain or
+		// sbcast that fell back to direct uploads).
+		how := res.Relay
+		if len(via) > 1 || len(via) == 1 && via[res.Relay] == 0 {
+			var parts []string
+			for _, r := range slices.Sorted(maps.Keys(via)) {
+				parts = append(parts, fmt.Sprintf("%s %d", r, via[r]))
+			}
+			how = strings.Join(parts, ", ")
+		}
+		v.Measured = fmt.Sprintf("%s to %d of %d node(s) in %.1f s (%s)", humanSize(res.Archive.Bytes), got, len(res.Nodes), res.DistributionSecs, how)
 		if res.DistributionSecs > 0 {
 			v.Measure(res.DistributionSecs, record.UnitSeconds)
 		}

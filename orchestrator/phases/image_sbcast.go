@@ -2,11 +2,14 @@ package phases
 
 import (
 	"context"
+	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/remote"
 )
@@ -15,10 +18,15 @@ import (
 // to every node of the window's job with sbcast, which Slurm spreads along
 // slurmd's tree: the coordinator's uplink and the login node's each carry
 // one copy, not one per node (image.relay: sbcast, the default where the
-// nodes are reached by srun). sbcast writes into a part file in the
-// window's directory, which each node has made private first; a node keeps
-// the copy only once its size and sha256 are the archive's. A node
-// without one gets it directly afterwards (push).
+// nodes are reached by srun). A node without a good copy afterwards gets
+// it directly (push).
+//
+// sbcast writes to every node of the job, as the window's user, following
+// a link at its destination, and stops at the first node that fails. So
+// it is used only when the job's nodes are exactly the nodes in the phase,
+// each of which made its directory private and removed any part there
+// first; the copy is created exclusively (no --force), and kept only once
+// its size and sha256 are the archive's.
 func relaySbcast(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) {
 	job := w.SlurmJob()
 	if job == "" {
@@ -35,20 +43,26 @@ func relaySbcast(ctx context.Context, w *orchestrator.Window, nodes []*orchestra
 	part := dir + "/." + base + ".gpuaccept-sbcast"
 	a := res.Archive
 
-	// Each node's directory first: sbcast writes into what is there.
+	if in, why := jobNodes(ctx, w, login, job); why != "" {
+		w.Progress.Line("image: sbcast: %s; sending directly", why)
+		return
+	} else if extra, missing := sameNodes(in, nodes); extra != "" || missing != "" {
+		// Nodes left out of the phase (quarantined, released) are still
+		// the job's: sbcast would write there, unchecked.
+		w.Progress.Line("image: sbcast sends to every node of job %s, and the phase's are not those (%s); sending directly",
+			job, strings.Join(slices.DeleteFunc([]string{extra, missing}, func(s string) bool { return s == "" }), "; "))
+		return
+	}
+	prep := remote.PrivateDirCmd(dir, true) + " && rm -f -- " + remote.Quote(part)
 	ready := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
-		return runOn(ctx, w, nodes[i], remote.PrivateDirCmd(dir, true))
+		return runOn(ctx, w, nodes[i], prep)
 	})
-	var have []*orchestrator.Node
 	for i, r := range ready {
 		if r.Err != nil {
-			w.Progress.Node(nodes[i].Name, "image: sbcast: %s", firstLine(r.Err.Error()))
-			continue
+			w.Progress.Node(nodes[i].Name, "image: its directory for sbcast: %s", firstLine(r.Err.Error()))
+			w.Progress.Line("image: sbcast writes to every node of the job; sending directly")
+			return
 		}
-		have = append(have, nodes[i])
-	}
-	if len(have) == 0 {
-		return
 	}
 
 	scratch := w.LoginScratch()
@@ -58,38 +72,43 @@ func relaySbcast(ctx context.Context, w *orchestrator.Window, nodes []*orchestra
 		w.Progress.Line("image: sbcast: %s; sending directly", err)
 		return
 	}
-	defer func() {
-		// The job's end removes it too (a coordinator killed here).
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if _, err := runOn(cctx, w, login, "rm -rf -- "+remote.Quote(scratch)); err != nil {
-			w.Progress.Line("image: the login node's copy in %s not removed: %s", scratch, firstLine(err.Error()))
-		}
-	}()
+	// The job's end removes it too (a coordinator killed meanwhile).
+	defer w.RemoveLoginScratch(context.WithoutCancel(ctx), login)
 	tr := w.Progress.Transfer(login.Name, "image", a.Bytes)
-	_, err = e.Upload(ctx, a.Path, src, remote.TransferOptions{SHA256: a.SHA256, Progress: func(done, _ int64) { tr.Set(done) }})
+	_, err = e.Upload(ctx, a.Path, src, remote.TransferOptions{SHA256: a.SHA256, Mode: 0o600, Progress: func(done, _ int64) { tr.Set(done) }})
 	tr.Close()
 	if err != nil {
 		w.Progress.Line("image: sbcast: the login node's copy: %s; sending directly", firstLine(err.Error()))
 		return
 	}
 
-	w.Progress.Line("image: sbcast of %s to the %d node(s) of job %s", humanSize(a.Bytes), len(have), job)
+	w.Progress.Line("image: sbcast of %s to the %d node(s) of job %s", humanSize(a.Bytes), len(nodes), job)
 	start := time.Now()
-	// --force: a part left by an earlier try is written over.
-	_, err = runOn(ctx, w, login, "sbcast --jobid="+job+" --force "+remote.Quote(src)+" "+remote.Quote(part))
+	// Bounded, so that a node that answers each block just in time leaves
+	// the phase time to send directly: 50 MB/s is slow for any fabric.
+	limit := time.Minute + time.Duration(a.Bytes/50e6)*time.Second
+	if d, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(d)/2)
+	}
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	_, err = runOn(sctx, w, login, "sbcast --jobid="+remote.Quote(job)+" "+remote.Quote(src)+" "+remote.Quote(part))
+	cancel()
 	secs := time.Since(start).Seconds()
 	if err != nil {
-		// sbcast stops at a node it cannot reach; the others may have
-		// their copy, which the check below finds.
-		w.Progress.Line("image: sbcast: %s", firstLine(err.Error()))
+		// It stops at the first node that fails: the others' parts are
+		// short, and go.
+		w.Progress.Line("image: sbcast failed after %.1f s: %s; sending directly", secs, firstLine(err.Error()))
+		remote.Each(context.WithoutCancel(ctx), len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
+			return runOn(ctx, w, nodes[i], "rm -f -- "+remote.Quote(part))
+		})
+		return
 	}
-	checks := remote.Each(ctx, len(have), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
-		return runOn(ctx, w, have[i], "bash -c "+remote.Quote(sbcastKeep)+" keep "+remote.Quote(part)+" "+remote.Quote(target)+" "+
+	checks := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
+		return runOn(ctx, w, nodes[i], "bash -c "+remote.Quote(sbcastKeep)+" keep "+remote.Quote(part)+" "+remote.Quote(target)+" "+
 			strconv.FormatInt(a.Bytes, 10)+" "+a.SHA256)
 	})
 	for i, r := range checks {
-		n := have[i]
+		n := nodes[i]
 		got, sum := sbcastSaid(r.Value)
 		switch {
 		case r.Err == nil:
@@ -104,6 +123,50 @@ func relaySbcast(ctx context.Context, w *orchestrator.Window, nodes []*orchestra
 	}
 }
 
+// jobNodes are the nodes of the window's job as Slurm lists them now; why
+// says why they could not be read.
+func jobNodes(ctx context.Context, w *orchestrator.Window, login *orchestrator.Node, job string) (names []string, why string) {
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := runOn(qctx, w, login, "squeue -h -j "+remote.Quote(job)+" -o %N")
+	if err != nil {
+		return nil, "the job's nodes: " + firstLine(err.Error())
+	}
+	list := strings.TrimSpace(string(out))
+	names, err = hostlist.Expand(list)
+	if err != nil || len(names) == 0 {
+		return nil, fmt.Sprintf("the job's nodes: squeue said %q", clip(list, 80))
+	}
+	return names, ""
+}
+
+// sameNodes compares the job's nodes with the phase's: the job's that the
+// phase lacks, and the phase's that the job lacks, as host ranges.
+func sameNodes(job []string, nodes []*orchestrator.Node) (extra, missing string) {
+	var inPhase []string
+	for _, n := range nodes {
+		inPhase = append(inPhase, n.Name)
+	}
+	var e, m []string
+	for _, j := range job {
+		if !slices.Contains(inPhase, j) {
+			e = append(e, j)
+		}
+	}
+	for _, p := range inPhase {
+		if !slices.Contains(job, p) {
+			m = append(m, p)
+		}
+	}
+	if len(e) > 0 {
+		extra = "not in the phase: " + hostlist.Compress(e)
+	}
+	if len(m) > 0 {
+		missing = "not in the job: " + hostlist.Compress(m)
+	}
+	return extra, missing
+}
+
 // sbcastKeep moves sbcast's part into place on a node when its size and
 // sha256 are the archive's, and removes it when they are not. It prints
 // "SIZE SUM" of the part; exit 98: no match (or no part).
@@ -112,11 +175,12 @@ func relaySbcast(ctx context.Context, w *orchestrator.Window, nodes []*orchestra
 const sbcastKeep = `set -u
 p=$1 t=$2 size=$3 want=$4
 if [ ! -f "$p" ] || [ -L "$p" ] || [ ! -O "$p" ]; then echo "no copy of ours at $p" >&2; exit 98; fi
+chmod 600 -- "$p" || exit 96
 got=$(stat -c %s -- "$p") || exit 96
 sum=$({ openssl dgst -sha256 -r <"$p" 2>/dev/null || sha256sum <"$p"; } | cut -c1-64)
 echo "$got $sum"
 if [ "$got" != "$size" ] || [ "$sum" != "$want" ]; then rm -f -- "$p"; exit 98; fi
-chmod 600 -- "$p" && mv -f -T -- "$p" "$t"
+mv -f -T -- "$p" "$t"
 `
 
 // sbcastSaid reads sbcastKeep's "SIZE SUM" from a node: words of at most

@@ -3,6 +3,8 @@ package phases
 import (
 	"strings"
 	"testing"
+
+	"gpuaccept/orchestrator"
 )
 
 // What a node says of its sbcast copy is read only as SIZE SUM, each
@@ -40,4 +42,20 @@ func FuzzSbcastSaid(f *testing.F) {
 			t.Fatalf("%q: %q %q", b, size, sum)
 		}
 	})
+}
+
+// sbcast writes to every node of the job: a node the phase left out (or
+// one the job does not have) is named, and sbcast is not used.
+func TestSbcastOnlyOverThePhasesNodes(t *testing.T) {
+	nodes := []*orchestrator.Node{{Name: "h2"}, {Name: "h4"}, {Name: "h5"}}
+	if extra, missing := sameNodes([]string{"h2", "h4", "h5"}, nodes); extra != "" || missing != "" {
+		t.Errorf("the same nodes: %q %q", extra, missing)
+	}
+	extra, missing := sameNodes([]string{"h2", "h3", "h4", "h5", "h6"}, nodes[:2])
+	if extra != "not in the phase: h[3,5-6]" || missing != "" {
+		t.Errorf("quarantined nodes: %q %q", extra, missing)
+	}
+	if extra, missing := sameNodes([]string{"h2"}, nodes[:2]); extra != "" || missing != "not in the job: h4" {
+		t.Errorf("a node the job lost: %q %q", extra, missing)
+	}
 }

@@ -246,4 +246,19 @@ func TestSrunStepThatDoesNotStartIsBounded(t *testing.T) {
 	if out, err := echo("again"); err != nil || out != "again\n" {
 		t.Errorf("a step after: %q %v", out, err)
 	}
+	// The step asked for while the controller was stopped is no orphan:
+	// srun went, and no step of the job is left once the commands ended.
+	login := dial(t, l, "h1")
+	lab.Eventually(t, 15*time.Second, "no step of job "+job+" left", func() bool {
+		steps, err := login.Output(t.Context(), "squeue -h -s -j "+job+" -o '%i %j'")
+		if err != nil {
+			return false
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(steps)), "\n") {
+			if l != "" && !strings.HasSuffix(l, " extern") {
+				return false
+			}
+		}
+		return true
+	})
 }
