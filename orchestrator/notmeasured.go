@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"errors"
 	"fmt"
+
+	"gpuaccept/remote"
 )
 
 // NotMeasured is what a phase body returns when the node lacks a tool
@@ -24,11 +26,21 @@ func Unmeasured(tool, format string, args ...any) error {
 	return &NotMeasured{Tool: tool, Why: fmt.Sprintf(format, args...)}
 }
 
-// IsNotMeasured is err's *NotMeasured, when it holds one.
+// IsNotMeasured is err's *NotMeasured, when it holds one. A command Slurm
+// never started on the node is one too: the scheduler's failure measured
+// nothing of the node, and quarantines nothing.
 func IsNotMeasured(err error) (*NotMeasured, bool) {
 	var nm *NotMeasured
 	if errors.As(err, &nm) {
 		return nm, true
+	}
+	var ns *remote.StepNotStartedError
+	if errors.As(err, &ns) {
+		why := fmt.Sprintf("Slurm did not start the job step within %s", ns.After)
+		if ns.Said != "" {
+			why += ": " + ns.Said
+		}
+		return &NotMeasured{Tool: "slurm", Why: why}, true
 	}
 	return nil, false
 }

@@ -3,17 +3,20 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -445,5 +448,19 @@ func TestAPhaseThatServesOthersRunsOnlyForThem(t *testing.T) {
 		if keys != 2 {
 			t.Errorf("crash in %s: the resumed record has %d key results, want 2", tc.crashIn, keys)
 		}
+	}
+}
+
+// A command Slurm never started measured nothing of its node: NOT
+// MEASURED, with srun's words, and so no quarantine.
+func TestStepNotStartedIsNotMeasured(t *testing.T) {
+	err := fmt.Errorf("preflight: %w", &remote.StepNotStartedError{Node: "h2", Command: "nvidia-smi", After: 5 * time.Minute,
+		Said: "srun: Job step creation temporarily disabled, retrying"})
+	nm, ok := IsNotMeasured(err)
+	if !ok || nm.Tool != "slurm" || nm.Why != "Slurm did not start the job step within 5m0s: srun: Job step creation temporarily disabled, retrying" {
+		t.Errorf("%v: %+v %v", err, nm, ok)
+	}
+	if _, ok := IsNotMeasured(&remote.ExitError{Node: "h2", Command: "nvidia-smi", Status: 1}); ok {
+		t.Error("a command's own failure taken for not measured")
 	}
 }

@@ -260,3 +260,22 @@ func withNode(node, step string, err error) error {
 	}
 	return &nodeError{msg: node + ": " + rest, err: err, jump: strings.HasPrefix(step, "jump host ")}
 }
+
+// StepNotStartedError: Slurm did not start a command's job step in time
+// (its controller silent, failing over or refusing steps), so nothing of
+// the command ran on the node and nothing of the node is known from it:
+// not the node's failure.
+type StepNotStartedError struct {
+	Node, Command string
+	After         time.Duration
+	// Said is what srun said meanwhile, "" when nothing.
+	Said string
+}
+
+func (e *StepNotStartedError) Error() string {
+	s := fmt.Sprintf("%s: %s: Slurm did not start the job step within %s", e.Node, e.Command, e.After)
+	if e.Said != "" {
+		s += ": " + e.Said
+	}
+	return s
+}

@@ -295,13 +295,12 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 		if said != "" {
 			said = ": " + said
 		}
-		what := "Slurm did not start the job step within " + s.stepStart.String()
 		select {
 		case <-started:
-			what = "the job step said nothing for " + s.stepStart.String() + ", and was ended"
+			return fmt.Errorf("%s: %s: the job step said nothing for %s, and was ended%s", s.name, shorten(cmd.Command, 120), s.stepStart, said)
 		default:
 		}
-		return fmt.Errorf("%s: %s: %s%s", s.name, shorten(cmd.Command, 120), what, said)
+		return &StepNotStartedError{Node: s.name, Command: shorten(cmd.Command, 120), After: s.stepStart, Said: srunErr.String()}
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
 	case s.closing.Err() != nil:
