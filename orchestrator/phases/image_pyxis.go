@@ -125,12 +125,15 @@ func pyxisStep(w *orchestrator.Window, n *orchestrator.Node, uri string) string 
 	args = append(args, slurmPlacement(w)...)
 	args = append(args, "--nodes=1", "--ntasks=1", "--nodelist="+remote.Quote(w.FabricHost(n)),
 		"--job-name="+remote.Quote("gpuaccept-"+w.RunID()+"-image"), "--container-image="+remote.Quote(uri))
+	// A step sees no GPU it does not ask for: under transport srun the
+	// steps' own options carry the nodes' GRES; otherwise the options the
+	// inventory gives the collectives' srun (slurm.srun_args) do.
+	extra := w.Inv.Slurm.SrunArgs
 	if w.Inv.Transport == inventory.TransportSrun {
-		// the steps' own options (the nodes' GPUs: a step sees none it
-		// does not ask for)
-		for _, a := range w.Inv.Slurm.StepArgs {
-			args = append(args, remote.Quote(a))
-		}
+		extra = w.Inv.Slurm.StepArgs
+	}
+	for _, a := range extra {
+		args = append(args, remote.Quote(a))
 	}
 	for _, s := range w.Inv.Image.Smoke {
 		args = append(args, remote.Quote(s))
