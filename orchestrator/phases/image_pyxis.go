@@ -159,16 +159,28 @@ func slurmPlacement(w *orchestrator.Window) []string {
 }
 
 // containerImageArgs are the srun options that run a collective in the
-// pinned image: where the image phase imported it through Pyxis on
-// every node it ran on. Without Pyxis (or without the image phase) the
-// collective runs on the nodes themselves, as the image phase said.
+// pinned image: where the image phase imported it through Pyxis (the
+// nodes it failed on are quarantined, out of the collective). Without
+// Pyxis (or without the image phase) the collective runs on the nodes
+// themselves, as the image phase said.
 func containerImageArgs(w *orchestrator.Window) []string {
-	if w.Inv.Image.Runtime != inventory.RuntimePyxis {
-		return nil
-	}
 	var res Imaged
-	if _, ok := w.Result("image", -1, &res); !ok || res.Pyxis == nil || res.Pyxis.Skip != "" || res.Pyxis.URI == "" {
+	if _, ok := w.Result("image", -1, &res); !ok {
 		return nil
 	}
-	return []string{"--container-image=" + remote.Quote(res.Pyxis.URI)}
+	return imageArgsOf(w.Inv.Image.Runtime, &res)
+}
+
+// imageArgsOf: --container-image with the URI the image phase imported,
+// where it imported through Pyxis on at least one node.
+func imageArgsOf(runtime string, res *Imaged) []string {
+	if runtime != inventory.RuntimePyxis || res.Pyxis == nil || res.Pyxis.Skip != "" || res.Pyxis.URI == "" {
+		return nil
+	}
+	for _, ni := range res.Nodes {
+		if ni.Match || ni.Unverified != "" {
+			return []string{"--container-image=" + remote.Quote(res.Pyxis.URI)}
+		}
+	}
+	return nil
 }

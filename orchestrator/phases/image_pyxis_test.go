@@ -106,3 +106,26 @@ func TestImageWithoutPyxis(t *testing.T) {
 		t.Errorf("the window did not go on to h2's teardown: %s %s", r.Outcome, r.Error)
 	}
 }
+
+// TestImageArgsOf: the collectives get --container-image (quoted: enroot's
+// URI has a '#') only where the image phase imported through Pyxis.
+func TestImageArgsOf(t *testing.T) {
+	uri := "10.231.0.2:5000#lab:sha256:" + strings.Repeat("5d", 32)
+	ok := &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Match: true}, "h2": {Error: "x"}}}
+	if got := imageArgsOf("pyxis", ok); len(got) != 1 || got[0] != "--container-image='"+uri+"'" {
+		t.Errorf("imported: %q", got)
+	}
+	for name, c := range map[string]struct {
+		rt  string
+		res *Imaged
+	}{
+		"podman":       {"podman", ok},
+		"no Pyxis":     {"pyxis", &Imaged{Pyxis: &PyxisImport{URI: uri, Skip: pyxisNoOption}, Nodes: ok.Nodes}},
+		"none took":    {"pyxis", &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Error: "x"}}}},
+		"no phase ran": {"pyxis", &Imaged{}},
+	} {
+		if got := imageArgsOf(c.rt, c.res); got != nil {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+}
