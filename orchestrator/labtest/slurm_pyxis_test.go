@@ -86,7 +86,8 @@ const pyxisSweep = fourHostSweep + "    intra_node: false\n    launcher: srun\n"
 // pyxisWindow runs a srun window over srunHosts whose image phase uses
 // image.runtime pyxis with ref, and returns its record and exit code;
 // hostBench installs the nccl-tests stand-in on the hosts themselves.
-func pyxisWindow(t *testing.T, l *lab.Lab, ref string, hostBench bool) (*record.Run, result) {
+// check --connect must say checkSays of the image first.
+func pyxisWindow(t *testing.T, l *lab.Lab, ref string, hostBench bool, checkSays string) (*record.Run, result) {
 	t.Helper()
 	prepare(t, l, nil)
 	if hostBench {
@@ -95,6 +96,9 @@ func pyxisWindow(t *testing.T, l *lab.Lab, ref string, hostBench bool) (*record.
 	noSSHFromTheCoordinator(t, l, srunHosts)
 	inv := srunInventory(t, l, pyxisSweep)
 	appendInventory(t, inv, "image:\n  reference: \""+ref+"\"\n  runtime: pyxis\n  gpus: none\n  smoke: [cat, /etc/gpuaccept-pyxis-image]\n")
+	if c := gpuaccept(t, "check", "--connect", inv); !strings.Contains(c.stdout, "the image: "+checkSays) {
+		t.Errorf("check --connect: exit %d, not %q:\n%s\n%s", c.code, checkSays, c.stdout, c.stderr)
+	}
 	runs := t.TempDir()
 	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
 	r := readRun(t, runDir(t, runs))
@@ -118,7 +122,7 @@ func TestPyxisImageAndAllReduceInTheContainer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Slurm(context.Background()) })
 	ref := pyxisImage(t, l)
-	r, res := pyxisWindow(t, l, ref, false)
+	r, res := pyxisWindow(t, l, ref, false, "srun on the login node lists --container-image (Pyxis)")
 	var im phases.Imaged
 	phaseData(t, r, "image", -1, &im)
 	if im.Pyxis == nil || im.Pyxis.Skip != "" || !strings.Contains(im.Pyxis.URI, "#gpuaccept-pyxis:sha256:") {
@@ -186,7 +190,8 @@ func TestPyxisAbsentSkipsTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	pin := strings.Repeat("5d", 32)
-	r, res := pyxisWindow(t, l, labSubnet+".2:5000/gpuaccept-pyxis:1@sha256:"+pin, true)
+	r, res := pyxisWindow(t, l, labSubnet+".2:5000/gpuaccept-pyxis:1@sha256:"+pin, true,
+		"srun on the login node lists no --container-image: the cluster has no Pyxis") // the line wraps after
 	const why = "srun on the login node lists no --container-image: the cluster has no Pyxis"
 	for _, h := range srunHosts {
 		for _, id := range []string{"IMG-001", "IMG-002"} {

@@ -9,6 +9,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/remote"
 )
 
@@ -29,22 +30,7 @@ type PyxisImport struct {
 
 // pyxisNoOption is the reason the image phase skips where srun has no
 // Pyxis.
-const pyxisNoOption = "srun on the login node lists no --container-image: the cluster has no Pyxis"
-
-// pyxisFound asks the login node's srun whether Pyxis is loaded: its help
-// lists --container-image. An srun that cannot be run is the window's
-// error, naming the login node.
-func pyxisFound(ctx context.Context, w *orchestrator.Window) (bool, error) {
-	login, err := w.SlurmLogin(ctx)
-	if err != nil {
-		return false, err
-	}
-	out, err := runOn(ctx, w, login, "srun --help 2>&1")
-	if err != nil {
-		return false, fmt.Errorf("%s: srun --help: %w: %s", login.Name, err, lastLine(string(out)))
-	}
-	return pyxisListed(string(out)), nil
-}
+const pyxisNoOption = slurm.NoPyxis
 
 // pyxisImage imports the pin on every node with a step of its own under
 // srun --container-image (the step's command is the smoke command, run in
@@ -58,7 +44,13 @@ func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 		return fmt.Errorf("image.reference: %w", err)
 	}
 	res.Pyxis = &PyxisImport{URI: uri}
-	found, err := pyxisFound(ctx, w)
+	login, err := w.SlurmLogin(ctx)
+	if err != nil {
+		return err
+	}
+	// An srun that cannot be run is the window's error, naming the login
+	// node; one without --container-image is the cluster's answer.
+	found, err := slurm.Pyxis(ctx, login.Exec())
 	if err != nil {
 		return err
 	}
@@ -66,10 +58,6 @@ func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 		res.Pyxis.Skip = pyxisNoOption
 		w.Progress.Line("image: %s; the window goes on without the container", pyxisNoOption)
 		return nil
-	}
-	login, err := w.SlurmLogin(ctx)
-	if err != nil {
-		return err
 	}
 	var mu sync.Mutex
 	start := time.Now()

@@ -13,18 +13,6 @@ import (
 // image", "printing enroot log file:", enroot's log indented by four
 // spaces, "couldn't start container".
 
-// pyxisListed: srun's help lists --container-image, the option Pyxis
-// adds; an srun without Pyxis has no such option.
-func pyxisListed(help string) bool {
-	for _, line := range strings.Split(help, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 0 && (f[0] == "--container-image" || strings.HasPrefix(f[0], "--container-image=")) {
-			return true
-		}
-	}
-	return false
-}
-
 // pyxisWords is what Pyxis said in one step's output, and the rest.
 type pyxisWords struct {
 	Imported []string // the references of "pyxis: imported docker image: REF"

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gpuaccept/orchestrator/slurm"
 )
 
 // srunHelpPyxis is the lab's Slurm 22.05 srun --help with its Pyxis
@@ -37,15 +39,15 @@ srun: error: h2: task 0: Exited with exit code 1
 `
 
 func TestPyxisListed(t *testing.T) {
-	if !pyxisListed(srunHelpPyxis) {
+	if !slurm.PyxisListed(srunHelpPyxis) {
 		t.Error("Pyxis's --container-image not found in srun --help")
 	}
 	without := strings.Split(srunHelpPyxis, "Options provided by plugins:")[0] + "Options provided by plugins:\n\nHelp options:\n  -h, --help\n"
-	if pyxisListed(without) {
+	if slurm.PyxisListed(without) {
 		t.Error("found --container-image in an srun without Pyxis")
 	}
 	// The option named in another option's help text is no option.
-	if pyxisListed("      --foo   see --container-image of Pyxis\n") {
+	if slurm.PyxisListed("      --foo   see --container-image of Pyxis\n") {
 		t.Error("a mention in help text read as the option")
 	}
 }
