@@ -67,12 +67,13 @@ func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 		t0 := time.Now()
 		out, err := runOn(ctx, w, login, cmd+" 2>&1")
 		secs, ready := time.Since(t0).Seconds(), time.Now().UTC()
+		words := parsePyxis(string(out))
 		mu.Lock()
 		defer mu.Unlock()
-		judgePyxisStep(res, res.Nodes[n.Name], parsePyxis(string(out)), err)
 		ni := res.Nodes[n.Name]
+		judgePyxisStep(res, ni, words, err)
 		ni.LoadSecs = secs
-		ni.Smoke = &Smoke{Command: cmd, Secs: secs, Ready: ready, Output: parsePyxis(string(out)).Output}
+		ni.Smoke = &Smoke{Command: cmd, Secs: secs, Ready: ready, Output: words.Output}
 		if err != nil {
 			ni.Smoke.Error = err.Error()
 		}
