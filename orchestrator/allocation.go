@@ -86,6 +86,22 @@ func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Pha
 	return slurm.TestOnly(ctx, login, slurmSpec(inv, "check", phases))
 }
 
+// CheckPyxis is check --connect's question for image.runtime pyxis: does
+// the login node's srun list --container-image? Without Pyxis the image
+// phase will be SKIP and the window run without the container.
+func CheckPyxis(ctx context.Context, inv *inventory.Inventory) (bool, error) {
+	reach, err := NewReach(inv, nil)
+	if err != nil {
+		return false, err
+	}
+	login, err := reach.Dial(ctx, reach.LoginConfig())
+	if err != nil {
+		return false, err
+	}
+	defer login.Close()
+	return slurm.Pyxis(ctx, login)
+}
+
 // allocate asks for the window's allocation and makes its nodes the
 // window's. Not granted, the window is aborted (INCOMPLETE) with
 // squeue's reason and SLURM-001 says it.

@@ -7,9 +7,10 @@ set -euo pipefail
 # there) and testimage.sh's image; busybox httpd also serves lab.sh storage, curl is what hosts fetch with;
 # python3-torch: torchrun and the failure test's DDP job (gloo on CPU); chromium (and poppler-utils: pdfinfo, pdftotext): the HTML report's test in a
 # real headless browser; awscli: s3:// staging sources against the lab's object store; docker-registry: the
-# lab's container registry for image.mode pull
+# lab's container registry for image.mode pull; gcc libslurm-dev: lab.sh slurm --pyxis builds its Pyxis stand-in (a
+# SPANK plugin) against spank.h
 pkgs=(openssh-server openssh-client openmpi-bin libopenmpi-dev iproute2 procps psmisc pdsh util-linux coreutils
-  slurmctld slurmd slurm-client munge libpam-slurm-adopt libpmix-dev fio podman runc busybox-static curl python3-torch chromium poppler-utils awscli docker-registry)
+  slurmctld slurmd slurm-client munge libpam-slurm-adopt libpmix-dev fio podman runc busybox-static curl python3-torch chromium poppler-utils awscli docker-registry gcc libslurm-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"gpuaccept/orchestrator/ledger"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/orchestrator/redact"
+	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/remote"
 )
 
@@ -430,8 +432,9 @@ func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventor
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	said, err := orchestrator.CheckAllocation(ctx, inv, ps)
+	pyxis := checkPyxis(ctx, inv, ps)
 	if asJSON != nil {
-		a := &allocationJSON{Login: inv.Slurm.Login.Address, Slurm: said}
+		a := &allocationJSON{Login: inv.Slurm.Login.Address, Slurm: said, Pyxis: pyxis}
 		if err != nil {
 			a.Error = err.Error()
 		}
@@ -444,6 +447,9 @@ func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventor
 	} else {
 		fmt.Fprintf(out, "the allocation: the login node %s answered; Slurm would grant it:\n  %s\n\n", inv.Slurm.Login.Address, said)
 	}
+	if asJSON == nil && pyxis != "" {
+		fmt.Fprintf(out, "the image: %s\n\n", pyxis)
+	}
 	if asJSON == nil {
 		printEstimate(out, inv, ps)
 	}
@@ -451,4 +457,24 @@ func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventor
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// checkPyxis is what check --connect says of image.runtime pyxis before
+// the window: whether the login node's srun has Pyxis, and so whether the
+// image phase imports through it or is SKIP; "" when the image phase is
+// not on, or its runtime is another.
+func checkPyxis(ctx context.Context, inv *inventory.Inventory, ps []orchestrator.Phase) string {
+	if inv.Image.Runtime != inventory.RuntimePyxis || !slices.ContainsFunc(ps, func(p orchestrator.Phase) bool {
+		return p.Name == "image" && (p.Enabled == nil || p.Enabled(inv))
+	}) {
+		return ""
+	}
+	found, err := orchestrator.CheckPyxis(ctx, inv)
+	switch {
+	case err != nil:
+		return "could not ask srun for Pyxis: " + clip(err.Error(), 200)
+	case !found:
+		return slurm.NoPyxis + ": IMG-001..003 will be SKIP and the window runs without the container"
+	}
+	return "srun on the login node lists --container-image (Pyxis): each node imports the pin with srun --container-image"
 }

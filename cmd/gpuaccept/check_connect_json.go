@@ -29,6 +29,9 @@ type allocationJSON struct {
 	Slurm string `json:"slurm,omitempty"`
 	// Error: why the login node was not reached, or Slurm's refusal.
 	Error string `json:"error,omitempty"`
+	// Pyxis: under image.runtime pyxis, whether the login node's srun has
+	// Pyxis (what the image phase will do).
+	Pyxis string `json:"pyxis,omitempty"`
 }
 
 type connectNode struct {

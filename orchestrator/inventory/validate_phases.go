@@ -16,6 +16,31 @@ import (
 // The image and the phases: what validate checks of them and the
 // defaults it fills.
 
+// RuntimePyxis is image.runtime's value for a Slurm cluster's Pyxis: the
+// image is imported and started by srun --container-image on each node
+// (Pyxis hands it to enroot there), never by a runtime the window calls
+// on the node itself. It is named for Pyxis, not enroot: the window
+// speaks only to srun, and "enroot" stays the runtime a node would run.
+const RuntimePyxis = "pyxis"
+
+// pyxis checks what image.runtime pyxis needs: a Slurm login node to run
+// srun from, and a reference every node's Pyxis pulls (there is no
+// archive to push: enroot imports from a registry).
+func (v *validator) pyxis() {
+	im := &v.inv.Image
+	if !v.inv.Slurm.Enabled() {
+		v.problem("image.runtime", "pyxis runs the image through srun --container-image, which needs a Slurm login node: set slurm.login.address")
+	}
+	if v.given("image.archive") || im.Mode == "push" {
+		v.problem("image.mode", "image.runtime pyxis imports the image from its registry on each node (enroot): there is no archive to push; use mode pull")
+	}
+	if im.Reference != "" && pinnedImage.MatchString(im.Reference) {
+		if _, err := EnrootURI(im.Reference); err != nil {
+			v.problem("image.reference", "%v", err)
+		}
+	}
+}
+
 var pinnedImage = regexp.MustCompile(`^[^\s@]+@sha256:[0-9a-f]{64}$`)
 
 func (v *validator) image() {
@@ -27,8 +52,11 @@ func (v *validator) image() {
 		switch rt := strings.ToLower(im.Runtime); rt {
 		case "docker", "podman", "enroot":
 			im.Runtime = rt
+		case RuntimePyxis:
+			im.Runtime = rt
+			v.pyxis()
 		default:
-			v.problem("image.runtime", "must be docker, podman or enroot, got %q", short(im.Runtime))
+			v.problem("image.runtime", "must be docker, podman, enroot or pyxis, got %q", short(im.Runtime))
 		}
 	} else {
 		im.Runtime = "docker"
@@ -334,6 +362,13 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 	}
 	if *f.InImage && v.inv.Image.Runtime == "enroot" {
 		v.problem(k+"in_image", "the job runs in the image with docker or podman, not enroot")
+	}
+	if v.inv.Image.Runtime == RuntimePyxis {
+		if v.given(k+"in_image") && *f.InImage {
+			v.problem(k+"in_image", "the job runs in the image with docker or podman; under image.runtime pyxis torchrun runs on the nodes themselves: set this false")
+		}
+		off := false
+		f.InImage = &off
 	}
 	if f.MaxStepsLost == nil {
 		n := f.CheckpointEvery

@@ -11,6 +11,16 @@ var stepGroups = map[string]bool{"step": true, "step_time": true, "samples": tru
 // workloadTraining checks phases.workload.training and fills its defaults.
 func (v *validator) workloadTraining(t *WorkloadTraining) {
 	const k = "phases.workload.training."
+	if v.inv.Image.Runtime == RuntimePyxis && v.inv.Phases.Workload.Image == "" {
+		// torchrun in the image runs with docker or podman on the node;
+		// under Pyxis it would need srun's container, which its launch
+		// does not take yet: it runs on the nodes themselves.
+		if v.given(k+"in_image") && On(t.InImage) {
+			v.problem(k+"in_image", "the job runs in the image with docker or podman; under image.runtime pyxis torchrun runs on the nodes themselves: set this false")
+		}
+		off := false
+		t.InImage = &off
+	}
 	if t.StepPattern != "" {
 		re, err := regexp.Compile(t.StepPattern)
 		switch {

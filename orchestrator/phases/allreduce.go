@@ -60,7 +60,7 @@ var AllReduce = orchestrator.Phase{
 		}
 		nodes := w.Active()
 		a := w.Inv.Phases.AllReduce
-		if err := collectiveUnmeasured(ctx, w, nodes, "cluster all-reduce", benchTools(a)...); err != nil {
+		if err := collectiveUnmeasured(ctx, w, nodes, "cluster all-reduce", benchTools(w)...); err != nil {
 			return nil, err
 		}
 		j := job{nodes: nodes, ranksPerNode: a.RanksPerNode, bench: allReduceBench(a), log: "allreduce"}

@@ -46,7 +46,7 @@ var Bisection = orchestrator.Phase{
 		if err != nil {
 			return nil, err
 		}
-		if err := collectiveUnmeasured(ctx, w, w.Active(), "pairwise bisection", benchTools(a)...); err != nil {
+		if err := collectiveUnmeasured(ctx, w, w.Active(), "pairwise bisection", benchTools(w)...); err != nil {
 			return nil, err
 		}
 		res := pairRounds(ctx, w, bis, byName, pairBench(a), sweepTimeout(w.Inv), "bisect", "a pairwise test")

@@ -158,7 +158,7 @@ func burninRoundsFor(ctx context.Context, w *orchestrator.Window) (burninCluster
 		a := w.Inv.Phases.AllReduce
 		cluster := b.ClusterAllReduce
 		if cluster {
-			err := collectiveUnmeasured(ctx, w, nodes, "cluster all-reduce under burn-in", benchTools(a)...)
+			err := collectiveUnmeasured(ctx, w, nodes, "cluster all-reduce under burn-in", benchTools(w)...)
 			if _, nm := orchestrator.IsNotMeasured(err); nm {
 				bc.none, cluster = append(bc.none, LoadUnmeasured{Load: loadClusterAllReduce, Asked: true, Reason: clip(err.Error(), 300)}), false
 			} else if err != nil {

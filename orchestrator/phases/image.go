@@ -1,17 +1,11 @@
 package phases
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +29,9 @@ type Imaged struct {
 	DistributionSecs float64               `json:"distribution_seconds,omitempty"`
 	Nodes            map[string]*NodeImage `json:"nodes"`
 	Lost             map[string]string     `json:"lost,omitempty"`
+	// Pyxis: the import through srun --container-image (image.runtime
+	// pyxis), or why there was none.
+	Pyxis *PyxisImport `json:"pyxis,omitempty"`
 }
 
 // Quarantine implements orchestrator.Quarantiner: a node whose image is
@@ -68,6 +65,11 @@ type NodeImage struct {
 	// NotMeasured: the node lacks image.runtime; its image was neither
 	// checked nor started (and the node is not left out for it).
 	NotMeasured string `json:"not_measured,omitempty"`
+	// Imported is the reference Pyxis said it imported (image.runtime
+	// pyxis); ID is then the digest it names. Unverified: the container
+	// ran but Pyxis named no image, so the pin is not checked.
+	Imported   string `json:"pyxis_imported,omitempty"`
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // Smoke is the container smoke test on a node.
@@ -104,6 +106,12 @@ var Image = orchestrator.Phase{
 		if im.Runtime == "enroot" {
 			return res, fmt.Errorf("image.runtime enroot: loading and checking images with enroot is not supported yet; use docker or podman")
 		}
+		if im.Runtime == inventory.RuntimePyxis {
+			if err := pyxisImage(ctx, w, nodes, &res); err != nil || res.Pyxis.Skip != "" {
+				return res, err
+			}
+			return res, lostImages(nodes, &res)
+		}
 		if im.Mode == "push" {
 			res.Relay = im.Relay
 			if err := push(ctx, w, nodes, &res); err != nil {
@@ -129,34 +137,41 @@ var Image = orchestrator.Phase{
 			}
 			return nil, nil
 		})
-		var failed, unmeasured []string
-		for _, n := range nodes {
-			ni := res.Nodes[n.Name]
-			if ni.NotMeasured != "" {
-				unmeasured = append(unmeasured, n.Name)
-				continue
-			}
-			why := ni.Error
-			if why == "" && ni.Smoke != nil && ni.Smoke.Error != "" {
-				why = "the container did not start: " + ni.Smoke.Error
-			}
-			if why != "" {
-				if res.Lost == nil {
-					res.Lost = map[string]string{}
-				}
-				res.Lost[n.Name] = firstLine(why)
-				failed = append(failed, n.Name)
-			}
-		}
-		if len(unmeasured) == len(nodes) {
-			return res, orchestrator.Unmeasured(res.Runtime, "%s", res.Nodes[nodes[0].Name].NotMeasured)
-		}
-		if len(failed) == len(nodes) {
-			return res, fmt.Errorf("no node has the pinned image: %s", res.Lost[nodes[0].Name])
-		}
-		return res, nil
+		return res, lostImages(nodes, &res)
 	},
 	Judge: judgeImage,
+}
+
+// lostImages lists the nodes whose image is not the pin or whose
+// container did not start (quarantined after the phase); an error when
+// no node has the image, or none could be measured.
+func lostImages(nodes []*orchestrator.Node, res *Imaged) error {
+	var failed, unmeasured []string
+	for _, n := range nodes {
+		ni := res.Nodes[n.Name]
+		if ni.NotMeasured != "" {
+			unmeasured = append(unmeasured, n.Name)
+			continue
+		}
+		why := ni.Error
+		if why == "" && ni.Smoke != nil && ni.Smoke.Error != "" {
+			why = "the container did not start: " + ni.Smoke.Error
+		}
+		if why != "" {
+			if res.Lost == nil {
+				res.Lost = map[string]string{}
+			}
+			res.Lost[n.Name] = firstLine(why)
+			failed = append(failed, n.Name)
+		}
+	}
+	if len(unmeasured) == len(nodes) {
+		return orchestrator.Unmeasured(res.Runtime, "%s", res.Nodes[nodes[0].Name].NotMeasured)
+	}
+	if len(failed) == len(nodes) {
+		return fmt.Errorf("no node has the pinned image: %s", res.Lost[nodes[0].Name])
+	}
+	return nil
 }
 
 // pinOf is the digest of a pinned reference, without "sha256:".
@@ -169,107 +184,6 @@ func pinOf(ref string) string {
 // directory (homes may be one NFS export for all nodes).
 func archivePath(w *orchestrator.Window) string {
 	return strings.TrimRight(w.Inv.Image.Dir, "/") + "/gpuaccept-" + w.RunID() + "/" + filepath.Base(w.Inv.Image.Archive)
-}
-
-// push distributes the archive: along a chain of nodes (each keeps a copy
-// and forwards it as it arrives), through Slurm's sbcast from the login
-// node, or directly; any node without a verified copy afterwards gets one
-// straight from the coordinator.
-func push(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) error {
-	a, err := hashFile(w.Inv.Image.Archive)
-	if err != nil {
-		return err
-	}
-	res.Archive = a
-	start := time.Now()
-	relay := w.Inv.Image.Relay
-	switch {
-	case relay == "chain" && len(nodes) > 1:
-		relayChain(ctx, w, nodes, res)
-	case relay == "sbcast":
-		relaySbcast(ctx, w, nodes, res)
-	}
-	var missing []*orchestrator.Node
-	for _, n := range nodes {
-		if res.Nodes[n.Name].Via == "" {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 && (relay == "chain" && len(nodes) > 1 || relay == "sbcast") {
-		w.Progress.Line("image: sending the archive directly to %d node(s) the %s did not reach", len(missing), relay)
-	}
-	results := remote.Each(ctx, len(missing), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
-		n := missing[i]
-		tr := w.Progress.Transfer(n.Name, "image", a.Bytes)
-		defer tr.Close()
-		e, err := execOf(n)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.Upload(ctx, a.Path, archivePath(w), remote.TransferOptions{
-			Progress: func(done, _ int64) { tr.Set(done) }})
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	})
-	for i, r := range results {
-		ni := res.Nodes[missing[i].Name]
-		if r.Err != nil {
-			ni.Error = fmt.Sprintf("the archive could not be sent: %v", r.Err)
-			continue
-		}
-		tr := r.Value.(remote.TransferResult)
-		ni.Via, ni.Bytes, ni.CopySecs = "direct", tr.Bytes, tr.Elapsed.Seconds()
-	}
-	res.DistributionSecs = time.Since(start).Seconds()
-	return nil
-}
-
-// relayChain streams the archive into the first node, which passes it on
-// (scripts/node/relay.sh, each node running its own pushed copy) over the
-// window's ssh key.
-func relayChain(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) {
-	f, err := os.Open(res.Archive.Path)
-	if err != nil {
-		res.Nodes[nodes[0].Name].Error = err.Error()
-		return
-	}
-	defer f.Close()
-	args := []string{remote.Quote(archivePath(w)), res.Archive.SHA256, "\"" + nodeDir(w) + "/ssh/config\"", remote.Quote(nodes[0].Name)}
-	for _, n := range nodes[1:] {
-		args = append(args, remote.Quote(n.Name+"="+w.FabricHost(n)))
-	}
-	cmd := "cd && " + toolCmd(w.RunID(), nodes[0].Name, "relay.sh", args...)
-	w.Progress.Node(nodes[0].Name, "image: relaying %s along %d nodes", humanSize(res.Archive.Bytes), len(nodes))
-	tr := w.Progress.Transfer(nodes[0].Name, "image (chain)", res.Archive.Bytes)
-	defer tr.Close()
-	in := &countingReader{r: f, report: tr.Set}
-	out, err := runIn(ctx, w, nodes[0], cmd, in)
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || f[0] != "relay" {
-			continue
-		}
-		ni, ok := res.Nodes[f[1]]
-		if !ok {
-			continue
-		}
-		bytes, _ := strconv.ParseInt(f[3], 10, 64)
-		secs, _ := strconv.ParseFloat(f[4], 64)
-		switch f[2] {
-		case "ok":
-			ni.Via, ni.Bytes, ni.CopySecs = "chain", bytes, secs
-		case "bad":
-			w.Progress.Node(f[1], "image: the relayed copy does not match (sha256 %s, expected %s); sending it directly", f[5], res.Archive.SHA256)
-		default:
-			w.Progress.Node(f[1], "image: the chain did not reach it: %s", strings.Join(f[5:], " "))
-		}
-	}
-	if err != nil {
-		w.Progress.Node(nodes[0].Name, "image: relay: %s", firstLine(err.Error()))
-	}
 }
 
 // loadAndCheck loads (push) or pulls the image and compares it with the
@@ -386,36 +300,6 @@ func smoke(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ni
 		s.Error = err.Error()
 	}
 	return s
-}
-
-func hashFile(path string) (*Archive, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("image archive: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return nil, fmt.Errorf("image archive %s: %w", path, err)
-	}
-	return &Archive{Path: path, Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// countingReader reports bytes read.
-type countingReader struct {
-	r      io.Reader
-	n      int64
-	report func(done int64)
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	k, err := c.r.Read(p)
-	c.n += int64(k)
-	if c.report != nil {
-		c.report(c.n)
-	}
-	return k, err
 }
 
 func humanSize(b int64) string { return inventory.Bytes(b).String() }

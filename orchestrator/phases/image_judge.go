@@ -20,6 +20,12 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 		return nil
 	}
 	var out []record.Verdict
+	if px := res.Pyxis; px != nil && px.Skip != "" {
+		return skippedImage(w, res, px.Skip)
+	}
+	if px := res.Pyxis; px != nil {
+		out = append(out, pyxisReach(res))
+	}
 	if res.Archive != nil {
 		v := record.NewVerdict("IMG-003", "")
 		v.Status = record.Pass
@@ -64,6 +70,13 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 			continue
 		}
 		switch {
+		case ni.Unverified != "":
+			notMeasured(&match, ni.Unverified)
+		case ni.Match && res.Pyxis != nil:
+			match.Status, match.Measured = record.Pass, fmt.Sprintf("Pyxis imported sha256:%s (srun step of %.1f s: import, start, smoke)", shortHex(ni.ID), ni.LoadSecs)
+			if ni.LoadSecs > 0 {
+				match.Measure(ni.LoadSecs, record.UnitSeconds)
+			}
 		case ni.Match:
 			match.Status, match.Measured = record.Pass, fmt.Sprintf("image ID sha256:%s (%s %.1f s)", shortHex(ni.ID), loadVerb(res.Mode), ni.LoadSecs)
 			if ni.LoadSecs > 0 {
@@ -100,4 +113,48 @@ func shortHex(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// skippedImage: the image phase imported nothing (the cluster has no
+// Pyxis): every node's IMG-001 and IMG-002, and IMG-003, are SKIP with the
+// reason, neither a failure of the nodes nor a pass.
+func skippedImage(w *orchestrator.Window, res Imaged, why string) []record.Verdict {
+	reach := record.NewVerdict("IMG-003", "")
+	reach.Status, reach.Measured, reach.Detail = record.Skip, "not run", why
+	out := []record.Verdict{reach}
+	for _, n := range w.Nodes {
+		if _, ok := res.Nodes[n.Name]; !ok {
+			continue
+		}
+		for _, id := range []string{"IMG-001", "IMG-002"} {
+			v := record.NewVerdict(id, n.Name)
+			v.Status, v.Measured, v.Detail = record.Skip, "not run", why
+			if id == "IMG-001" {
+				v.Quoted = "sha256:" + shortHex(res.Pin)
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// pyxisReach is IMG-003 under Pyxis: every node imported the pin from its
+// registry, timed from the first step's start to the last one's end.
+func pyxisReach(res Imaged) record.Verdict {
+	v := record.NewVerdict("IMG-003", "")
+	got := 0
+	for _, ni := range res.Nodes {
+		if ni.Match || ni.Unverified != "" {
+			got++
+		}
+	}
+	v.Status = record.Pass
+	v.Measured = fmt.Sprintf("imported through Pyxis by %d of %d node(s) in %.1f s", got, len(res.Nodes), res.Pyxis.Secs)
+	if res.Pyxis.Secs > 0 {
+		v.Measure(res.Pyxis.Secs, record.UnitSeconds)
+	}
+	if got < len(res.Nodes) {
+		v.Status = record.Fail
+	}
+	return v
 }

@@ -127,6 +127,9 @@ func (j job) srunCommand(w *orchestrator.Window) string {
 	for _, a := range sl.SrunArgs {
 		args = append(args, remote.Quote(a))
 	}
+	// In the pinned image where the image phase imported it through Pyxis
+	// (image.runtime pyxis): the benchmark is then the image's.
+	args = append(args, containerImageArgs(w)...)
 	return strings.Join(append(args, j.bench.args()...), " ")
 }
 

@@ -7,16 +7,22 @@ import (
 
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
-	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
 )
 
 // benchTools are what a collective over several nodes needs on each:
 // the benchmark binary, and Open MPI's mpirun where it launches the job
-// (its daemons start on every node); srun needs only the binary there.
-func benchTools(a inventory.AllReduce) []string {
+// (its daemons start on every node); srun needs only the binary there,
+// and nothing where it runs the benchmark in the pinned image through
+// Pyxis (the binary is the image's: a step without it fails with srun's
+// words).
+func benchTools(w *orchestrator.Window) []string {
+	a := w.Inv.Phases.AllReduce
 	if a.Launcher == "srun" {
+		if len(containerImageArgs(w)) > 0 {
+			return nil
+		}
 		return []string{a.Binary}
 	}
 	return []string{"mpirun", a.Binary}

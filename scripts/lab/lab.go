@@ -34,6 +34,9 @@ var script []byte
 //go:embed testimage.sh
 var testImageScript []byte
 
+//go:embed pyxis/spank_pyxis.c
+var pyxisSource []byte
+
 // Defaults of Options.
 const (
 	DefaultName   = "lab"
@@ -285,6 +288,19 @@ func (l *Lab) SlurmAdopt(ctx context.Context) error {
 	return err
 }
 
+// SlurmPyxis is Slurm with lab.sh slurm --pyxis: a stand-in for NVIDIA's Pyxis (pyxis/spank_pyxis.c, a real SPANK
+// plugin built with gcc against libslurm-dev's spank.h) in the hosts' plugstack.conf, so srun takes
+// --container-image=[REGISTRY#]IMAGE[:TAG] (enroot's URI) as with Pyxis: each node's podman pulls the image (from
+// the lab's Registry), the tasks run chrooted into its filesystem, and srun prints Pyxis's lines. Slurm turns it off.
+func (l *Lab) SlurmPyxis(ctx context.Context) error {
+	src, err := pyxisEmbed.path()
+	if err != nil {
+		return err
+	}
+	_, err = runScript(ctx, l.Name, "slurm --pyxis", "slurm", "--name", l.Name, "--pyxis-src", src)
+	return err
+}
+
 // SlurmGRES is Slurm with lab.sh slurm --gres: every host's Slurm node says it has perNode GPUs (GresTypes=gpu,
 // Gres=gpu:N in slurm.conf, a gres.conf counting them), but those in on, by host name ("h3"), the count given
 // there (0: none). The lab has no GPUs: gres.conf's File= are stand-in character devices (what /dev/null is), so
@@ -413,6 +429,7 @@ func tail(s string, n int) string {
 // embedded is a script embedded in the package, written out once per process.
 type embedded struct {
 	name    string // "lab": files lab-HASH.sh
+	ext     string // ".sh" when empty
 	content []byte
 	once    sync.Once
 	file    string
@@ -422,6 +439,7 @@ type embedded struct {
 var (
 	labScript      = &embedded{name: "lab", content: script}
 	testImageEmbed = &embedded{name: "testimage", content: testImageScript}
+	pyxisEmbed     = &embedded{name: "spank_pyxis", ext: ".c", content: pyxisSource}
 )
 
 // path writes the script once per process to a private dir, named by its content hash so processes built
@@ -434,12 +452,16 @@ func (e *embedded) path() (string, error) {
 			e.err = fmt.Errorf("lab: writing %s.sh: %w", e.name, err)
 			return
 		}
-		path := filepath.Join(dir, e.name+"-"+hex.EncodeToString(sum[:6])+".sh")
+		ext := e.ext
+		if ext == "" {
+			ext = ".sh"
+		}
+		path := filepath.Join(dir, e.name+"-"+hex.EncodeToString(sum[:6])+ext)
 		if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, e.content) {
 			e.file = path
 			return
 		}
-		f, err := os.CreateTemp(dir, "."+e.name+"-*.sh")
+		f, err := os.CreateTemp(dir, "."+e.name+"-*"+ext)
 		if err == nil {
 			_, err = f.Write(e.content)
 			if cerr := f.Close(); err == nil {

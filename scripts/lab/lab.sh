@@ -22,7 +22,7 @@
 #   lab.sh ps      [--name NAME] HOST        processes of the host: PID PPID PGID ARGS, header first
 #   lab.sh rekey   [--name NAME] HOST        new host key, restart sshd, rewrite both known_hosts files
 #   lab.sh exec    [--name NAME] HOST CMD... run CMD on the host (its network, mounts and hostname)
-#   lab.sh slurm   [--name NAME] [--adopt] [--gres gpu:N] [--gres-on HOST=gpu:N]...
+#   lab.sh slurm   [--name NAME] [--adopt] [--gres gpu:N] [--gres-on HOST=gpu:N]... [--pyxis [--pyxis-src FILE]]
 #                                            start a Slurm cluster on the lab: munged on every host, slurmctld on
 #                                            h1, slurmd on every host; returns once sinfo shows every host idle in
 #                                            partition lab (the default). Starts only what is not running, so it
@@ -31,6 +31,8 @@
 #                                            job on them (pam_slurm_adopt, below); slurm without it turns that off.
 #                                            --gres: every host's node has N GPUs in Slurm's eyes (gpu:TYPE:N too),
 #                                            --gres-on that host's (0: none); slurm without them, no GRES (below).
+#                                            --pyxis: srun takes --container-image (a Pyxis stand-in, below);
+#                                            slurm without it turns that off.
 #   lab.sh storage [--name NAME] [--port PORT] DIR
 #                                            serve DIR over HTTP from the storage host (namespace NAME-st at
 #                                            SUBNET.2, "storage" in /etc/hosts; port 8080 by default):
@@ -74,6 +76,16 @@
 # "Process N adopted into job J"), but proctrack/linuxproc does not track it: it is not in scontrol listpids and
 # outlives the job. Files: DIR/adopt/{passwd,pam.d/sshd-login,pam.d/sshd-compute}, DIR/slurm/adopt (mode on).
 #
+# slurm --pyxis (gcc, libslurm-dev): a stand-in for NVIDIA's Pyxis, a real SPANK plugin (pyxis/spank_pyxis.c beside
+# this script, or --pyxis-src FILE) built into DIR/slurm/pyxis/spank_pyxis.so and named in DIR/slurm/etc/plugstack.conf
+# (every host's /etc/slurm/plugstack.conf, Slurm's default place, read afresh by each srun and slurmstepd, so no
+# daemon restarts): srun --help lists --container-image, --container-mounts and --container-name under "Options
+# provided by plugins:" as Pyxis's, and a step with --container-image=[REGISTRY#]IMAGE[:TAG] (enroot's URI; a TAG
+# sha256:<hex> is the manifest's digest) has the host's podman pull the image (the lab's registry), exports its
+# filesystem under the host's /srv/pyxis and runs each task chrooted into it, printing Pyxis's lines ("pyxis:
+# imported docker image: REF"; on failure "pyxis: failed to import docker image" and the importer's log). What it
+# does not do as Pyxis: no enroot, no user namespace, no squashfs. slurm without --pyxis removes plugstack.conf.
+#
 # slurm --gres gpu:8 --gres-on h3=gpu:4: GPU GRES without GPUs, for a node whose GRES says fewer GPUs than it has.
 # slurm.conf gets GresTypes=gpu and Gres=gpu:N on a NodeName line per run of hosts with the same count; gres.conf
 # (DIR/slurm/etc/gres.conf, every host's /etc/slurm/gres.conf) AutoDetect=off and per run Name=gpu Count=N
@@ -113,7 +125,7 @@ usage_die() {
 now_ms() { NOW=$((${EPOCHREALTIME/[.,]/} / 1000)); }
 
 # ---------------------------------------------------------------- arguments
-NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" NEIGH=arp DIR="" DIR_SET=0 PORT=8080 ADOPT=0
+NAME=lab NHOSTS=4 SUBNET=10.231.0 CAP="" NEIGH=arp DIR="" DIR_SET=0 PORT=8080 ADOPT=0 PYXIS=0 PYXIS_SRC=""
 GRES="" GRES_ON=() # slurm --gres SPEC, --gres-on HOST=SPEC (repeatable)
 CMD="" ARGS=()
 parse_args() {
@@ -140,6 +152,9 @@ parse_args() {
 		--port) (($# >= 2)) || usage_die "--port needs a value"; PORT=$2; shift 2 ;;
 		--port=*) PORT=${1#*=}; shift ;;
 		--adopt) ADOPT=1; shift ;;
+		--pyxis) PYXIS=1; shift ;;
+		--pyxis-src) (($# >= 2)) || usage_die "--pyxis-src needs a file"; PYXIS=1; PYXIS_SRC=$2; shift 2 ;;
+		--pyxis-src=*) PYXIS=1; PYXIS_SRC=${1#*=}; shift ;;
 		--gres) (($# >= 2)) || usage_die "--gres needs a value"; GRES=$2; shift 2 ;;
 		--gres=*) GRES=${1#*=}; shift ;;
 		--gres-on) (($# >= 2)) || usage_die "--gres-on needs a value"; GRES_ON+=("$2"); shift 2 ;;
@@ -1370,6 +1385,29 @@ hup_sshd() {
 	done
 }
 
+# ---------------------------------------------------------------- slurm --pyxis (see the header)
+# pyxis_on: build the plugin (again when its source changed) and name it in plugstack.conf; pyxis_off removes that
+pyxis_on() {
+	local src=${PYXIS_SRC:-$(dirname "${BASH_SOURCE[0]}")/pyxis/spank_pyxis.c} out=$DIR/slurm/pyxis conf=$DIR/slurm/etc/plugstack.conf
+	[[ -f $src ]] || die "slurm --pyxis: no plugin source $src (give --pyxis-src FILE)"
+	command -v gcc >/dev/null || die "slurm --pyxis: no gcc (apt-get install gcc)"
+	[[ -f /usr/include/slurm/spank.h ]] || die "slurm --pyxis: no /usr/include/slurm/spank.h (apt-get install libslurm-dev)"
+	mkdir -p "$out"
+	if ! cmp -s "$src" "$out/spank_pyxis.c" || [[ ! -f $out/spank_pyxis.so ]]; then
+		cp "$src" "$out/.new.spank_pyxis.c"
+		gcc -O2 -Wall -shared -fPIC -o "$out/.spank_pyxis.so.new" "$out/.new.spank_pyxis.c" 2>"$out/build.log" ||
+			die "slurm --pyxis: building the plugin failed: $(tr '\n' ' ' <"$out/build.log")"
+		mv -f "$out/.spank_pyxis.so.new" "$out/spank_pyxis.so"
+		mv -f "$out/.new.spank_pyxis.c" "$out/spank_pyxis.c"
+	fi
+	printf '%s\n' "# gpuaccept lab $NAME: written by $PROG slurm --pyxis; every host's /etc/slurm/plugstack.conf" \
+		"required $out/spank_pyxis.so runtime_path=/srv/pyxis" >"$conf.new"
+	chmod 644 "$conf.new"
+	mv -f "$conf.new" "$conf"
+}
+
+pyxis_off() { rm -f "$DIR/slurm/etc/plugstack.conf"; }
+
 # cmd_slurm: (re)start what is not running of the lab's Slurm cluster, then wait until every node is idle
 cmd_slurm() {
 	local i p t0 err lpids=() key
@@ -1425,6 +1463,10 @@ cmd_slurm() {
 		for i in "${hosts[@]}"; do set_host "$i"; adopt_host off; done
 		hup_sshd "${hosts[@]}"
 	fi
+	# --pyxis on (or off again): plugstack.conf, read by each srun and slurmstepd as it starts
+	local pyxis_was=0
+	if [[ -f $DIR/slurm/etc/plugstack.conf ]]; then pyxis_was=1; fi
+	if ((PYXIS)); then pyxis_on; else pyxis_off; fi
 	# every host: its mounts and munged (munged returns once its socket accepts)
 	for ((i = 1; i <= NHOSTS; i++)); do
 		set_host "$i"
@@ -1479,6 +1521,11 @@ exec runuser -u munge -- munged --key-file="$2" --socket=/run/munge/munge.socket
 	elif [[ $mode == off ]]; then
 		echo "lab $NAME: slurm: pam_slurm_adopt turned off (UsePAM no again)"
 	fi
+	if ((PYXIS)); then
+		echo "lab $NAME: slurm --pyxis$( ((pyxis_was)) || echo ' (turned on)'): srun takes --container-image (spank_pyxis.so in $DIR/slurm/etc/plugstack.conf)"
+	elif ((pyxis_was)); then
+		echo "lab $NAME: slurm: Pyxis turned off (no plugstack.conf)"
+	fi
 	if any_gres; then
 		echo "lab $NAME: slurm --gres: $(gres_summary)$gres_how"
 	elif [[ -n $gres_how ]]; then
@@ -1532,6 +1579,7 @@ main() {
 	*) usage_die "unknown command '$CMD'" ;;
 	esac
 	((ADOPT == 0)) || [[ $CMD == slurm ]] || usage_die "--adopt is an option of slurm, not of $CMD"
+	((PYXIS == 0)) || [[ $CMD == slurm ]] || usage_die "--pyxis is an option of slurm, not of $CMD"
 	[[ -z $GRES && ${#GRES_ON[@]} == 0 ]] || [[ $CMD == slurm ]] || usage_die "--gres and --gres-on are options of slurm, not of $CMD"
 	need_root
 	check_common

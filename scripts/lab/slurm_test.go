@@ -122,6 +122,36 @@ func TestSlurm(t *testing.T) {
 		}
 	})
 
+	// slurm --pyxis: srun takes Pyxis's options (the stand-in SPANK plugin) and a failed import says what Pyxis
+	// says; plain slurm takes them away again.
+	t.Run("pyxis", func(t *testing.T) {
+		if _, err := exec.LookPath("gcc"); err != nil {
+			t.Fatalf("slurm --pyxis needs gcc (bash scripts/deps.sh): %v", err)
+		}
+		if err := l.SlurmPyxis(ctx); err != nil {
+			t.Fatal(err)
+		}
+		help, err := l.Exec(ctx, "h1", "srun", "--help")
+		if err != nil || !strings.Contains(help, "Options provided by plugins:") ||
+			!strings.Contains(help, "--container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH") ||
+			!strings.Contains(help, "--container-name=NAME   [pyxis] name to use") {
+			t.Fatalf("srun --help with Pyxis: %v\n%s", err, help)
+		}
+		out, err := l.Exec(ctx, "h1", "sh", "-c", "srun -N1 -w h2 --container-image=nosuch:1 true 2>&1")
+		for _, want := range []string{"pyxis: importing docker image: nosuch:1\n", "error: pyxis: failed to import docker image\n",
+			"error: pyxis: printing enroot log file:\n", "error: pyxis:     [ERROR] ", "error: pyxis: couldn't start container\n"} {
+			if err == nil || !strings.Contains(out, want) {
+				t.Errorf("a failed import (err %v) does not say %q:\n%s", err, want, out)
+			}
+		}
+		if err := l.Slurm(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if help, err := l.Exec(ctx, "h1", "srun", "--help"); err != nil || strings.Contains(help, "--container-image") {
+			t.Errorf("srun --help after plain slurm still lists --container-image: %v", err)
+		}
+	})
+
 	t.Run("down ends every daemon", func(t *testing.T) {
 		var pids []int
 		for _, h := range l.Hosts {

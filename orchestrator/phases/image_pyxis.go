@@ -1,0 +1,175 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/slurm"
+	"gpuaccept/remote"
+)
+
+// PyxisImport is how the image reached the nodes under image.runtime
+// pyxis: a step per node, from the Slurm login node, with
+// srun --container-image.
+type PyxisImport struct {
+	// URI is the pin as enroot's URI, what --container-image was given.
+	URI string `json:"uri,omitempty"`
+	// Skip says why nothing was imported: the login node's srun lists no
+	// --container-image (the cluster has no Pyxis). The window goes on
+	// without the container.
+	Skip string `json:"skip,omitempty"`
+	// Secs: from the first step's start to the last node's step done
+	// (every node imports from the registry at once).
+	Secs float64 `json:"seconds,omitempty"`
+}
+
+// pyxisNoOption is the reason the image phase skips where srun has no
+// Pyxis.
+const pyxisNoOption = slurm.NoPyxis
+
+// pyxisImage imports the pin on every node with a step of its own under
+// srun --container-image (the step's command is the smoke command, run in
+// the container), and reads what Pyxis said it imported: the reference
+// Pyxis names must carry the pin's digest, by which enroot asked the
+// registry for the manifest. Where srun has no Pyxis, nothing is imported
+// and res.Pyxis.Skip says why.
+func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) error {
+	uri, err := inventory.EnrootURI(res.Reference)
+	if err != nil {
+		return fmt.Errorf("image.reference: %w", err)
+	}
+	res.Pyxis = &PyxisImport{URI: uri}
+	login, err := w.SlurmLogin(ctx)
+	if err != nil {
+		return err
+	}
+	// An srun that cannot be run is the window's error, naming the login
+	// node; one without --container-image is the cluster's answer.
+	found, err := slurm.Pyxis(ctx, login.Exec())
+	if err != nil {
+		return err
+	}
+	if !found {
+		res.Pyxis.Skip = pyxisNoOption
+		w.Progress.Line("image: %s; the window goes on without the container", pyxisNoOption)
+		return nil
+	}
+	var mu sync.Mutex
+	start := time.Now()
+	remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
+		n := nodes[i]
+		cmd := pyxisStep(w, n, uri)
+		t0 := time.Now()
+		out, err := runOn(ctx, w, login, cmd+" 2>&1")
+		secs, ready := time.Since(t0).Seconds(), time.Now().UTC()
+		words := parsePyxis(string(out))
+		mu.Lock()
+		defer mu.Unlock()
+		ni := res.Nodes[n.Name]
+		judgePyxisStep(res, ni, words, err)
+		ni.LoadSecs = secs
+		ni.Smoke = &Smoke{Command: cmd, Secs: secs, Ready: ready, Output: words.Output}
+		if err != nil {
+			ni.Smoke.Error = err.Error()
+		}
+		return nil, nil
+	})
+	res.Pyxis.Secs = time.Since(start).Seconds()
+	return nil
+}
+
+// judgePyxisStep records what one node's step says: the image Pyxis
+// imported and whether its digest is the pin, or why it failed.
+func judgePyxisStep(res *Imaged, ni *NodeImage, words pyxisWords, err error) {
+	if len(words.Imported) > 0 {
+		ni.Imported = words.Imported[0]
+		ni.ID = digestOf(ni.Imported)
+	}
+	switch {
+	case ni.Imported != "" && ni.ID != res.Pin:
+		ni.Error = fmt.Sprintf("Pyxis imported %s, not the pin sha256:%s", ni.Imported, res.Pin)
+	case ni.Imported != "":
+		ni.Match = true
+	case err != nil && len(words.Errors) > 0:
+		ni.Error = "srun --container-image: " + words.failure()
+	case err != nil:
+		ni.Error = fmt.Sprintf("srun --container-image: %v", err)
+	default:
+		// The step ran in a container Pyxis named no image for (a Pyxis
+		// that does not print the reference): the pin is not checked.
+		ni.Unverified = "Pyxis did not say which image it imported: the pin is not checked"
+	}
+}
+
+// pyxisStep is the srun command that imports the image on node n and
+// runs the smoke command in it: a step of the window's own allocation
+// where it holds one (or a job of its own in the inventory's partition).
+func pyxisStep(w *orchestrator.Window, n *orchestrator.Node, uri string) string {
+	args := []string{"srun"}
+	args = append(args, slurmPlacement(w)...)
+	args = append(args, "--nodes=1", "--ntasks=1", "--nodelist="+remote.Quote(w.FabricHost(n)),
+		"--job-name="+remote.Quote("gpuaccept-"+w.RunID()+"-image"), "--container-image="+remote.Quote(uri))
+	// A step sees no GPU it does not ask for: under transport srun the
+	// steps' own options carry the nodes' GRES; otherwise the options the
+	// inventory gives the collectives' srun (slurm.srun_args) do.
+	extra := w.Inv.Slurm.SrunArgs
+	if w.Inv.Transport == inventory.TransportSrun {
+		extra = w.Inv.Slurm.StepArgs
+	}
+	for _, a := range extra {
+		args = append(args, remote.Quote(a))
+	}
+	for _, s := range w.Inv.Image.Smoke {
+		args = append(args, remote.Quote(s))
+	}
+	return strings.Join(args, " ")
+}
+
+// slurmPlacement: a step of the window's job, which holds the nodes
+// (exclusively: a job of its own would wait for them forever), else the
+// inventory's partition and account.
+func slurmPlacement(w *orchestrator.Window) []string {
+	if job := w.SlurmJob(); job != "" {
+		return []string{"--jobid=" + job, "--overlap"}
+	}
+	var args []string
+	if sl := w.Inv.Slurm; sl.Partition != "" {
+		args = append(args, "--partition="+remote.Quote(sl.Partition))
+	}
+	if sl := w.Inv.Slurm; sl.Account != "" {
+		args = append(args, "--account="+remote.Quote(sl.Account))
+	}
+	return args
+}
+
+// containerImageArgs are the srun options that run a collective in the
+// pinned image: where the image phase imported it through Pyxis (the
+// nodes it failed on are quarantined, out of the collective). Without
+// Pyxis (or without the image phase) the collective runs on the nodes
+// themselves, as the image phase said.
+func containerImageArgs(w *orchestrator.Window) []string {
+	var res Imaged
+	if _, ok := w.Result("image", -1, &res); !ok {
+		return nil
+	}
+	return imageArgsOf(w.Inv.Image.Runtime, &res)
+}
+
+// imageArgsOf: --container-image with the URI the image phase imported,
+// where it imported through Pyxis on at least one node.
+func imageArgsOf(runtime string, res *Imaged) []string {
+	if runtime != inventory.RuntimePyxis || res.Pyxis == nil || res.Pyxis.Skip != "" || res.Pyxis.URI == "" {
+		return nil
+	}
+	for _, ni := range res.Nodes {
+		if ni.Match || ni.Unverified != "" {
+			return []string{"--container-image=" + remote.Quote(res.Pyxis.URI)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package phases
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote/fake"
+)
+
+// pyxisStepCmd matches the image phase's step on the fake login node.
+var pyxisStepCmd = regexp.MustCompile(`^srun --jobid=7 --overlap --nodes=1 --ntasks=1 --nodelist=(\S+) --job-name=gpuaccept-\S+-image --container-image=(\S+) nvidia-smi -L 2>&1$`)
+
+// pyxisWindow runs the image phase in the window's own allocation of
+// h1, h2 (slurmLogin), the login node's srun answering help as help says
+// and each step as step does for its node.
+func pyxisWindow(t *testing.T, help string, step func(node, uri string) fake.Reply) (*record.Run, *fake.Host) {
+	t.Helper()
+	named := fakeInventory(t, 2, "")
+	f := fakeFleet(named)
+	login := slurmLogin(f, false)
+	login.Reply(`^srun --help 2>&1$`, fake.Reply{Stdout: help})
+	login.On(`^srun --jobid=7 `, func(c *fake.Call) fake.Reply {
+		m := pyxisStepCmd.FindStringSubmatch(c.Command)
+		if m == nil {
+			return fake.Reply{Exit: 1, Stderr: "fake: unscripted srun: " + c.Command}
+		}
+		return step(m[1], strings.Trim(m[2], "'"))
+	})
+	pin := strings.Repeat("5d", 32)
+	inv := slurmInventory(t, "image:\n  reference: \"10.231.0.2:5000/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: pyxis\n  gpus: none\n")
+	return runFake(t, inv, f, Image), login
+}
+
+// TestImageThroughPyxis: each node imports the pin with its own step of
+// the window's job under srun --container-image (enroot's URI of the
+// pin); the digest Pyxis names is checked against the pin; a node whose
+// import failed is named with enroot's error, and left out.
+func TestImageThroughPyxis(t *testing.T) {
+	pin := strings.Repeat("5d", 32)
+	uri := "10.231.0.2:5000#gpuaccept-lab:sha256:" + pin
+	rec, login := pyxisWindow(t, srunHelpPyxis, func(node, got string) fake.Reply {
+		if got != uri {
+			return fake.Reply{Exit: 1, Stdout: "slurmstepd: error: pyxis:     [ERROR] Invalid image reference: docker://" + got + "\n"}
+		}
+		if node == "h2" {
+			return fake.Reply{Exit: 1, Stdout: strings.ReplaceAll(pyxisImportFailed, "nosuch:1", got)}
+		}
+		return fake.Reply{Stdout: "pyxis: importing docker image: " + uri + "\npyxis: imported docker image: " + uri + "\nGPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"}
+	})
+	if login.Ran(`--container-image=`) != 2 {
+		t.Errorf("%d import steps, want one per node", login.Ran(`--container-image=`))
+	}
+	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Status != record.Pass || !strings.Contains(v.Measured, "Pyxis imported sha256:5d5d5d5d5d5d") {
+		t.Errorf("IMG-001 h1: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "IMG-002", "h1"); v.Status != record.Pass || !strings.Contains(v.Measured, "GPU 0: NVIDIA H100") {
+		t.Errorf("IMG-002 h1: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "IMG-001", "h2"); v.Status != record.Fail || !strings.Contains(v.Detail, "initializing source docker://registry-1.docker.io") {
+		t.Errorf("IMG-001 h2: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdictOf(t, rec, "IMG-003", ""); v.Status != record.Fail || !strings.Contains(v.Measured, "by 1 of 2 node(s)") {
+		t.Errorf("IMG-003: %s %q", v.Status, v.Measured)
+	}
+	if r := resultOf(t, rec, "image", -1); !strings.Contains(string(r.Data), `"uri":"`+uri+`"`) {
+		t.Errorf("image data: %s", r.Data)
+	}
+}
+
+// TestImagePyxisOtherDigest: Pyxis imported an image whose digest is not
+// the pin: FAIL, naming both.
+func TestImagePyxisOtherDigest(t *testing.T) {
+	other := "10.231.0.2:5000#gpuaccept-lab:sha256:" + strings.Repeat("ee", 32)
+	rec, _ := pyxisWindow(t, srunHelpPyxis, func(node, uri string) fake.Reply {
+		return fake.Reply{Stdout: "pyxis: imported docker image: " + other + "\nok\n"}
+	})
+	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Status != record.Fail || !strings.Contains(v.Detail, "Pyxis imported "+other+", not the pin sha256:5d5d") {
+		t.Errorf("IMG-001 h1: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+}
+
+// TestImageWithoutPyxis: the login node's srun has no --container-image:
+// no step is run, every image verdict is SKIP with the reason (never a
+// FAIL, never a PASS) and the window goes on.
+func TestImageWithoutPyxis(t *testing.T) {
+	help := strings.Split(srunHelpPyxis, "Options provided by plugins:")[0]
+	rec, login := pyxisWindow(t, help, func(string, string) fake.Reply {
+		t.Error("a step ran with --container-image on a cluster without Pyxis")
+		return fake.Reply{Exit: 1}
+	})
+	if login.Ran(`--container-image`) != 0 {
+		t.Error("srun was given --container-image")
+	}
+	for _, c := range []struct{ id, node string }{{"IMG-001", "h1"}, {"IMG-002", "h1"}, {"IMG-001", "h2"}, {"IMG-002", "h2"}, {"IMG-003", ""}} {
+		v := verdictOf(t, rec, c.id, c.node)
+		if v.Status != record.Skip || v.Detail != pyxisNoOption || v.Incomplete != "" {
+			t.Errorf("%s %s: %s %q %q (incomplete %q)", c.id, c.node, v.Status, v.Measured, v.Detail, v.Incomplete)
+		}
+	}
+	if r := resultOf(t, rec, "image", -1); r.Outcome != record.OK {
+		t.Errorf("image phase: %s %s", r.Outcome, r.Error)
+	}
+	if r := resultOf(t, rec, "teardown", 1); r.Outcome != record.OK {
+		t.Errorf("the window did not go on to h2's teardown: %s %s", r.Outcome, r.Error)
+	}
+}
+
+// TestImageArgsOf: the collectives get --container-image (quoted: enroot's
+// URI has a '#') only where the image phase imported through Pyxis.
+func TestImageArgsOf(t *testing.T) {
+	uri := "10.231.0.2:5000#lab:sha256:" + strings.Repeat("5d", 32)
+	ok := &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Match: true}, "h2": {Error: "x"}}}
+	if got := imageArgsOf("pyxis", ok); len(got) != 1 || got[0] != "--container-image='"+uri+"'" {
+		t.Errorf("imported: %q", got)
+	}
+	for name, c := range map[string]struct {
+		rt  string
+		res *Imaged
+	}{
+		"podman":       {"podman", ok},
+		"no Pyxis":     {"pyxis", &Imaged{Pyxis: &PyxisImport{URI: uri, Skip: pyxisNoOption}, Nodes: ok.Nodes}},
+		"none took":    {"pyxis", &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Error: "x"}}}},
+		"no phase ran": {"pyxis", &Imaged{}},
+	} {
+		if got := imageArgsOf(c.rt, c.res); got != nil {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+}
