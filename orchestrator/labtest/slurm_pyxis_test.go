@@ -182,8 +182,9 @@ func TestPyxisImageAndAllReduceInTheContainer(t *testing.T) {
 
 // TestPyxisAbsentSkipsTheImage: the same window on the lab's Slurm
 // without Pyxis: srun lists no --container-image, so no import is tried;
-// every image verdict is SKIP with the reason (no FAIL, no PASS, no node
-// left out) and the all-reduce runs on the hosts themselves.
+// every image verdict is SKIP with the reason, NOT MEASURED (no FAIL, no
+// PASS, no node left out: the window is not accepted without its image
+// checked) and the all-reduce runs on the hosts themselves.
 func TestPyxisAbsentSkipsTheImage(t *testing.T) {
 	l := needLab(t)
 	if err := l.Slurm(t.Context()); err != nil {
@@ -195,12 +196,12 @@ func TestPyxisAbsentSkipsTheImage(t *testing.T) {
 	const why = "srun on the login node lists no --container-image: the cluster has no Pyxis"
 	for _, h := range srunHosts {
 		for _, id := range []string{"IMG-001", "IMG-002"} {
-			if v := verdict(r, id, h); v.Status != record.Skip || v.Detail != why {
+			if v := verdict(r, id, h); v.Status != record.Skip || v.Detail != why || v.Incomplete != why {
 				t.Errorf("%s %s: %s %q %q", id, h, v.Status, v.Measured, v.Detail)
 			}
 		}
 	}
-	if v := verdict(r, "IMG-003", ""); v.Status != record.Skip || v.Detail != why {
+	if v := verdict(r, "IMG-003", ""); v.Status != record.Skip || v.Detail != why || v.Incomplete != why {
 		t.Errorf("IMG-003: %s %q", v.Status, v.Detail)
 	}
 	var sw phases.Sweeps
@@ -218,6 +219,9 @@ func TestPyxisAbsentSkipsTheImage(t *testing.T) {
 		t.Errorf("the window did not go on to measure the all-reduce on the hosts: %+v", sw.Repeats)
 	}
 	t.Logf("exit %d; IMG-001 h2: %s %q", res.code, verdict(r, "IMG-001", "h2").Status, verdict(r, "IMG-001", "h2").Detail)
+	if res.code == 0 {
+		t.Error("accepted with the pinned image checked on no node")
+	}
 	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue: %s", q)
 	}

@@ -117,10 +117,12 @@ func shortHex(h string) string {
 
 // skippedImage: the image phase imported nothing (the cluster has no
 // Pyxis): every node's IMG-001 and IMG-002, and IMG-003, are SKIP with the
-// reason, neither a failure of the nodes nor a pass.
+// reason, neither a failure of the nodes nor a pass. NOT MEASURED: the
+// inventory asked for the pinned image under Pyxis, and no node's image was
+// checked, so the window is INCOMPLETE, not accepted without it.
 func skippedImage(w *orchestrator.Window, res Imaged, why string) []record.Verdict {
 	reach := record.NewVerdict("IMG-003", "")
-	reach.Status, reach.Measured, reach.Detail = record.Skip, "not run", why
+	notMeasured(&reach, why)
 	out := []record.Verdict{reach}
 	for _, n := range w.Nodes {
 		if _, ok := res.Nodes[n.Name]; !ok {
@@ -128,7 +130,7 @@ func skippedImage(w *orchestrator.Window, res Imaged, why string) []record.Verdi
 		}
 		for _, id := range []string{"IMG-001", "IMG-002"} {
 			v := record.NewVerdict(id, n.Name)
-			v.Status, v.Measured, v.Detail = record.Skip, "not run", why
+			notMeasured(&v, why)
 			if id == "IMG-001" {
 				v.Quoted = "sha256:" + shortHex(res.Pin)
 			}

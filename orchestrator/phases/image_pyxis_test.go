@@ -82,8 +82,9 @@ func TestImagePyxisOtherDigest(t *testing.T) {
 }
 
 // TestImageWithoutPyxis: the login node's srun has no --container-image:
-// no step is run, every image verdict is SKIP with the reason (never a
-// FAIL, never a PASS) and the window goes on.
+// no step is run, every image verdict is SKIP with the reason, NOT
+// MEASURED (never a FAIL, never a PASS: the window is INCOMPLETE), and the
+// window goes on.
 func TestImageWithoutPyxis(t *testing.T) {
 	help := strings.Split(srunHelpPyxis, "Options provided by plugins:")[0]
 	rec, login := pyxisWindow(t, help, func(string, string) fake.Reply {
@@ -95,7 +96,7 @@ func TestImageWithoutPyxis(t *testing.T) {
 	}
 	for _, c := range []struct{ id, node string }{{"IMG-001", "h1"}, {"IMG-002", "h1"}, {"IMG-001", "h2"}, {"IMG-002", "h2"}, {"IMG-003", ""}} {
 		v := verdictOf(t, rec, c.id, c.node)
-		if v.Status != record.Skip || v.Detail != pyxisNoOption || v.Incomplete != "" {
+		if v.Status != record.Skip || v.Detail != pyxisNoOption || v.Incomplete != pyxisNoOption {
 			t.Errorf("%s %s: %s %q %q (incomplete %q)", c.id, c.node, v.Status, v.Measured, v.Detail, v.Incomplete)
 		}
 	}
