@@ -97,6 +97,7 @@ func (w *Window) allocate(ctx context.Context, j *journal, phases []Phase) {
 		w.notAllocated(err.Error())
 		return
 	}
+	w.readPartition(ctx, login.Exec(), spec)
 	within := w.Inv.Slurm.AllocateTimeout
 	a, err := slurm.Allocate(ctx, login.Exec(), spec, within, func(id string) {
 		w.rec.Slurm.JobID = id
@@ -325,6 +326,9 @@ func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase
 		w.slurmUnjournaled = &now
 	}
 	w.rec.Slurm = s
+	// Read again, not journaled: the limits as they stand when the
+	// window goes on are the ones that may still cut it.
+	w.readPartition(ctx, login.Exec(), spec)
 	w.granted(now, s.Granted)
 	return nil
 }
@@ -344,7 +348,7 @@ func (w *Window) judgeAllocation() []record.Verdict {
 	if s.NotGranted != "" {
 		v.Status, v.Measured, v.Detail = record.Skip, "not granted", clipText(s.NotGranted, 300)
 		v.Incomplete = "no Slurm allocation: " + clipText(s.NotGranted, 200)
-		return []record.Verdict{v}
+		return append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
 	}
 	var names []string
 	for _, n := range s.Nodes {
@@ -358,7 +362,7 @@ func (w *Window) judgeAllocation() []record.Verdict {
 		v.Status, v.Detail = record.Warn, clipText(fmt.Sprintf("NOT given back at the window's end (%s): scancel %s on the login node",
 			s.CancelError, s.JobID), 300)
 	}
-	out := []record.Verdict{v}
+	out := append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
 	quoted := w.Inv.Quote.GPUsPerNode
 	for _, n := range s.Nodes {
 		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, quoted, w.rec.NodeFacts(n.Name)))

@@ -67,8 +67,8 @@ func (s Spec) Args() []string {
 	if s.Exclusive {
 		args = append(args, "--exclusive")
 	}
-	if s.Time > 0 {
-		args = append(args, fmt.Sprintf("--time=%d", int(math.Ceil(s.Time.Minutes()))))
+	if m := s.Minutes(); m > 0 {
+		args = append(args, fmt.Sprintf("--time=%d", m))
 	}
 	return append(args, s.Extra...)
 }
@@ -213,15 +213,19 @@ func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jo
 		giveBack()
 		return a, err
 	}
-	if want := s.count(); want > 0 && len(a.Nodes) != want {
+	if want := s.Count(); want > 0 && len(a.Nodes) != want {
 		giveBack()
 		return a, fmt.Errorf("%s: slurm job %s holds %d node(s) (%s), not the %d asked for: given back", login.Name(), j, len(a.Nodes), a.NodeList, want)
 	}
 	return a, nil
 }
 
-// count is how many nodes s asks for (0: not known).
-func (s Spec) count() int {
+// Minutes is the job's time limit as salloc is given it: Slurm's whole
+// minutes (0: none asked).
+func (s Spec) Minutes() int { return int(math.Ceil(s.Time.Minutes())) }
+
+// Count is how many nodes s asks for (0: not known).
+func (s Spec) Count() int {
 	if s.NodeList != "" {
 		n, err := hostlist.Expand(s.NodeList)
 		if err != nil {

@@ -3,7 +3,6 @@ package slurm
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -90,17 +89,16 @@ func Limits(p parse.SlurmPartition, s Spec) (cuts, unread []string) {
 		}
 		cuts = append(cuts, cut)
 	}
-	if s.Time > 0 {
-		asked := int(math.Ceil(s.Time.Minutes()))
+	if asked := s.Minutes(); asked > 0 {
 		switch max, unl, err := parse.SlurmMinutes(p.MaxTime); {
 		case err != nil:
 			unread = append(unread, "MaxTime "+orNone(p.MaxTime))
 		case !unl && max < asked:
 			cuts = append(cuts, fmt.Sprintf("MaxTime %s (%s) is shorter than the %s the window asks for", p.MaxTime,
-				minutes(max), minutes(asked)))
+				MinutesText(max), MinutesText(asked)))
 		}
 	}
-	if n := s.count(); n > 0 {
+	if n := s.Count(); n > 0 {
 		for _, l := range []struct {
 			key, value string
 			cut        func(limit int) bool
@@ -145,8 +143,9 @@ func listed(what, asked, allowKey, allow, denyKey, deny string) []string {
 	return cuts
 }
 
-// minutes is a count of minutes as a duration reads ("2h15m", "30m").
-func minutes(m int) string {
+// MinutesText is a count of minutes as a duration reads ("2h15m",
+// "30m", "24h").
+func MinutesText(m int) string {
 	s := strings.TrimSuffix((time.Duration(m) * time.Minute).String(), "0s")
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
