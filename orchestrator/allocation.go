@@ -68,21 +68,27 @@ func SlurmCommand(inv *inventory.Inventory, phases []Phase) string {
 	return slurmSpec(inv, "<run id>", phases).Command()
 }
 
-// CheckAllocation reaches inv's Slurm login node and asks its Slurm
-// whether it would grant the window's allocation, submitting nothing
-// (`check --connect`): the login node, the partition, account, QoS, GRES
-// and node count are tried before the window. The answer is Slurm's.
-func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Phase) (string, error) {
+// CheckAllocation reaches inv's Slurm login node, reads the partition's
+// limits and holds the window's ask to them (SLURM-004's record), then
+// asks its Slurm whether it would grant the window's allocation,
+// submitting nothing (`check --connect`): the login node, the partition,
+// account, QoS, GRES and node count are tried before the window. The
+// answer is Slurm's; part is nil only when the login node was not
+// reached.
+func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Phase) (said string, part *record.SlurmPartition, err error) {
 	reach, err := NewReach(inv, nil)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	login, err := reach.Dial(ctx, reach.LoginConfig())
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer login.Close()
-	return slurm.TestOnly(ctx, login, slurmSpec(inv, "check", phases))
+	spec := slurmSpec(inv, "check", phases)
+	part = PartitionLimits(ctx, login, spec)
+	said, err = slurm.TestOnly(ctx, login, spec)
+	return said, part, err
 }
 
 // allocate asks for the window's allocation and makes its nodes the

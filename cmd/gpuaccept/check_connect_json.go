@@ -8,6 +8,7 @@ import (
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 )
 
 // connectJSON is check --connect -o json: the quote lint's warnings and
@@ -29,6 +30,10 @@ type allocationJSON struct {
 	Slurm string `json:"slurm,omitempty"`
 	// Error: why the login node was not reached, or Slurm's refusal.
 	Error string `json:"error,omitempty"`
+	// Partition: its limits, what the window asks of it and what they
+	// would cut (run.json's slurm.partition); absent when the login node
+	// was not reached.
+	Partition *record.SlurmPartition `json:"partition,omitempty"`
 }
 
 type connectNode struct {
