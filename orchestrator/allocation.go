@@ -369,9 +369,8 @@ func (w *Window) judgeAllocation() []record.Verdict {
 			s.CancelError, s.JobID), 300)
 	}
 	out := append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
-	quoted := w.Inv.Quote.GPUsPerNode
 	for _, n := range s.Nodes {
-		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, quoted, w.rec.NodeFacts(n.Name)))
+		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, w.Inv.Quote, w.rec.NodeFacts(n.Name)))
 	}
 	return out
 }
@@ -403,12 +402,16 @@ func stateVerdict(n record.SlurmNode, endReadError string) record.Verdict {
 	return v
 }
 
-// gresVerdict is SLURM-003 for node n.
-func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.Verdict {
+// gresVerdict is SLURM-003 for node n: the GPUs its GRES lists as many
+// as quoted and as nvidia-smi saw, and the type it gives them (if any)
+// naming the same GPU product as the quote's model and nvidia-smi's
+// (gres_type.go).
+func gresVerdict(n record.SlurmNode, q inventory.Quote, facts json.RawMessage) record.Verdict {
 	v := record.NewVerdict("SLURM-003", n.Name)
 	gres, ok := GRESGPUs(n.GRES)
 	var f struct {
-		GPUCount int `json:"gpu_count"`
+		GPUCount int    `json:"gpu_count"`
+		GPUModel string `json:"gpu_model"`
 	}
 	seen := 0
 	if len(facts) > 0 && json.Unmarshal(facts, &f) == nil {
@@ -419,6 +422,7 @@ func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.V
 		return v
 	}
 	v.Measured = fmt.Sprintf("GRES %s: %d GPU(s)", n.GRES, gres)
+	quoted := q.GPUsPerNode
 	var wrong []string
 	if quoted > 0 {
 		v.Quoted = fmt.Sprintf("%d", quoted)
@@ -429,15 +433,31 @@ func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.V
 	if seen > 0 && gres != seen {
 		wrong = append(wrong, fmt.Sprintf("nvidia-smi saw %d", seen))
 	}
+	types := GRESTypes(n.GRES)
+	wrong = append(wrong, gresTypeContradicts(types, q.GPUModel, "the quote's")...)
+	// "mixed: a, b" when the node's GPUs differ: GPU-001 and NODE-001
+	// say that; no one model to hold the type to.
+	if !strings.HasPrefix(f.GPUModel, "mixed") {
+		wrong = append(wrong, gresTypeContradicts(types, f.GPUModel, "nvidia-smi's")...)
+	}
+	typed := typeAgrees(types, q.GPUModel) || !strings.HasPrefix(f.GPUModel, "mixed") && typeAgrees(types, f.GPUModel)
 	switch {
 	case len(wrong) > 0:
-		v.Status, v.Detail = record.Fail, "Slurm schedules "+fmt.Sprint(gres)+"; "+strings.Join(wrong, ", ")
+		v.Status, v.Detail = record.Fail, clipText("Slurm schedules "+fmt.Sprint(gres)+"; "+strings.Join(wrong, ", "), 300)
 	case quoted == 0 && seen == 0:
 		v.Status, v.Detail = record.Skip, "nothing to hold it to: no quote.gpus_per_node, and nvidia-smi's count not measured (preflight)"
+		if typed {
+			// The type agreed, the count was held to nothing: a count
+			// nothing measured is no pass.
+			v.Detail += "; its GRES type names the model's GPU"
+		}
 	default:
 		v.Status, v.Detail = record.Pass, "as quoted and as nvidia-smi saw"
 		if seen == 0 {
 			v.Detail = "as quoted (nvidia-smi's count not measured)"
+		}
+		if typed {
+			v.Detail += "; its GRES type names the model's GPU"
 		}
 	}
 	return v
