@@ -41,7 +41,7 @@ const allocationMargin = 15 * time.Minute
 func slurmSpec(inv *inventory.Inventory, runID string, phases []Phase) slurm.Spec {
 	a := inv.Slurm.Allocate
 	s := slurm.Spec{Name: "gpuaccept-" + runID, Partition: inv.Slurm.Partition, Account: inv.Slurm.Account, QOS: a.QOS,
-		Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time, Extra: a.Args}
+		Constraint: a.Constraint, Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time, Extra: a.Args}
 	if s.Time == 0 {
 		n := a.Nodes
 		if names, err := hostlist.Expand(a.NodeList); err == nil && a.NodeList != "" {
@@ -369,8 +369,13 @@ func (w *Window) judgeAllocation() []record.Verdict {
 			s.CancelError, s.JobID), 300)
 	}
 	out := append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
+	constraint := ""
+	if a := w.Inv.Slurm.Allocate; a != nil {
+		constraint = a.Constraint
+	}
 	for _, n := range s.Nodes {
-		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, w.Inv.Quote, w.rec.NodeFacts(n.Name)))
+		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, w.Inv.Quote, w.rec.NodeFacts(n.Name)),
+			featureVerdict(n, constraint))
 	}
 	return out
 }

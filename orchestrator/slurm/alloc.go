@@ -39,6 +39,8 @@ type Spec struct {
 	NodeList  string
 	Exclusive bool
 	GRES      string // --gres, e.g. gpu:8
+	// Constraint is --constraint: the node features wanted (h100&ib).
+	Constraint string
 	// Time is the job's time limit: the window's bound. Slurm counts
 	// minutes; a part of one is a whole.
 	Time  time.Duration
@@ -50,7 +52,7 @@ func (s Spec) Args() []string {
 	// --no-kill: a node that fails (the failure test's victim, a GPU that
 	// falls off the bus) leaves the job, which goes on over the others.
 	args := []string{"--no-shell", "--wait-all-nodes=1", "--no-kill", "--job-name=" + s.Name}
-	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}} {
+	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}, {"--constraint=", s.Constraint}} {
 		if kv[1] != "" {
 			args = append(args, kv[0]+kv[1])
 		}
