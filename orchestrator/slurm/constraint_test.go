@@ -9,7 +9,7 @@ func TestParseConstraint(t *testing.T) {
 	for expr, want := range map[string]string{
 		"h100": "all h100", "h100&ib": "all h100 ib", "h100|h200": "any h100 h200", " nvlink ": "all nvlink",
 		"hbm3.80g&cpu_gen-4": "all hbm3.80g cpu_gen-4",
-		"[rack1|rack2]": "", "ib*2": "", "[rack1*2&rack2*4]": "", "(a|b)&c": "", "a&b|c": "", "": "", "a&&b": "", "a b": "",
+		"[rack1|rack2]":      "", "ib*2": "", "[rack1*2&rack2*4]": "", "(a|b)&c": "", "a&b|c": "", "": "", "a&&b": "", "a b": "",
 		"!slow": "", "a|": "",
 	} {
 		w, ok := ParseConstraint(expr)
