@@ -67,3 +67,43 @@ func TestSummaryOfASlurmWindow(t *testing.T) {
 		fits(t, fmt.Sprintf("slurm at %d", w), summaryOf(t, run, SummaryOptions{Width: w}), w)
 	}
 }
+
+// The HTML and Markdown reports' node tables show each node of a Slurm allocation as
+// Slurm showed it (state, and the state at the window's end where it
+// changed; GRES; features) beside preflight's facts, the node's words
+// escaped; without an allocation it has no Slurm column.
+func TestHTMLShowsSlurmFacts(t *testing.T) {
+	run := fleet{n: 2, interQuoted: 370}.run()
+	var plain strings.Builder
+	if err := HTML(&plain, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.String(), "<th>Slurm</th>") {
+		t.Error("a window without an allocation has a Slurm column")
+	}
+	run.Slurm = &record.SlurmAllocation{JobID: "4242", Nodes: []record.SlurmNode{
+		{Name: run.Nodes[0].Name, State: "ALLOCATED", GRES: "gpu:h100:8(S:0-1)", Features: "h100,ib"},
+		{Name: run.Nodes[1].Name, State: "ALLOCATED", StateAtEnd: "ALLOCATED+DRAIN", Features: "<b>x</b>"},
+	}}
+	var b strings.Builder
+	if err := HTML(&b, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<th>Slurm</th>", "<td>ALLOCATED; GRES gpu:h100:8(S:0-1); features h100,ib</td>",
+		"<td>ALLOCATED → ALLOCATED&#43;DRAIN; GRES none; features &lt;b&gt;x&lt;/b&gt;</td>"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in the node table", want)
+		}
+	}
+	var md strings.Builder
+	if err := Markdown(&md, run); err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(md.String()), " ")
+	for _, want := range []string{"| Node | Address | Quarantined | Reason | Slurm |",
+		"| ALLOCATED → ALLOCATED+DRAIN; GRES none; features \\<b\\>x\\</b\\> |"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("no %q in the Markdown node table", want)
+		}
+	}
+}
