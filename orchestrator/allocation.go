@@ -42,7 +42,7 @@ const allocationMargin = 15 * time.Minute
 func slurmSpec(inv *inventory.Inventory, runID string, phases []Phase) slurm.Spec {
 	a := inv.Slurm.Allocate
 	s := slurm.Spec{Name: "gpuaccept-" + runID, Partition: inv.Slurm.Partition, Account: inv.Slurm.Account, QOS: a.QOS,
-		Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time, Extra: a.Args}
+		Constraint: a.Constraint, Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time, Extra: a.Args}
 	if s.Time == 0 {
 		n := a.Nodes
 		if names, err := hostlist.Expand(a.NodeList); err == nil && a.NodeList != "" {
@@ -69,21 +69,27 @@ func SlurmCommand(inv *inventory.Inventory, phases []Phase) string {
 	return slurmSpec(inv, "<run id>", phases).Command()
 }
 
-// CheckAllocation reaches inv's Slurm login node and asks its Slurm
-// whether it would grant the window's allocation, submitting nothing
-// (`check --connect`): the login node, the partition, account, QoS, GRES
-// and node count are tried before the window. The answer is Slurm's.
-func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Phase) (string, error) {
+// CheckAllocation reaches inv's Slurm login node, reads the partition's
+// limits and holds the window's ask to them (SLURM-004's record), then
+// asks its Slurm whether it would grant the window's allocation,
+// submitting nothing (`check --connect`): the login node, the partition,
+// account, QoS, GRES and node count are tried before the window. The
+// answer is Slurm's; part is nil only when the login node was not
+// reached.
+func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Phase) (said string, part *record.SlurmPartition, err error) {
 	reach, err := NewReach(inv, nil)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	login, err := reach.Dial(ctx, reach.LoginConfig())
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer login.Close()
-	return slurm.TestOnly(ctx, login, slurmSpec(inv, "check", phases))
+	spec := slurmSpec(inv, "check", phases)
+	part = PartitionLimits(ctx, login, spec)
+	said, err = slurm.TestOnly(ctx, login, spec)
+	return said, part, err
 }
 
 // CheckPyxis is check --connect's question for image.runtime pyxis: does
@@ -114,6 +120,7 @@ func (w *Window) allocate(ctx context.Context, j *journal, phases []Phase) {
 		w.notAllocated(err.Error())
 		return
 	}
+	w.readPartition(ctx, login.Exec(), spec)
 	within := w.Inv.Slurm.AllocateTimeout
 	a, err := slurm.Allocate(ctx, login.Exec(), spec, within, func(id string) {
 		w.rec.Slurm.JobID = id
@@ -370,6 +377,9 @@ func (w *Window) resumeAllocation(ctx context.Context, e []entry, phases []Phase
 		w.slurmUnjournaled = &now
 	}
 	w.rec.Slurm = s
+	// Read again, not journaled: the limits as they stand when the
+	// window goes on are the ones that may still cut it.
+	w.readPartition(ctx, login.Exec(), spec)
 	w.granted(now, s.Granted)
 	return nil
 }
@@ -389,7 +399,7 @@ func (w *Window) judgeAllocation() []record.Verdict {
 	if s.NotGranted != "" {
 		v.Status, v.Measured, v.Detail = record.Skip, "not granted", clipText(s.NotGranted, 300)
 		v.Incomplete = "no Slurm allocation: " + clipText(s.NotGranted, 200)
-		return []record.Verdict{v}
+		return append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
 	}
 	var names []string
 	for _, n := range s.Nodes {
@@ -403,10 +413,14 @@ func (w *Window) judgeAllocation() []record.Verdict {
 		v.Status, v.Detail = record.Warn, clipText(fmt.Sprintf("NOT given back at the window's end (%s): scancel %s on the login node",
 			s.CancelError, s.JobID), 300)
 	}
-	out := []record.Verdict{v}
-	quoted := w.Inv.Quote.GPUsPerNode
+	out := append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
+	constraint := ""
+	if a := w.Inv.Slurm.Allocate; a != nil {
+		constraint = a.Constraint
+	}
 	for _, n := range s.Nodes {
-		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, quoted, w.rec.NodeFacts(n.Name)))
+		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, w.Inv.Quote, w.rec.NodeFacts(n.Name)),
+			featureVerdict(n, constraint))
 	}
 	return out
 }
@@ -438,12 +452,16 @@ func stateVerdict(n record.SlurmNode, endReadError string) record.Verdict {
 	return v
 }
 
-// gresVerdict is SLURM-003 for node n.
-func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.Verdict {
+// gresVerdict is SLURM-003 for node n: the GPUs its GRES lists as many
+// as quoted and as nvidia-smi saw, and the type it gives them (if any)
+// naming the same GPU product as the quote's model and nvidia-smi's
+// (gres_type.go).
+func gresVerdict(n record.SlurmNode, q inventory.Quote, facts json.RawMessage) record.Verdict {
 	v := record.NewVerdict("SLURM-003", n.Name)
 	gres, ok := GRESGPUs(n.GRES)
 	var f struct {
-		GPUCount int `json:"gpu_count"`
+		GPUCount int    `json:"gpu_count"`
+		GPUModel string `json:"gpu_model"`
 	}
 	seen := 0
 	if len(facts) > 0 && json.Unmarshal(facts, &f) == nil {
@@ -454,6 +472,7 @@ func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.V
 		return v
 	}
 	v.Measured = fmt.Sprintf("GRES %s: %d GPU(s)", n.GRES, gres)
+	quoted := q.GPUsPerNode
 	var wrong []string
 	if quoted > 0 {
 		v.Quoted = fmt.Sprintf("%d", quoted)
@@ -464,15 +483,31 @@ func gresVerdict(n record.SlurmNode, quoted int, facts json.RawMessage) record.V
 	if seen > 0 && gres != seen {
 		wrong = append(wrong, fmt.Sprintf("nvidia-smi saw %d", seen))
 	}
+	types := GRESTypes(n.GRES)
+	wrong = append(wrong, gresTypeContradicts(types, q.GPUModel, "the quote's")...)
+	// "mixed: a, b" when the node's GPUs differ: GPU-001 and NODE-001
+	// say that; no one model to hold the type to.
+	if !strings.HasPrefix(f.GPUModel, "mixed") {
+		wrong = append(wrong, gresTypeContradicts(types, f.GPUModel, "nvidia-smi's")...)
+	}
+	typed := typeAgrees(types, q.GPUModel) || !strings.HasPrefix(f.GPUModel, "mixed") && typeAgrees(types, f.GPUModel)
 	switch {
 	case len(wrong) > 0:
-		v.Status, v.Detail = record.Fail, "Slurm schedules "+fmt.Sprint(gres)+"; "+strings.Join(wrong, ", ")
+		v.Status, v.Detail = record.Fail, clipText("Slurm schedules "+fmt.Sprint(gres)+"; "+strings.Join(wrong, ", "), 300)
 	case quoted == 0 && seen == 0:
 		v.Status, v.Detail = record.Skip, "nothing to hold it to: no quote.gpus_per_node, and nvidia-smi's count not measured (preflight)"
+		if typed {
+			// The type agreed, the count was held to nothing: a count
+			// nothing measured is no pass.
+			v.Detail += "; its GRES type names the model's GPU"
+		}
 	default:
 		v.Status, v.Detail = record.Pass, "as quoted and as nvidia-smi saw"
 		if seen == 0 {
 			v.Detail = "as quoted (nvidia-smi's count not measured)"
+		}
+		if typed {
+			v.Detail += "; its GRES type names the model's GPU"
 		}
 	}
 	return v

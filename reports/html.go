@@ -50,8 +50,10 @@ func HTML(w io.Writer, run *record.Run, bf *BundleFacts) error {
 		page.Verdicts = append(page.Verdicts, htmlVerdict{Verdict: g.Verdict, NodeLabel: g.Nodes,
 			Ratio: decimal(g.Ratio), Tolerance: decimal(g.Tolerance), Class: strings.ToLower(string(g.Status))})
 	}
+	slurmOf := slurmFacts(run)
+	page.Slurm = slurmOf != nil
 	for _, n := range run.Nodes {
-		row := htmlNode{Node: n}
+		row := htmlNode{Node: n, Slurm: slurmOf[n.Name]}
 		var f struct {
 			GPUModel string `json:"gpu_model"`
 			GPUCount int    `json:"gpu_count"`
@@ -114,6 +116,7 @@ type htmlPage struct {
 	Reqs                    []htmlReq
 	Verdicts                []htmlVerdict
 	Nodes                   []htmlNode
+	Slurm                   bool // the nodes are a Slurm allocation's: their Slurm facts shown
 	Charts                  []htmlChart
 	Telemetry               []htmlChart
 	Bisect                  *bisectMatrix
@@ -198,6 +201,9 @@ type htmlVerdict struct {
 type htmlNode struct {
 	record.Node
 	GPUs, Driver, CUDA, Kernel, OS string
+	// Slurm: the node as Slurm showed it at the grant (state, GRES,
+	// features), beside what preflight found on it.
+	Slurm string
 }
 
 type htmlChart struct {
@@ -390,10 +396,10 @@ details > summary { cursor: pointer; font-weight: bold; margin: 0.5em 0; }
 {{end}}<p id="invoice-per-unit">{{.PerUnit}}</p>
 {{end}}
 <h2>Nodes</h2>
-<details><summary>{{len .Nodes}} node(s): addresses, GPUs, driver, CUDA, kernel, OS</summary>
+<details><summary>{{len .Nodes}} node(s): addresses, GPUs, driver, CUDA, kernel, OS{{if .Slurm}}, Slurm's state, GRES and features{{end}}</summary>
 <table id="nodes">
-<tr><th>Node</th><th>Address</th><th>GPUs</th><th>Driver</th><th>CUDA</th><th>Kernel</th><th>OS</th><th>Quarantined</th></tr>
-{{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td class="node">{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td><td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
+<tr><th>Node</th><th>Address</th><th>GPUs</th><th>Driver</th><th>CUDA</th><th>Kernel</th><th>OS</th>{{if .Slurm}}<th>Slurm</th>{{end}}<th>Quarantined</th></tr>
+{{range .Nodes}}<tr{{if .Quarantined}} class="fail"{{end}}><td class="node">{{.Name}}</td><td>{{.Address}}</td><td>{{.GPUs}}</td><td>{{.Driver}}</td><td>{{.CUDA}}</td><td>{{.Kernel}}</td><td>{{.OS}}</td>{{if $.Slurm}}<td>{{.Slurm}}</td>{{end}}<td>{{if .Quarantined}}yes: {{.Reason}}{{end}}</td></tr>
 {{end}}</table></details>
 <h2>Verdicts</h2>
 <details><summary>Every verdict of every node ({{len .Run.Verdicts}}; nodes whose verdicts read alike share a row)</summary>

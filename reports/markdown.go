@@ -179,7 +179,15 @@ func MarkdownReport(w io.Writer, run *record.Run, bf *BundleFacts) error {
 	}
 
 	b.WriteString("\n## Nodes\n\n")
-	if err := mdTable(&b, nodeHeader(), escapeAll(nodeRows(run)), "No nodes."); err != nil {
+	nodeHead, nodes := nodeHeader(), nodeRows(run)
+	if facts := slurmFacts(run); facts != nil {
+		// The node as Slurm showed it, beside what the window found.
+		nodeHead = append(nodeHead, "Slurm")
+		for i, n := range run.Nodes {
+			nodes[i] = append(nodes[i], facts[n.Name])
+		}
+	}
+	if err := mdTable(&b, nodeHead, escapeAll(nodes), "No nodes."); err != nil {
 		return err
 	}
 

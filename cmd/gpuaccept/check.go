@@ -81,7 +81,8 @@ of it, the quote lint's warnings too, as one JSON object. A node not reached exi
 				}
 				if unreached > 0 {
 					if inv.Slurm.Allocates() {
-						return exitWith(exitCouldNotRun, fmt.Errorf("check --connect: the Slurm allocation could not be tried or would not be granted"))
+						return exitWith(exitCouldNotRun, fmt.Errorf("check --connect: the Slurm allocation could not be tried, would not be granted, "+
+							"or its partition's limits would cut the window"))
 					}
 					return exitWith(exitCouldNotRun, fmt.Errorf("check --connect: %d of %d node(s) not reached or not answering", unreached, len(inv.Nodes)))
 				}

@@ -431,10 +431,10 @@ func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventor
 	fmt.Fprintf(progress, "check: reaching the Slurm login node %s\n", inv.Slurm.Login.Address)
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	said, err := orchestrator.CheckAllocation(ctx, inv, ps)
+	said, part, err := orchestrator.CheckAllocation(ctx, inv, ps)
 	pyxis := checkPyxis(ctx, inv, ps)
 	if asJSON != nil {
-		a := &allocationJSON{Login: inv.Slurm.Login.Address, Slurm: said, Pyxis: pyxis}
+		a := &allocationJSON{Login: inv.Slurm.Login.Address, Slurm: said, Partition: part, Pyxis: pyxis}
 		if err != nil {
 			a.Error = err.Error()
 		}
@@ -442,10 +442,15 @@ func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventor
 		if perr := asJSON.print(out, inv, ps, nil, nil, 0); perr != nil {
 			return 0, perr
 		}
-	} else if err != nil {
-		fmt.Fprintf(out, "the allocation: %s\n\n", clip(err.Error(), 300))
 	} else {
-		fmt.Fprintf(out, "the allocation: the login node %s answered; Slurm would grant it:\n  %s\n\n", inv.Slurm.Login.Address, said)
+		// The partition first: a limit that cuts the window is what
+		// Slurm's own answer leaves out.
+		printPartition(out, part)
+		if err != nil {
+			fmt.Fprintf(out, "the allocation: %s\n\n", clip(err.Error(), 300))
+		} else {
+			fmt.Fprintf(out, "the allocation: the login node %s answered; Slurm would grant it:\n  %s\n\n", inv.Slurm.Login.Address, said)
+		}
 	}
 	if asJSON == nil && pyxis != "" {
 		fmt.Fprintf(out, "the image: %s\n\n", pyxis)
@@ -453,7 +458,7 @@ func checkAllocation(ctx context.Context, out, progress io.Writer, inv *inventor
 	if asJSON == nil {
 		printEstimate(out, inv, ps)
 	}
-	if err != nil {
+	if err != nil || part != nil && len(part.Cuts) > 0 {
 		return 1, nil
 	}
 	return 0, nil

@@ -8,6 +8,7 @@ import (
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/record"
 )
 
 // connectJSON is check --connect -o json: the quote lint's warnings and
@@ -32,6 +33,10 @@ type allocationJSON struct {
 	// Pyxis: under image.runtime pyxis, whether the login node's srun has
 	// Pyxis (what the image phase will do).
 	Pyxis string `json:"pyxis,omitempty"`
+	// Partition: its limits, what the window asks of it and what they
+	// would cut (run.json's slurm.partition); absent when the login node
+	// was not reached.
+	Partition *record.SlurmPartition `json:"partition,omitempty"`
 }
 
 type connectNode struct {

@@ -824,6 +824,11 @@ type SlurmAllocate struct {
 	Exclusive *bool  `mapstructure:"exclusive" json:"exclusive,omitempty"`
 	GRES      string `mapstructure:"gres" json:"gres,omitempty"`
 	QOS       string `mapstructure:"qos" json:"qos,omitempty"`
+	// Constraint is salloc's --constraint: the node features the window
+	// wants (h100&ib). SLURM-005 names a granted node whose active
+	// features lack one; the window judges what it asked for, which it
+	// could not from a --constraint among Args.
+	Constraint string `mapstructure:"constraint" json:"constraint,omitempty"`
 	// Time is the job's time limit; default the window's bound.
 	Time time.Duration `mapstructure:"time" json:"time,omitempty"`
 	Args []string      `mapstructure:"args" json:"args,omitempty"`

@@ -549,7 +549,8 @@ func (v *validator) slurm() {
 
 // managedSalloc are the salloc options the window sets itself.
 var managedSalloc = []string{"--no-shell", "--wait-all-nodes", "-J", "--job-name", "-N", "--nodes", "-w", "--nodelist",
-	"-p", "--partition", "-A", "--account", "-q", "--qos", "--gres", "--exclusive", "-t", "--time", "-k", "--no-kill"}
+	"-p", "--partition", "-A", "--account", "-q", "--qos", "--gres", "--exclusive", "-t", "--time", "-k", "--no-kill",
+	"-C", "--constraint"}
 
 // managedStep are the srun options transport srun sets on every step, or
 // that would break the step's streams.
@@ -618,7 +619,7 @@ func (v *validator) slurmAllocate() {
 	if len(v.inv.Nodes) > 0 {
 		v.problem("nodes", "set with slurm.allocate: the window's nodes are its allocation's; leave nodes (and nodes_from) out")
 	}
-	for _, kv := range [][2]string{{"gres", a.GRES}, {"qos", a.QOS}} {
+	for _, kv := range [][2]string{{"gres", a.GRES}, {"qos", a.QOS}, {"constraint", a.Constraint}} {
 		if strings.ContainsAny(kv[1], " \t\n'\"") {
 			v.problem(k+kv[0], "%q holds blanks or quotes: one salloc argument", short(kv[1]))
 		}
@@ -631,7 +632,7 @@ func (v *validator) slurmAllocate() {
 		opt, _, _ := strings.Cut(arg, "=")
 		switch {
 		case !strings.HasPrefix(arg, "-"):
-			v.problem(key, "%q is no salloc option: each entry is one option (--constraint=h100), never a command", short(arg))
+			v.problem(key, "%q is no salloc option: each entry is one option (--reservation=acceptance), never a command", short(arg))
 		case slices.Contains(managedSalloc, opt):
 			v.problem(key, "%s is the window's own (set by slurm.allocate's keys or the window's bound): leave it out", opt)
 		case opt == "-Q" || opt == "--quiet":

@@ -138,10 +138,11 @@ func allocatingInventory(t *testing.T, l *lab.Lab, allocate, phasesExtra string)
 // slurm.allocate: the window asks the lab's real Slurm for three hosts
 // through the login node, reaches each through the login node as its
 // jump host, runs connect, tools, preflight and teardown there, and
-// gives the job back (squeue empty after); SLURM-001 passes. Then an
-// allocation of more hosts than the partition has is not granted within
-// its wait: the window is INCOMPLETE with squeue's
-// reason, nothing left queued.
+// gives the job back (squeue empty after); SLURM-001 passes, and so does
+// SLURM-004 (the lab partition has no limit the window meets). Then an
+// allocation of more hosts than the partition has: SLURM-004 FAILs naming
+// its TotalNodes, the job is not granted within its wait (SLURM-001 with
+// squeue's reason), nothing left queued.
 func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	l := needLab(t)
 	if err := l.Slurm(t.Context()); err != nil {
@@ -172,6 +173,9 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	if v := verdict(r, "SLURM-001", ""); v.Status != record.Pass {
 		t.Errorf("SLURM-001: %s %q %q", v.Status, v.Measured, v.Detail)
 	}
+	if v := verdict(r, "SLURM-004", ""); v.Status != record.Pass || !strings.HasPrefix(v.Measured, "partition lab: UP, MaxTime UNLIMITED") {
+		t.Errorf("SLURM-004: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
 	if !strings.Contains(res.stderr, "slurm: job "+s.JobID+" given back") {
 		t.Errorf("the window did not say it gave the job back:\n%s", res.stderr)
 	}
@@ -185,8 +189,13 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	r = readRun(t, runDir(t, runs))
 	v := verdict(r, "SLURM-001", "")
 	t.Logf("not granted: exit %d, SLURM-001 %s %q", res.code, v.Status, v.Detail)
-	if r.Slurm == nil || r.Slurm.NotGranted == "" || v.Incomplete == "" || len(r.Nodes) != 0 || !strings.Contains(res.stdout, "INCOMPLETE") {
+	if r.Slurm == nil || r.Slurm.NotGranted == "" || v.Incomplete == "" || len(r.Nodes) != 0 {
 		t.Errorf("not granted: %+v, SLURM-001 %+v, stdout:\n%s", r.Slurm, v, res.stdout)
+	}
+	p := verdict(r, "SLURM-004", "")
+	want := fmt.Sprintf("TotalNodes %d: %d node(s) in the partition, fewer than the %d the window asks for", len(l.Hosts), len(l.Hosts), len(l.Hosts)+1)
+	if p.Status != record.Fail || p.Detail != want || !strings.Contains(res.stdout, "NOT ACCEPTED") {
+		t.Errorf("SLURM-004: %s %q, want FAIL %q; stdout:\n%s", p.Status, p.Detail, want, res.stdout)
 	}
 	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue: %s", q)

@@ -230,3 +230,48 @@ scancel "$j"`)
 	}
 	nothingLeft(t, l)
 }
+
+// TestSlurmGRESTypeNamesAnotherGPU: the lab's Slurm says h1 and h2 hold
+// gpu:h100:8 and h3 gpu:a100:8, while the quote and nvidia-smi (the
+// stand-in's H100 node) say H100: SLURM-003 FAILs h3 naming its type and
+// both models, and PASSes h1 and h2, saying their type names the model's
+// GPU.
+func TestSlurmGRESTypeNamesAnotherGPU(t *testing.T) {
+	l := needLab(t)
+	if err := l.Slurm(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SlurmGRESSpec(t.Context(), "gpu:h100:8", map[string]string{"h3": "gpu:a100:8"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := l.Slurm(ctx); err != nil {
+			t.Errorf("the lab's Slurm without GRES again: %v", err)
+		}
+	})
+	prepare(t, l, nil)
+	inv := allocatingInventory(t, l, "  allocate: {nodelist: \"h[1-3]\"}\n", "")
+	runs := t.TempDir()
+	res := gpuaccept(t, "run", inv, "--runs-dir", runs, "--only", "connect,tools,preflight,teardown")
+	r := readRun(t, runDir(t, runs))
+	if r.Slurm == nil || len(r.Slurm.Nodes) != 3 {
+		t.Fatalf("exit %d: allocation %+v", res.code, r.Slurm)
+	}
+	logVerdicts(t, r, "SLURM-003", "h1", "h2", "h3")
+	for _, h := range []string{"h1", "h2"} {
+		if v := verdict(r, "SLURM-003", h); v.Status != record.Pass || !strings.HasPrefix(v.Measured, "GRES gpu:h100:8") ||
+			v.Detail != "as quoted and as nvidia-smi saw; its GRES type names the model's GPU" {
+			t.Errorf("SLURM-003 %s: %s %q %q", h, v.Status, v.Measured, v.Detail)
+		}
+	}
+	v := verdict(r, "SLURM-003", "h3")
+	if v.Status != record.Fail || !strings.HasPrefix(v.Measured, "GRES gpu:a100:8") || v.Detail != "Slurm schedules 8; "+
+		"its GRES type a100 is not the quote's NVIDIA H100 80GB HBM3, its GRES type a100 is not nvidia-smi's NVIDIA H100 80GB HBM3" {
+		t.Errorf("SLURM-003 h3: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+	if q := slurmQueue(t, l); q != "" {
+		t.Errorf("left in the queue: %s", q)
+	}
+}

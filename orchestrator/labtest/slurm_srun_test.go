@@ -184,8 +184,9 @@ func fourHostWindow(t *testing.T, l *lab.Lab, inv string, more func(*record.Run)
 // TestSrunWindowKilledThenResumed: the coordinator of a srun window is
 // SIGKILLed while the diagnostic runs as steps on every node. The guards
 // on the nodes end the diagnostic (their heartbeats stopped); the job,
-// journaled, stays. The resumed window keeps that job, finishes, and gives
-// it back: the queue is empty and nothing is left on any host.
+// journaled, stays. The resumed window keeps that job, reads the
+// partition's limits again (SLURM-004), finishes, and gives it back: the
+// queue is empty and nothing is left on any host.
 func TestSrunWindowKilledThenResumed(t *testing.T) {
 	l := needLab(t)
 	if err := l.Slurm(t.Context()); err != nil {
@@ -223,6 +224,11 @@ func TestSrunWindowKilledThenResumed(t *testing.T) {
 	r := readRun(t, dir)
 	if r.Slurm == nil || r.Slurm.JobID != before || r.Slurm.Cancelled.IsZero() || len(r.Resumed) != 1 {
 		t.Fatalf("exit %d: the resumed window's allocation %+v (journaled %s), resumed %d", res.code, r.Slurm, before, len(r.Resumed))
+	}
+	// The partition's limits read again when the window went on (not
+	// journaled: the ones that may cut it are those standing now).
+	if v := verdict(r, "SLURM-004", ""); v.Status != record.Pass || r.Slurm.Partition == nil || r.Slurm.Partition.Name != "lab" {
+		t.Errorf("SLURM-004 after the resume: %s %q %q", v.Status, v.Measured, v.Detail)
 	}
 	if types := journalTypes(t, dir); !slices.Contains(types, "done:diag") {
 		t.Errorf("the resumed window did not finish the diagnostic: %v", types)

@@ -62,6 +62,7 @@ func slurmLoginSays(f *fake.Fleet, pending bool, said string) *fake.Host {
 		mu.Unlock()
 		return fake.Reply{}
 	})
+	h.Reply(`^scontrol -a show partition -o gpu 2>&1$`, fake.Reply{Stdout: gpuPartition})
 	h.On(`^squeue -h -j 8 -o %r$`, func(*fake.Call) fake.Reply { return fake.Reply{Stdout: "Resources\n"} })
 	h.On(`^squeue -h -j [78] -o %T`, func(*fake.Call) fake.Reply {
 		// (Every answer greets first.)

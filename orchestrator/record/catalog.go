@@ -87,7 +87,9 @@ var catalog = []Requirement{
 	// The window's own Slurm allocation (slurm.allocate): its nodes.
 	req("SLURM-001", "the window's Slurm allocation granted in time", ""),
 	req("SLURM-002", "node in service in Slurm (not drained, down or failing)", CardHealth),
-	req("SLURM-003", "Slurm's GPU count (GRES) matches the quote and nvidia-smi", CardGPU),
+	req("SLURM-003", "Slurm's GPUs (GRES count and type) match the quote and nvidia-smi", CardGPU),
+	req("SLURM-004", "the partition lets the window run as planned (state, time and node limits)", ""),
+	req("SLURM-005", "node has the features the allocation asked for (slurm.allocate.constraint)", ""),
 
 	req("GPU-001", "GPU model matches the quote", CardGPU).quoted(preflight, "gpu_model"),
 	req("GPU-002", "GPUs per node match the quote", CardGPU).quoted(preflight, "gpus_per_node"),

@@ -25,6 +25,40 @@ type SlurmAllocation struct {
 	// EndReadError says why the nodes' states could not be read again
 	// at the window's end (SlurmNode.StateAtEnd).
 	EndReadError string `json:"end_read_error,omitempty"`
+	// Partition is the partition the job asked for, as scontrol showed
+	// it before the window asked (nil in records made before it was
+	// read).
+	Partition *SlurmPartition `json:"partition,omitempty"`
+}
+
+// SlurmPartition is a partition's limits in Slurm's words ("UNLIMITED",
+// "1-00:00:00"), what the window asked of it, and what of the ask the
+// limits would cut.
+type SlurmPartition struct {
+	Name          string `json:"name"`
+	State         string `json:"state,omitempty"`
+	MaxTime       string `json:"max_time,omitempty"`
+	DefaultTime   string `json:"default_time,omitempty"`
+	MaxNodes      string `json:"max_nodes,omitempty"`
+	MinNodes      string `json:"min_nodes,omitempty"`
+	TotalNodes    string `json:"total_nodes,omitempty"`
+	AllowAccounts string `json:"allow_accounts,omitempty"`
+	DenyAccounts  string `json:"deny_accounts,omitempty"`
+	AllowQOS      string `json:"allow_qos,omitempty"`
+	DenyQOS       string `json:"deny_qos,omitempty"`
+	QOS           string `json:"qos,omitempty"`
+	// AskedMinutes and AskedNodes are the job's time limit (Slurm's
+	// whole minutes) and node count the window asked for.
+	AskedMinutes int `json:"asked_minutes,omitempty"`
+	AskedNodes   int `json:"asked_nodes,omitempty"`
+	// Cuts are the limits that would stop the window running as
+	// planned, each naming the limit and its value; Unread the limits
+	// stated in words that could not be read (not judged).
+	Cuts   []string `json:"cuts,omitempty"`
+	Unread []string `json:"unread,omitempty"`
+	// ReadError is scontrol's words when it could not show the
+	// partition (then nothing else is set but Name).
+	ReadError string `json:"read_error,omitempty"`
 }
 
 // SlurmNode is one node of the allocation as scontrol showed it.

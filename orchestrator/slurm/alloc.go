@@ -39,6 +39,8 @@ type Spec struct {
 	NodeList  string
 	Exclusive bool
 	GRES      string // --gres, e.g. gpu:8
+	// Constraint is --constraint: the node features wanted (h100&ib).
+	Constraint string
 	// Time is the job's time limit: the window's bound. Slurm counts
 	// minutes; a part of one is a whole.
 	Time  time.Duration
@@ -50,7 +52,7 @@ func (s Spec) Args() []string {
 	// --no-kill: a node that fails (the failure test's victim, a GPU that
 	// falls off the bus) leaves the job, which goes on over the others.
 	args := []string{"--no-shell", "--wait-all-nodes=1", "--no-kill", "--job-name=" + s.Name}
-	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}} {
+	for _, kv := range [][2]string{{"--partition=", s.Partition}, {"--account=", s.Account}, {"--qos=", s.QOS}, {"--gres=", s.GRES}, {"--constraint=", s.Constraint}} {
 		if kv[1] != "" {
 			args = append(args, kv[0]+kv[1])
 		}
@@ -67,8 +69,8 @@ func (s Spec) Args() []string {
 	if s.Exclusive {
 		args = append(args, "--exclusive")
 	}
-	if s.Time > 0 {
-		args = append(args, fmt.Sprintf("--time=%d", int(math.Ceil(s.Time.Minutes()))))
+	if m := s.Minutes(); m > 0 {
+		args = append(args, fmt.Sprintf("--time=%d", m))
 	}
 	return append(args, s.Extra...)
 }
@@ -213,15 +215,19 @@ func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jo
 		giveBack()
 		return a, err
 	}
-	if want := s.count(); want > 0 && len(a.Nodes) != want {
+	if want := s.Count(); want > 0 && len(a.Nodes) != want {
 		giveBack()
 		return a, fmt.Errorf("%s: slurm job %s holds %d node(s) (%s), not the %d asked for: given back", login.Name(), j, len(a.Nodes), a.NodeList, want)
 	}
 	return a, nil
 }
 
-// count is how many nodes s asks for (0: not known).
-func (s Spec) count() int {
+// Minutes is the job's time limit as salloc is given it: Slurm's whole
+// minutes (0: none asked).
+func (s Spec) Minutes() int { return int(math.Ceil(s.Time.Minutes())) }
+
+// Count is how many nodes s asks for (0: not known).
+func (s Spec) Count() int {
 	if s.NodeList != "" {
 		n, err := hostlist.Expand(s.NodeList)
 		if err != nil {

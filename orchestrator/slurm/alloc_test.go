@@ -12,9 +12,9 @@ import (
 
 func TestSpecArgs(t *testing.T) {
 	s := Spec{Name: "gpuaccept-x", Partition: "gpu", Account: "acme", QOS: "high", NodeList: "gpu[01-04]", Exclusive: true,
-		GRES: "gpu:h100:8", Time: 61*time.Minute + time.Second, Extra: []string{"--constraint=h100 nvl", "--reservation=acc"}}
+		GRES: "gpu:h100:8", Constraint: "h100&ib", Time: 61*time.Minute + time.Second, Extra: []string{"--constraint=h100 nvl", "--reservation=acc"}}
 	got := strings.Join(s.Args(), " ")
-	want := "--no-shell --wait-all-nodes=1 --no-kill --job-name=gpuaccept-x --partition=gpu --account=acme --qos=high --gres=gpu:h100:8 " +
+	want := "--no-shell --wait-all-nodes=1 --no-kill --job-name=gpuaccept-x --partition=gpu --account=acme --qos=high --gres=gpu:h100:8 --constraint=h100&ib " +
 		"--nodelist=gpu[01-04] --nodes=4 --exclusive --time=62 --constraint=h100 nvl --reservation=acc"
 	if got != want {
 		t.Errorf("args\n got %s\nwant %s", got, want)

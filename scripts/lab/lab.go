@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -319,6 +320,18 @@ func (l *Lab) SlurmGRES(ctx context.Context, perNode int, on map[string]int) err
 	slices.Sort(hosts)
 	for _, h := range hosts {
 		args = append(args, "--gres-on", fmt.Sprintf("%s=gpu:%d", l.hostLabel(h), on[h]))
+	}
+	_, err := runScript(ctx, l.Name, "slurm --gres", args...)
+	return err
+}
+
+// SlurmGRESSpec is SlurmGRES given lab.sh's own words, so that a GRES may name its GPUs' type: every host's node
+// spec ("gpu:h100:8"), but those in on, by host name, theirs ("h3": "gpu:a100:8"). Turned off as SlurmGRES is, by
+// Slurm.
+func (l *Lab) SlurmGRESSpec(ctx context.Context, spec string, on map[string]string) error {
+	args := []string{"slurm", "--name", l.Name, "--gres", spec}
+	for _, h := range slices.Sorted(maps.Keys(on)) {
+		args = append(args, "--gres-on", l.hostLabel(h)+"="+on[h])
 	}
 	_, err := runScript(ctx, l.Name, "slurm --gres", args...)
 	return err
