@@ -94,7 +94,7 @@ func CheckAllocation(ctx context.Context, inv *inventory.Inventory, phases []Pha
 
 // CheckPyxis is check --connect's question for image.runtime pyxis: does
 // the login node's srun list --container-image? Without Pyxis the image
-// phase will be SKIP and the window run without the container.
+// phase will be NOT MEASURED (the window INCOMPLETE) and run without the container.
 func CheckPyxis(ctx context.Context, inv *inventory.Inventory) (bool, error) {
 	reach, err := NewReach(inv, nil)
 	if err != nil {

@@ -479,7 +479,7 @@ func checkPyxis(ctx context.Context, inv *inventory.Inventory, ps []orchestrator
 	case err != nil:
 		return "could not ask srun for Pyxis: " + clip(err.Error(), 200)
 	case !found:
-		return slurm.NoPyxis + ": IMG-001..003 will be SKIP and the window runs without the container"
+		return slurm.NoPyxis + ": IMG-001..003 will be NOT MEASURED (the window INCOMPLETE); it runs without the container"
 	}
 	return "srun on the login node lists --container-image (Pyxis): each node imports the pin with srun --container-image"
 }

@@ -29,6 +29,11 @@ func EnrootURI(ref string) (string, error) {
 	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789/._-") != "" {
 		return "", fmt.Errorf("%q: enroot takes an image name of lowercase letters, digits and ./_- only, got %q", short(ref), short(name))
 	}
+	// Pyxis takes an image that starts with . or / for a squashfs file on
+	// the node: the node's file, not the pinned image.
+	if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "/") || strings.HasPrefix(registry, ".") {
+		return "", fmt.Errorf("%q: Pyxis would take %q for a file on the node: name the image in its registry", short(ref), short(name))
+	}
 	if registry != "" {
 		return registry + "#" + name + ":" + digest, nil
 	}

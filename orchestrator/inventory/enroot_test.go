@@ -19,7 +19,8 @@ func TestEnrootURI(t *testing.T) {
 			t.Errorf("EnrootURI(%q) = %q, %v; want %q", tc.ref, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"nvcr.io/nvidia/pytorch:24.12", "nvcr.io/NVIDIA/PyTorch@" + pin, "nvcr.io/@" + pin} {
+	for _, bad := range []string{"nvcr.io/nvidia/pytorch:24.12", "nvcr.io/NVIDIA/PyTorch@" + pin, "nvcr.io/@" + pin,
+		"/srv/img@" + pin, "./img@" + pin, ".hidden/img@" + pin} { // Pyxis: a squashfs file on the node
 		if got, err := EnrootURI(bad); err == nil {
 			t.Errorf("EnrootURI(%q) = %q, accepted", bad, got)
 		}

@@ -73,7 +73,9 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 		case ni.Unverified != "":
 			notMeasured(&match, ni.Unverified)
 		case ni.Match && res.Pyxis != nil:
-			match.Status, match.Measured = record.Pass, fmt.Sprintf("Pyxis imported sha256:%s (srun step of %.1f s: import, start, smoke)", shortHex(ni.ID), ni.LoadSecs)
+			// enroot pulled by the pin's digest and checked the layers
+			// against that manifest; it does not hash the manifest.
+			match.Status, match.Measured = record.Pass, fmt.Sprintf("enroot pulled sha256:%s by digest (srun step of %.1f s: import, start, smoke)", shortHex(ni.ID), ni.LoadSecs)
 			if ni.LoadSecs > 0 {
 				match.Measure(ni.LoadSecs, record.UnitSeconds)
 			}
@@ -86,6 +88,13 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 			match.Status, match.Measured, match.Detail = record.Fail, "sha256:"+shortHex(ni.ID), firstNonEmpty(ni.Error, pr.Error)
 		}
 		out = append(out, match)
+		if ni.Unverified != "" {
+			// Which image ran is not known: its start says nothing of the pin.
+			started := record.NewVerdict("IMG-002", n.Name)
+			notMeasured(&started, ni.Unverified)
+			out = append(out, started)
+			continue
+		}
 		if ni.Smoke != nil {
 			sv := record.NewVerdict("IMG-002", n.Name)
 			sv.Measured = fmt.Sprintf("%.2f s: %s", ni.Smoke.Secs, firstLine(ni.Smoke.Output))

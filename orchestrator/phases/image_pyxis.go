@@ -71,7 +71,7 @@ func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 		mu.Lock()
 		defer mu.Unlock()
 		ni := res.Nodes[n.Name]
-		judgePyxisStep(res, ni, words, err)
+		judgePyxisStep(res, ni, uri, words, err)
 		ni.LoadSecs = secs
 		ni.Smoke = &Smoke{Command: cmd, Secs: secs, Ready: ready, Output: words.Output}
 		if err != nil {
@@ -85,18 +85,29 @@ func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 
 // judgePyxisStep records what one node's step says: the image Pyxis
 // imported and whether its digest is the pin, or why it failed.
-func judgePyxisStep(res *Imaged, ni *NodeImage, words pyxisWords, err error) {
+//
+// Pyxis's "imported docker image" repeats the reference the window gave
+// it, which enroot pulled by the pin's digest: so the line must be that
+// reference exactly. enroot checks the image's layers and config against
+// the manifest it fetched by that digest, not the manifest itself; IMG-001
+// says as much.
+func judgePyxisStep(res *Imaged, ni *NodeImage, uri string, words pyxisWords, err error) {
 	if len(words.Imported) > 0 {
-		ni.Imported = words.Imported[0]
+		ni.Imported = clipWords(words.Imported[0], 200)
 		ni.ID = digestOf(ni.Imported)
 	}
 	switch {
-	case ni.Imported != "" && ni.ID != res.Pin:
-		ni.Error = fmt.Sprintf("Pyxis imported %s, not the pin sha256:%s", ni.Imported, res.Pin)
+	case ni.Imported != "" && words.Imported[0] != uri:
+		ni.Error = fmt.Sprintf("Pyxis imported %s, not the pin's %s", ni.Imported, uri)
 	case ni.Imported != "":
 		ni.Match = true
 	case err != nil && len(words.Errors) > 0:
-		ni.Error = "srun --container-image: " + words.failure()
+		ni.Error = "srun --container-image: " + clipWords(words.failure(), 300)
+	case err != nil && words.notStarted() != "":
+		// Slurm never ran the step: nothing of the node was measured.
+		ni.NotMeasured = "srun did not run the import step: " + words.notStarted()
+	case err != nil && len(words.Slurm) > 0:
+		ni.Error = "srun --container-image: " + words.Slurm[len(words.Slurm)-1]
 	case err != nil:
 		ni.Error = fmt.Sprintf("srun --container-image: %v", err)
 	default:
@@ -110,7 +121,7 @@ func judgePyxisStep(res *Imaged, ni *NodeImage, words pyxisWords, err error) {
 // runs the smoke command in it: a step of the window's own allocation
 // where it holds one (or a job of its own in the inventory's partition).
 func pyxisStep(w *orchestrator.Window, n *orchestrator.Node, uri string) string {
-	args := []string{"srun"}
+	args := append(containerGPUs(w), "srun")
 	args = append(args, slurmPlacement(w)...)
 	args = append(args, "--nodes=1", "--ntasks=1", "--nodelist="+remote.Quote(w.FabricHost(n)),
 		"--job-name="+remote.Quote("gpuaccept-"+w.RunID()+"-image"), "--container-image="+remote.Quote(uri))
@@ -167,9 +178,22 @@ func imageArgsOf(runtime string, res *Imaged) []string {
 		return nil
 	}
 	for _, ni := range res.Nodes {
-		if ni.Match || ni.Unverified != "" {
+		if ni.Match {
 			return []string{"--container-image=" + remote.Quote(res.Pyxis.URI)}
 		}
 	}
 	return nil
+}
+
+// containerGPUs are the variables, set before srun (which passes its
+// environment to the step, and Pyxis the step's to the container), that
+// give a container the node's GPUs with image.gpus all: enroot's NVIDIA
+// hook does nothing without NVIDIA_VISIBLE_DEVICES, and without compute
+// among the capabilities mounts nvidia-smi's libraries only. NGC images set
+// both themselves.
+func containerGPUs(w *orchestrator.Window) []string {
+	if w.Inv.Image.GPUs != "all" {
+		return nil
+	}
+	return []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"}
 }

@@ -52,7 +52,7 @@ func TestImageThroughPyxis(t *testing.T) {
 	if login.Ran(`--container-image=`) != 2 {
 		t.Errorf("%d import steps, want one per node", login.Ran(`--container-image=`))
 	}
-	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Status != record.Pass || !strings.Contains(v.Measured, "Pyxis imported sha256:5d5d5d5d5d5d") {
+	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Status != record.Pass || !strings.Contains(v.Measured, "enroot pulled sha256:5d5d5d5d5d5d by digest") {
 		t.Errorf("IMG-001 h1: %s %q %q", v.Status, v.Measured, v.Detail)
 	}
 	if v := verdictOf(t, rec, "IMG-002", "h1"); v.Status != record.Pass || !strings.Contains(v.Measured, "GPU 0: NVIDIA H100") {
@@ -76,7 +76,7 @@ func TestImagePyxisOtherDigest(t *testing.T) {
 	rec, _ := pyxisWindow(t, srunHelpPyxis, func(node, uri string) fake.Reply {
 		return fake.Reply{Stdout: "pyxis: imported docker image: " + other + "\nok\n"}
 	})
-	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Status != record.Fail || !strings.Contains(v.Detail, "Pyxis imported "+other+", not the pin sha256:5d5d") {
+	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Status != record.Fail || !strings.Contains(v.Detail, "Pyxis imported "+other+", not the pin's ") || !strings.Contains(v.Detail, ":sha256:5d5d") {
 		t.Errorf("IMG-001 h1: %s %q %q", v.Status, v.Measured, v.Detail)
 	}
 }
@@ -128,5 +128,20 @@ func TestImageArgsOf(t *testing.T) {
 		if got := imageArgsOf(c.rt, c.res); got != nil {
 			t.Errorf("%s: %q", name, got)
 		}
+	}
+}
+
+// Pyxis says "imported docker image" before the container runs anything:
+// the same words from the command (after its first line) are the
+// command's, and a step that printed only those checked no pin.
+func TestPyxisImportedLineFromTheContainer(t *testing.T) {
+	uri := "10.0.0.1:5000#img:sha256:" + strings.Repeat("ab", 32)
+	w := parsePyxis("GPU 0: fake\npyxis: imported docker image: " + uri + "\n")
+	if len(w.Imported) != 0 || !strings.Contains(w.Output, "pyxis: imported docker image") {
+		t.Errorf("the container's own line taken for Pyxis's: %+v", w)
+	}
+	w = parsePyxis("srun: error: Unable to create step for job 7: Requested node configuration is not available\n")
+	if w.notStarted() == "" {
+		t.Errorf("a step that never ran: %+v", w)
 	}
 }

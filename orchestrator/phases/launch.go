@@ -109,6 +109,10 @@ func (j job) srunCommand(w *orchestrator.Window) string {
 	for m := w.Inv.Phases.AllReduce.MPIArgs; len(m) >= 3; m = m[3:] {
 		env = append(env, "OMPI_MCA_"+m[1]+"="+m[2])
 	}
+	image := containerImageArgs(w)
+	if len(image) > 0 {
+		env = append(env, containerGPUs(w)...)
+	}
 	args := append(envPrefix(env), "srun", fmt.Sprintf("--nodes=%d", len(j.nodes)),
 		fmt.Sprintf("--ntasks-per-node=%d", j.ranksPerNode), "--nodelist="+remote.Quote(strings.Join(hosts, ",")),
 		"--mpi="+remote.Quote(sl.MPI), "--kill-on-bad-exit=1", "--job-name="+remote.Quote(j.jobName(w)))
@@ -129,7 +133,7 @@ func (j job) srunCommand(w *orchestrator.Window) string {
 	}
 	// In the pinned image where the image phase imported it through Pyxis
 	// (image.runtime pyxis): the benchmark is then the image's.
-	args = append(args, containerImageArgs(w)...)
+	args = append(args, image...)
 	return strings.Join(append(args, j.bench.args()...), " ")
 }
 
@@ -237,7 +241,9 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 	if err != nil {
 		return Sweep{Error: err.Error()}
 	}
-	if j.supportsJSON(sctx, w) {
+	// -J is asked of the node's benchmark, and the image's would write the
+	// report (if it takes -J at all, and sees the path): not in a container.
+	if len(containerImageArgs(w)) == 0 && j.supportsJSON(sctx, w) {
 		// $HOME expands on the node that runs rank 0.
 		j.bench.json = fmt.Sprintf(`"%s/%s-%d.json"`, nodeDir(w), j.log, time.Now().UnixNano())
 	}

@@ -20,6 +20,9 @@ type pyxisWords struct {
 	// plugin's task_init failing), without slurmstepd's prefix, enroot's
 	// log lines trimmed of their indent.
 	Errors []string
+	// Slurm are srun's and slurmstepd's other error lines (a step that
+	// did not start: "Unable to create step", "Can not execute"), bounded.
+	Slurm []string
 	// Output is what is neither Pyxis's nor srun's or slurmstepd's: the
 	// command's own output.
 	Output string
@@ -42,7 +45,12 @@ func parsePyxis(out string) pyxisWords {
 		}
 		switch {
 		case strings.HasPrefix(body, "pyxis: imported docker image: "):
-			if ref := strings.TrimSpace(strings.TrimPrefix(body, "pyxis: imported docker image: ")); ref != "" && len(w.Imported) < maxPyxisLines {
+			// Pyxis says it before the container runs anything: the same
+			// words after the command's first line are the command's.
+			ref := strings.TrimSpace(strings.TrimPrefix(body, "pyxis: imported docker image: "))
+			if len(rest) > 0 {
+				rest = append(rest, line)
+			} else if ref != "" && len(w.Imported) < maxPyxisLines {
 				w.Imported = append(w.Imported, ref)
 			}
 		case strings.HasPrefix(body, "pyxis:"):
@@ -57,6 +65,9 @@ func parsePyxis(out string) pyxisWords {
 				}
 			}
 		case strings.HasPrefix(body, "srun:") || strings.HasPrefix(body, "slurmstepd"):
+			if strings.Contains(body, "error") && len(w.Slurm) < maxPyxisLines {
+				w.Slurm = append(w.Slurm, clipWords(body, 300))
+			}
 		default:
 			rest = append(rest, line)
 		}
@@ -96,4 +107,32 @@ func digestOf(ref string) string {
 		return ""
 	}
 	return h
+}
+
+// notStarted is srun's line saying the step never ran its command (it
+// could not be created, or the command could not be executed), "" when
+// none does: nothing was imported, nothing of the node measured.
+func (w pyxisWords) notStarted() string {
+	for _, l := range w.Slurm {
+		for _, m := range []string{"Unable to create step", "Can not execute", "Job step creation", "execve():"} {
+			if strings.Contains(l, m) {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// clipWords bounds a node's line and keeps it printable.
+func clipWords(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "..."
+	}
+	return s
 }
