@@ -399,7 +399,7 @@ func (w *Window) judgeAllocation() []record.Verdict {
 	if s.NotGranted != "" {
 		v.Status, v.Measured, v.Detail = record.Skip, "not granted", clipText(s.NotGranted, 300)
 		v.Incomplete = "no Slurm allocation: " + clipText(s.NotGranted, 200)
-		return append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
+		return append([]record.Verdict{v}, partitionVerdict(s.Partition, false)...)
 	}
 	var names []string
 	for _, n := range s.Nodes {
@@ -413,7 +413,7 @@ func (w *Window) judgeAllocation() []record.Verdict {
 		v.Status, v.Detail = record.Warn, clipText(fmt.Sprintf("NOT given back at the window's end (%s): scancel %s on the login node",
 			s.CancelError, s.JobID), 300)
 	}
-	out := append([]record.Verdict{v}, partitionVerdict(s.Partition)...)
+	out := append([]record.Verdict{v}, partitionVerdict(s.Partition, true)...)
 	constraint := ""
 	if a := w.Inv.Slurm.Allocate; a != nil {
 		constraint = a.Constraint

@@ -49,7 +49,14 @@ func (w *Window) readPartition(ctx context.Context, login slurm.Login, spec slur
 
 // partitionVerdict is SLURM-004: the partition lets the window's job run
 // as asked; nil for a record made before the partition was read.
-func partitionVerdict(p *record.SlurmPartition) []record.Verdict {
+//
+// A limit the window asks past is the buyer's ask, not the provider's
+// fault, unless it is the partition's state: the window is INCOMPLETE
+// (change what the inventory asks), not NOT ACCEPTED. And once Slurm
+// granted the job, it let the window past the limits read (a QOS with
+// PartitionTimeLimit or PartitionMaxNodes, an admin): they are said, not
+// failed.
+func partitionVerdict(p *record.SlurmPartition, granted bool) []record.Verdict {
 	if p == nil {
 		return nil
 	}
@@ -65,9 +72,24 @@ func partitionVerdict(p *record.SlurmPartition) []record.Verdict {
 	}
 	v.Measured = clipText(PartitionSummary(p), 200)
 	asked := AskedText(p)
+	var state, asks []string
+	for _, c := range p.Cuts {
+		if strings.HasPrefix(c, "State ") {
+			state = append(state, c)
+		} else {
+			asks = append(asks, c)
+		}
+	}
 	switch {
-	case len(p.Cuts) > 0:
+	case len(p.Cuts) > 0 && granted:
+		v.Status, v.Detail = record.Pass, clipText("Slurm granted the job past the limits read (a QOS or the site lifts them): "+
+			strings.Join(p.Cuts, "; "), 400)
+	case len(state) > 0:
 		v.Status, v.Detail = record.Fail, clipText(strings.Join(p.Cuts, "; "), 400)
+	case len(asks) > 0:
+		v.Status, v.Measured, v.Detail = record.Skip, "asked past its limits", clipText(strings.Join(asks, "; "), 400)
+		v.Incomplete = clipText("the window asks partition "+name+" past its limits ("+strings.Join(asks, "; ")+
+			"): change what slurm.allocate, slurm.account or slurm.qos ask", 400)
 	case len(p.Unread) > 0:
 		v.Status, v.Detail = record.Skip, clipText("not judged: "+strings.Join(p.Unread, ", ")+" not read", 300)
 		v.Incomplete = clipText("NOT MEASURED: Slurm partition "+name+" states "+strings.Join(p.Unread, ", ")+" in words not read", 300)

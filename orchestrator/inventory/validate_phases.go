@@ -542,6 +542,14 @@ func (v *validator) slurm() {
 	} else if strings.ContainsAny(s.MPI, " \t'\"") {
 		v.problem(k+"mpi", "%q is not an srun --mpi plugin name", short(s.MPI))
 	}
+	switch {
+	case strings.Contains(s.Partition, ","):
+		// salloc takes a list and picks one; the window holds the one it
+		// asks of to its limits (SLURM-004).
+		v.problem(k+"partition", "%q: one partition, whose limits the window reads and holds to what it asks: not a list", short(s.Partition))
+	case strings.Trim(s.Partition, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != "":
+		v.problem(k+"partition", "%q is not a Slurm partition name (letters, digits, _ . -)", short(s.Partition))
+	}
 	v.nonNegativeDuration(k+"timeout", s.Timeout)
 	v.slurmAllocate()
 	v.stepArgs()

@@ -130,7 +130,7 @@ func TestPyxisImageAndAllReduceInTheContainer(t *testing.T) {
 	}
 	for _, h := range srunHosts {
 		v := verdict(r, "IMG-001", h)
-		if v.Status != record.Pass || !strings.Contains(v.Measured, "Pyxis imported sha256:"+im.Pin[:12]) {
+		if v.Status != record.Pass || !strings.Contains(v.Measured, "enroot pulled sha256:"+im.Pin[:12]+" by digest") {
 			t.Errorf("IMG-001 %s: %s %q %q", h, v.Status, v.Measured, v.Detail)
 		}
 		if v := verdict(r, "IMG-002", h); v.Status != record.Pass || !strings.Contains(v.Measured, "gpuaccept lab image for Pyxis") {

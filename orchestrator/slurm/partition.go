@@ -132,7 +132,10 @@ func listed(what, asked, allowKey, allow, denyKey, deny string) []string {
 	if asked == "" {
 		return nil
 	}
-	in := func(list string) bool { return slices.Contains(strings.Split(list, ","), asked) }
+	// Slurm keeps account names in lower case, and matches them so.
+	in := func(list string) bool {
+		return slices.ContainsFunc(strings.Split(list, ","), func(x string) bool { return strings.EqualFold(x, asked) })
+	}
 	var cuts []string
 	if allow != "" && allow != "ALL" && !in(allow) {
 		cuts = append(cuts, fmt.Sprintf("%s %s: not the window's %s %s", allowKey, allow, what, asked))
