@@ -103,8 +103,10 @@ func TestWindowInItsOwnSlurmAllocation(t *testing.T) {
 	if f.Host("h1").Ran(`^hostname$`) == 0 {
 		t.Error("the window never ran a command on the allocation's h1")
 	}
+	// The job given back last, then the login node's scratch removed.
 	calls := login.Commands()
-	if last := calls[len(calls)-1]; !strings.HasPrefix(last, "squeue -h -j 7") || login.Ran(`^scancel 7$`) != 1 {
+	if n := len(calls); n < 2 || !strings.HasPrefix(calls[n-2], "squeue -h -j 7") || login.Ran(`^scancel 7$`) != 1 ||
+		!strings.Contains(calls[n-1], "gpuaccept-") || !strings.Contains(calls[n-1], "-login; if [ -d") {
 		t.Errorf("the job was not given back last: %q", calls)
 	}
 	if v := verdictOf(t, rec, "SLURM-001", ""); v.Status != record.Pass || !strings.Contains(v.Measured, "job 7: h[1-2], 2 node(s)") {
