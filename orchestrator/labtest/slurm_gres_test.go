@@ -23,6 +23,12 @@ func withGRES(t *testing.T, l *lab.Lab, perNode int, on map[string]int) {
 	if err := l.SlurmGRES(t.Context(), perNode, on); err != nil {
 		t.Fatal(err)
 	}
+	withoutGRESAfter(t, l)
+}
+
+// withoutGRESAfter puts the lab's Slurm back without GRES when the test
+// ends.
+func withoutGRESAfter(t *testing.T, l *lab.Lab) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -244,13 +250,7 @@ func TestSlurmGRESTypeNamesAnotherGPU(t *testing.T) {
 	if err := l.SlurmGRESSpec(t.Context(), "gpu:h100:8", map[string]string{"h3": "gpu:a100:8"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := l.Slurm(ctx); err != nil {
-			t.Errorf("the lab's Slurm without GRES again: %v", err)
-		}
-	})
+	withoutGRESAfter(t, l)
 	prepare(t, l, nil)
 	inv := allocatingInventory(t, l, "  allocate: {nodelist: \"h[1-3]\"}\n", "")
 	runs := t.TempDir()
