@@ -93,7 +93,7 @@ func pyxisImage(ctx context.Context, w *orchestrator.Window, nodes []*orchestrat
 // says as much.
 func judgePyxisStep(res *Imaged, ni *NodeImage, uri string, words pyxisWords, err error) {
 	if len(words.Imported) > 0 {
-		ni.Imported = clipWords(words.Imported[0], 200)
+		ni.Imported = slurm.Printable(words.Imported[0], 200)
 		ni.ID = digestOf(ni.Imported)
 	}
 	switch {
@@ -102,7 +102,7 @@ func judgePyxisStep(res *Imaged, ni *NodeImage, uri string, words pyxisWords, er
 	case ni.Imported != "":
 		ni.Match = true
 	case err != nil && len(words.Errors) > 0:
-		ni.Error = "srun --container-image: " + clipWords(words.failure(), 300)
+		ni.Error = "srun --container-image: " + slurm.Printable(words.failure(), 300)
 	case err != nil && words.notStarted() != "":
 		// Slurm never ran the step: nothing of the node was measured.
 		ni.NotMeasured = "srun did not run the import step: " + words.notStarted()

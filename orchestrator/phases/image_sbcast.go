@@ -11,6 +11,7 @@ import (
 
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/slurm"
 	"gpuaccept/remote"
 )
 
@@ -135,7 +136,7 @@ func jobNodes(ctx context.Context, w *orchestrator.Window, login *orchestrator.N
 	list := strings.TrimSpace(string(out))
 	names, err = hostlist.Expand(list)
 	if err != nil || len(names) == 0 {
-		return nil, fmt.Sprintf("the job's nodes: squeue said %q", clip(list, 80))
+		return nil, fmt.Sprintf("the job's nodes: squeue said %q", slurm.Printable(list, 80))
 	}
 	return names, ""
 }

@@ -2,6 +2,8 @@ package phases
 
 import (
 	"strings"
+
+	"gpuaccept/orchestrator/slurm"
 )
 
 // What Pyxis says, read from srun's output. Pyxis (NVIDIA's SPANK plugin
@@ -66,7 +68,7 @@ func parsePyxis(out string) pyxisWords {
 			}
 		case strings.HasPrefix(body, "srun:") || strings.HasPrefix(body, "slurmstepd"):
 			if strings.Contains(body, "error") && len(w.Slurm) < maxPyxisLines {
-				w.Slurm = append(w.Slurm, clipWords(body, 300))
+				w.Slurm = append(w.Slurm, slurm.Printable(body, 300))
 			}
 		default:
 			rest = append(rest, line)
@@ -121,18 +123,4 @@ func (w pyxisWords) notStarted() string {
 		}
 	}
 	return ""
-}
-
-// clipWords bounds a node's line and keeps it printable.
-func clipWords(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "..."
-	}
-	return s
 }

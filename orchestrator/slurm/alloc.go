@@ -203,12 +203,12 @@ func Allocate(ctx context.Context, login Login, s Spec, within time.Duration, jo
 			}
 			return Allocation{}, ng
 		}
-		return Allocation{}, fmt.Errorf("%s: salloc: %s: %w", login.Name(), printable(lines.Tail(), 400), err)
+		return Allocation{}, fmt.Errorf("%s: salloc: %s: %w", login.Name(), Printable(lines.Tail(), 400), err)
 	}
 	if j == "" {
 		giveBack()
 		return Allocation{}, fmt.Errorf("%s: salloc ended without naming its job (%s); any job named %s given back",
-			login.Name(), printable(lines.Tail(), 400), s.Name)
+			login.Name(), Printable(lines.Tail(), 400), s.Name)
 	}
 	a, err := Find(ctx, login, j, s.Name)
 	if err != nil {
@@ -264,15 +264,15 @@ func Find(ctx context.Context, login Login, id, name string) (Allocation, error)
 		return Allocation{}, fmt.Errorf("%s: scontrol show job %s: no such job in what it printed", login.Name(), id)
 	}
 	if got := rec["JobName"]; name != "" && got != name {
-		return Allocation{}, fmt.Errorf("%s: slurm job %s is %q, not the window's %q", login.Name(), id, printable(got, 80), name)
+		return Allocation{}, fmt.Errorf("%s: slurm job %s is %q, not the window's %q", login.Name(), id, Printable(got, 80), name)
 	}
-	a := Allocation{JobID: id, State: printable(rec["JobState"], 40), NodeList: rec["NodeList"]}
+	a := Allocation{JobID: id, State: Printable(rec["JobState"], 40), NodeList: rec["NodeList"]}
 	if a.State != "RUNNING" {
-		return a, &NotRunning{JobID: id, State: a.State, Reason: printable(rec["Reason"], 100)}
+		return a, &NotRunning{JobID: id, State: a.State, Reason: Printable(rec["Reason"], 100)}
 	}
 	names, err := hostlist.Expand(a.NodeList)
 	if err != nil || len(names) == 0 {
-		return a, fmt.Errorf("%s: slurm job %s: node list %q: %v", login.Name(), id, printable(a.NodeList, 200), err)
+		return a, fmt.Errorf("%s: slurm job %s: node list %q: %v", login.Name(), id, Printable(a.NodeList, 200), err)
 	}
 	nodes, err := Describe(ctx, login, a.NodeList)
 	if err != nil {
@@ -286,11 +286,11 @@ func Find(ctx context.Context, login Login, id, name string) (Allocation, error)
 	for _, name := range names {
 		n, ok := by[name]
 		if !ok {
-			return a, fmt.Errorf("%s: slurm job %s: scontrol shows no node %s", login.Name(), id, printable(name, 80))
+			return a, fmt.Errorf("%s: slurm job %s: scontrol shows no node %s", login.Name(), id, Printable(name, 80))
 		}
 		if !nodeName.MatchString(n.Name) || n.Addr != "" && !nodeAddr.MatchString(n.Addr) {
 			return a, fmt.Errorf("%s: slurm job %s: node %q at %q is no name and address a window can use", login.Name(), id,
-				printable(n.Name, 80), printable(n.Addr, 80))
+				Printable(n.Name, 80), Printable(n.Addr, 80))
 		}
 		addr := cmp.Or(n.Addr, n.Name)
 		if prev, dup := addrs[addr]; dup {
@@ -345,7 +345,7 @@ func Describe(ctx context.Context, login Login, list string) ([]Node, error) {
 	}
 	var nodes []Node
 	for _, r := range parse.ScontrolRecords(out, "Reason") {
-		f := func(k string, n int) string { return printable(null(r[k]), n) }
+		f := func(k string, n int) string { return Printable(null(r[k]), n) }
 		n := Node{Name: f("NodeName", 100), Addr: f("NodeAddr", 100), HostName: f("NodeHostName", 100), State: f("State", 100),
 			Reason: f("Reason", 200), GRES: f("Gres", 200), Features: f("ActiveFeatures", 200)}
 		if n.Name != "" {
@@ -373,7 +373,7 @@ func Cancel(ctx context.Context, login Login, id string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: slurm job %s still listed (%s) %s after scancel", login.Name(), id, printable(strings.TrimSpace(out), 60), cancelWithin)
+			return fmt.Errorf("%s: slurm job %s still listed (%s) %s after scancel", login.Name(), id, Printable(strings.TrimSpace(out), 60), cancelWithin)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -401,12 +401,12 @@ func squeueReason(ctx context.Context, login Login, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := output(ctx, login, "squeue -h -j "+id+" -o %r")
-	return printable(strings.TrimSpace(firstLine(out)), 200), err
+	return Printable(strings.TrimSpace(firstLine(out)), 200), err
 }
 
-// printable is s without control characters, at most n bytes: a login
+// Printable is s without control characters, at most n bytes: a login
 // node's words go into the evidence and onto the buyer's terminal.
-func printable(s string, n int) string {
+func Printable(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
 			return -1
@@ -567,5 +567,5 @@ func lastSlurmLine(out string) string {
 	if len(said) > 3 {
 		said = said[len(said)-3:]
 	}
-	return printable(strings.Join(said, "; "), 400)
+	return Printable(strings.Join(said, "; "), 400)
 }

@@ -44,7 +44,7 @@ func partitionName(name string) string {
 	if name == "" {
 		return "(the default)"
 	}
-	return printable(name, 80)
+	return Printable(name, 80)
 }
 
 // said is the last words a command printed, one line, printable and
@@ -62,7 +62,7 @@ func said(out string) string {
 	if len(lines) == 0 {
 		return "nothing said"
 	}
-	return printable(strings.Join(lines, "; "), 200)
+	return Printable(strings.Join(lines, "; "), 200)
 }
 
 // clean is p with every field printable and bounded: the login node's
@@ -70,7 +70,7 @@ func said(out string) string {
 func clean(p parse.SlurmPartition) parse.SlurmPartition {
 	for _, f := range []*string{&p.Name, &p.State, &p.MaxTime, &p.DefaultTime, &p.MaxNodes, &p.MinNodes, &p.TotalNodes,
 		&p.AllowAccounts, &p.DenyAccounts, &p.AllowQOS, &p.DenyQOS, &p.QOS} {
-		*f = printable(*f, 200)
+		*f = Printable(*f, 200)
 	}
 	return p
 }
