@@ -3,7 +3,7 @@
 # command when its channel closes (no pty), so without this a cancelled or
 # orphaned benchmark would keep a rented GPU busy.
 #
-#   bash -c GUARD gpuaccept-guard COMMAND LEASE GRACE STDIN
+#   bash -c GUARD gpuaccept-guard COMMAND LEASE GRACE STDIN [SELF]
 #
 # The command runs as `bash -c COMMAND` in a session and process group of
 # its own, so the whole tree can be signalled at once. The guard's own stdin
@@ -11,11 +11,14 @@
 #   h        heartbeat; silence longer than LEASE seconds ends the command
 #   d N      N bytes of the command's stdin follow (only when STDIN=1)
 #   e        the command's stdin ends
+#   k NAME   the command NAME (SELF) is cancelled: one job step runs a
+#            command on each of many nodes, and every node's guard hears
+#            the one control stream (srun_step.sh)
 # End of the control stream (the channel closed, the connection or the
 # coordinator died) ends the command: TERM to its group, KILL after GRACE.
 # Processes that leave the group on purpose (setsid) are not followed.
 set -u
-cmd=$1 lease=$2 grace=$3 withstdin=$4
+cmd=$1 lease=$2 grace=$3 withstdin=$4 self=${5-}
 dir= pid= killer=
 
 # Signal the command's group and the command itself: until the child has
@@ -109,6 +112,12 @@ control() {
     fi
     case $op in
       h) ;;
+      k)
+        if [ -n "$self" ] && [ "$n" = "$self" ]; then
+          kill -USR1 $$
+          exit 0
+        fi
+        ;;
       d)
         # Read the frame whole before passing it on, so a command that stops
         # reading its stdin early cannot leave half a frame in the stream.

@@ -27,6 +27,9 @@ type Logins struct {
 	changed  chan struct{} // closed and replaced whenever a slot may have freed
 	refs     int
 	dial     func(ctx context.Context, cfg SSHConfig) (*Client, error)
+	// steppers gather the commands of each job's nodes into shared job
+	// steps (srun_step.go), one per job and step options.
+	steppers map[string]*stepper
 }
 
 type loginConn struct {

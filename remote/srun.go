@@ -39,6 +39,10 @@ type SrunConfig struct {
 	// yet, retrying without end, which would hold the command until its
 	// phase's deadline.
 	StepStart time.Duration
+	// StepEach makes every command a job step of its own; by default the
+	// commands the job's nodes start together share one step
+	// (srun_step.go).
+	StepEach bool
 }
 
 // stepStart bounds how long Slurm may take to start a step, beyond
@@ -86,9 +90,11 @@ func (s SrunConfig) dial(ctx context.Context, name string) (Executor, error) {
 	}
 	done()
 	closing, cancel := context.WithCancel(context.Background())
+	stepStart := cmp.Or(s.StepStart, stepStartLimit)
 	return &Srun{
 		name: name, node: s.Node, job: s.Job, addr: cmp.Or(s.Addr, s.Node), args: s.StepArgs, logins: logins,
-		beat: c.cfg.KeepaliveInterval, lease: c.cfg.GuardLease, stepStart: cmp.Or(s.StepStart, stepStartLimit),
+		beat: c.cfg.KeepaliveInterval, lease: c.cfg.GuardLease, stepStart: stepStart,
+		steps: logins.stepperFor(s.Job, s.StepArgs, c.cfg.KeepaliveInterval, c.cfg.GuardLease, stepStart), each: s.StepEach,
 		closing: closing, closeAll: cancel,
 	}, nil
 }
@@ -131,6 +137,11 @@ type Srun struct {
 	logins                *Logins
 	beat, lease           time.Duration
 	stepStart             time.Duration
+	// steps gathers the job's nodes' commands into shared steps, unless
+	// each; alone is set once the node could not take part in one.
+	steps *stepper
+	each  bool
+	alone atomic.Bool
 
 	closing  context.Context
 	closeAll context.CancelFunc
@@ -166,6 +177,7 @@ func (s *Srun) Close() error {
 	if first {
 		s.closeAll()
 		s.running.Wait()
+		s.steps.release()
 		s.logins.release()
 	}
 	return nil
@@ -206,6 +218,31 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 		return err
 	}
 	defer s.running.Done()
+	grace := cmd.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	if !s.each && cmd.Stdin == nil && !s.alone.Load() && !strings.ContainsRune(cmd.Command, 0) {
+		if err, alone := s.steps.run(ctx, s, cmd, grace); !alone {
+			return err
+		}
+	}
+	// A step of its own is a session on the login node of its own: a
+	// fan-out of uploads to a thousand nodes waits its turn here rather
+	// than dial a hundred connections.
+	select {
+	case s.steps.alone <- struct{}{}:
+		defer func() { <-s.steps.alone }()
+	case <-ctx.Done():
+		return s.endedEarly(ctx, cmd)
+	case <-s.closing.Done():
+		return s.endedEarly(ctx, cmd)
+	}
+	return s.runAlone(ctx, cmd, grace)
+}
+
+// runAlone runs cmd as a job step of its own.
+func (s *Srun) runAlone(ctx context.Context, cmd Cmd, grace time.Duration) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -221,10 +258,6 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	}
 	defer done()
 
-	grace := cmd.Grace
-	if grace <= 0 {
-		grace = defaultGrace
-	}
 	// The node's guard hears the coordinator through the srun's stdin: its
 	// own control stream, carried as data of the login guard's.
 	pr, pw := io.Pipe()

@@ -62,8 +62,9 @@ func srunTo(t *testing.T, l *lab.Lab, logins *remote.Logins, job, host string) r
 }
 
 // The srun executor keeps the executor contract on the lab's real Slurm:
-// every command is a step on h2, started from the login node h1, the only
-// host it reaches over SSH. Its way to the node goes away by a cut link
+// every command runs on h2 in a job step, a shared one (of one node here)
+// unless it has stdin, started from the login node h1, the only host it
+// reaches over SSH. Its way to the node goes away by a cut link
 // to the login node, which neither node hears of: the guard on h2 ends
 // the command when the heartbeats stop.
 func TestContractSrun(t *testing.T) {
@@ -71,6 +72,33 @@ func TestContractSrun(t *testing.T) {
 	job := allocate(t, l, "h2")
 	contract.Run(t, contract.Target{
 		New: func(t *testing.T) remote.Executor { return srunTo(t, l, nil, job, "h2") },
+		Cut: func(t *testing.T, _ remote.Executor) func() {
+			if err := l.Cut(t.Context(), "h1"); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := l.Restore(context.Background(), "h1"); err != nil {
+					t.Errorf("restore h1: %v", err)
+				}
+			}
+		},
+	})
+}
+
+// The executor contract holds as well with every command a job step of
+// its own (slurm.steps: each), the way commands with stdin always go.
+func TestContractSrunStepEach(t *testing.T) {
+	l := needLab(t)
+	job := allocate(t, l, "h2")
+	contract.Run(t, contract.Target{
+		New: func(t *testing.T) remote.Executor {
+			e, err := remote.DialNode(t.Context(), remote.Config{Name: "h2", Srun: &remote.SrunConfig{
+				Login: config(t, l, "h1"), Job: job, Node: "h2", Addr: l.Host("h2").Addr, StepEach: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		},
 		Cut: func(t *testing.T, _ remote.Executor) func() {
 			if err := l.Cut(t.Context(), "h1"); err != nil {
 				t.Fatal(err)

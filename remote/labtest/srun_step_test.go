@@ -1,0 +1,141 @@
+package labtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gpuaccept/remote"
+)
+
+// The commands the nodes of a job start together are one job step, not
+// one each: four nodes' commands at once are one step of the job (squeue
+// shows it while they run) and one srun on the login node. Each node's
+// output is its own to the byte (every byte value; a last line without a
+// newline). One of them cancelled ends on its node within its grace, its
+// command ignoring TERM, while the others run on, and leaves nothing.
+func TestSrunNodesShareOneStep(t *testing.T) {
+	l := needLab(t)
+	hosts := []string{"h2", "h3", "h4", "h5"}
+	job := allocate(t, l, hosts...)
+	logins := remote.NewLogins(config(t, l, "h1"))
+	var execs []remote.Executor
+	for _, h := range hosts {
+		execs = append(execs, srunTo(t, l, logins, job, h))
+	}
+	defer remote.CloseExecutors(execs)
+	before := logins.StepsStarted()
+
+	sleep, pattern := marker()
+	type result struct {
+		out, errout string
+		err         error
+		took        time.Duration
+	}
+	results := make([]result, len(hosts))
+	cancelled, cancel := context.WithCancel(t.Context())
+	var cancelledAt time.Time
+	var wg sync.WaitGroup
+	for i, e := range execs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cmd, grace := t.Context(), `sleep 3; hostname; printf 'bytes:\000\001\377'; printf 'no newline' >&2`, 5*time.Second
+			if i == 1 {
+				ctx, cmd, grace = cancelled, "trap '' TERM; "+sleep, time.Second
+			}
+			var so, se bytes.Buffer
+			err := e.Run(ctx, remote.Cmd{Command: cmd, Stdout: &so, Stderr: &se, Grace: grace})
+			results[i] = result{so.String(), se.String(), err, time.Since(cancelledAt)}
+		}()
+	}
+	login := dial(t, l, "h1")
+	time.Sleep(1500 * time.Millisecond)
+	steps, err := login.Output(t.Context(), "squeue -h -s -j "+job+" -o '%j %N'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelledAt = time.Now()
+	cancel()
+	wg.Wait()
+
+	var ours []string
+	for _, s := range strings.Split(strings.TrimSpace(string(steps)), "\n") {
+		if s != "" && !strings.HasPrefix(s, "extern ") {
+			ours = append(ours, s)
+		}
+	}
+	t.Logf("the job's steps while the commands ran: %q", ours)
+	if len(ours) != 1 || ours[0] != "gpuaccept-step h[2-5]" {
+		t.Errorf("the job's steps while four nodes' commands ran: %q; want one, over h[2-5]", ours)
+	}
+	if n := logins.StepsStarted() - before; n != 1 {
+		t.Errorf("four nodes' commands started together took %d shared steps, want 1", n)
+	}
+	for i, r := range results {
+		if i == 1 {
+			continue
+		}
+		if r.err != nil || r.out != hosts[i]+"\nbytes:\x00\x01\xff" || r.errout != "no newline" {
+			t.Errorf("%s: stdout %q, stderr %q, %v", hosts[i], r.out, r.errout, r.err)
+		}
+	}
+	c := results[1]
+	t.Logf("h3 cancelled: %v, %s after the cancel", c.err, c.took.Round(10*time.Millisecond))
+	if !errors.Is(c.err, context.Canceled) || !strings.HasPrefix(c.err.Error(), "h3: ") {
+		t.Errorf("h3's cancelled command: %v; want h3's context canceled", c.err)
+	}
+	if c.took > 10*time.Second {
+		t.Errorf("h3's cancelled command returned %s after the cancel, its grace 1s", c.took)
+	}
+	if out, _ := l.Exec(t.Context(), "h3", "pgrep", "-f", pattern); strings.TrimSpace(out) != "" {
+		t.Errorf("the cancelled command still runs on h3: %s", out)
+	}
+}
+
+// A node without perl (the step's runner) cannot take its command in a
+// shared step: it says so, and runs it as a step of its own, now and
+// after; the job's other nodes are not held up.
+func TestSrunNodeWithoutPerlRunsItsOwnStep(t *testing.T) {
+	l := needLab(t)
+	hosts := []string{"h6", "h7"}
+	job := allocate(t, l, hosts...)
+	if out, err := l.Exec(t.Context(), "h7", "mount", "--bind", "/dev/null", "/usr/bin/perl"); err != nil {
+		t.Fatalf("hide perl on h7: %s %v", out, err)
+	}
+	t.Cleanup(func() { _, _ = l.Exec(context.Background(), "h7", "umount", "/usr/bin/perl") })
+	logins := remote.NewLogins(config(t, l, "h1"))
+	var execs []remote.Executor
+	for _, h := range hosts {
+		execs = append(execs, srunTo(t, l, logins, job, h))
+	}
+	defer remote.CloseExecutors(execs)
+	for round := range 2 {
+		before := logins.StepsStarted()
+		var wg sync.WaitGroup
+		for _, e := range execs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var out bytes.Buffer
+				err := e.Run(t.Context(), remote.Cmd{Command: `hostname; perl -e 'print "perl\n"' 2>/dev/null || echo no perl`, Stdout: &out})
+				want := e.Name() + "\nperl\n"
+				if e.Name() == "h7" {
+					want = "h7\nno perl\n"
+				}
+				if err != nil || out.String() != want {
+					t.Errorf("round %d, %s: %q %v; want %q", round, e.Name(), out.String(), err, want)
+				}
+			}()
+		}
+		wg.Wait()
+		// Both nodes in the first shared step; then only h6.
+		if n := logins.StepsStarted() - before; n != 1 {
+			t.Errorf("round %d: %d shared steps, want 1", round, n)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+# gpuaccept step runner: runs the guard with its stdout and stderr on
+# pipes of its own and prints them as short hex lines on the task's
+# stdout ("o HEX", "e HEX"), then "x STATUS SIGNAL" once the guard ended.
+# Short lines, because srun --label marks whole lines and cuts them at
+# 1 KiB; hex, because the command's output may be any bytes and may end
+# without a newline. The guard's stdin (the control stream) is left to
+# the guard. Only what Debian's perl-base has (no MIME::Base64): a node
+# may have nothing more.
+use strict;
+use warnings;
+use POSIX ();
+
+# A TERM for the step is the guard's to act on (it stops the command
+# with its grace); the runner must outlive it to pass on the last words.
+$SIG{$_} = 'IGNORE' for qw(TERM HUP INT PIPE);
+sub say_ { my $l = shift; syswrite(STDOUT, $l) }
+
+pipe(my $or, my $ow) or do { say_("n pipe: $!\n"); exit 0 };
+pipe(my $er, my $ew) or do { say_("n pipe: $!\n"); exit 0 };
+my $pid = fork();
+defined $pid or do { say_("n fork: $!\n"); exit 0 };
+if ($pid == 0) {
+  close $or;
+  close $er;
+  open(STDOUT, '>&', $ow) or POSIX::_exit(126);
+  open(STDERR, '>&', $ew) or POSIX::_exit(126);
+  close $ow;
+  close $ew;
+  # Ignored signals stay ignored across exec: the guard sets its own.
+  $SIG{$_} = 'DEFAULT' for qw(TERM HUP INT PIPE);
+  no warnings 'exec';
+  exec { $ARGV[0] } @ARGV;
+  POSIX::_exit(127);
+}
+close $ow;
+close $ew;
+my %in = (o => $or, e => $er);
+while (%in) {
+  my $rin = '';
+  vec($rin, fileno($in{$_}), 1) = 1 for keys %in;
+  my $n = select(my $rout = $rin, undef, undef, undef);
+  next if $n <= 0;
+  for my $c (sort keys %in) {
+    next unless vec($rout, fileno($in{$c}), 1);
+    # 360 bytes: 720 of hex, a line inside srun's 1 KiB.
+    my $r = sysread($in{$c}, my $buf, 360);
+    next if !defined($r) && $!{EINTR};
+    if (!$r) {
+      close $in{$c};
+      delete $in{$c};
+      next;
+    }
+    say_("$c " . unpack('H*', $buf) . "\n");
+  }
+}
+while (waitpid($pid, 0) < 0 && $!{EINTR}) { }
+my $st = $?;
+say_(sprintf("x %d %d\n", ($st >> 8) & 255, $st & 127));

@@ -1,0 +1,50 @@
+# gpuaccept step: one task of a job step that runs a command on each of
+# its nodes at once (remote/srun_step.go), so that a fan-out over a
+# thousand nodes is one step and one srun on the login node, not a
+# thousand. Every task hears the same stream on its stdin (srun
+# --input=all): first the step's table, then the guards' control stream.
+#
+#   bash -c STEP gpuaccept-step LEASE GUARD RUNNER
+#
+# The table, one frame per line, the nodes first:
+#   n NODE I          node NODE runs command I
+#   c I LEN GRACE     LEN bytes of command I follow; GRACE its grace in s
+#   t                 the table ends; the control stream follows
+# What a task prints on its stdout, which srun --label marks with the
+# task's number, one short line each (srun cuts lines at 1 KiB):
+#   s NODE            (by sh, before bash starts) the task runs on NODE
+#   n WHY             the node cannot take its command in this step: the
+#                     coordinator runs it as a step of its own
+#   o HEX, e HEX      a chunk of the command's stdout, stderr (the runner)
+#   x STATUS SIGNAL   the command ended (the runner)
+set -u
+lease=$1 guard=$2 runner=$3
+me=${SLURMD_NODENAME-}
+# Bytes, not characters, for read -N; the command gets the locale back.
+lcset=${LC_ALL+x} lcall=${LC_ALL-}
+LC_ALL=C
+perl -e 'use POSIX (); 1' >/dev/null 2>&1 || { echo 'n there is no working perl on the node'; exit 0; }
+idx= mine= grace=
+while IFS=' ' read -r op a b c; do
+  case $op in
+    n) [ "$a" = "$me" ] && idx=$b ;;
+    c)
+      IFS= read -r -N "$b" text || { echo "n the step's table ended early"; exit 0; }
+      if [ -n "$idx" ] && [ "$a" = "$idx" ]; then
+        mine=$text grace=$c
+      fi
+      ;;
+    t) break ;;
+    *) echo "n the step's table holds a frame gpuaccept does not send"; exit 0 ;;
+  esac
+done
+[ -n "$grace" ] || { echo "n the step's table has no command for $me"; exit 0; }
+if [ -n "$lcset" ]; then LC_ALL=$lcall; else unset LC_ALL; fi
+# As stepClean (srun.go): the command sees the node as a login there
+# would, without the step's Slurm and PMI variables.
+cd "$HOME" 2>/dev/null || cd /
+for v in ${!SLURM@} ${!PMI@} ${!PMIX@} XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS \
+  XDG_SESSION_ID SSH_CLIENT SSH_CONNECTION SSH_TTY TMPDIR; do
+  unset "$v"
+done
+exec perl -e "$runner" bash -c "$guard" gpuaccept-guard "$mine" "$lease" "$grace" 0 "$me"

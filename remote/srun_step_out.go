@@ -1,0 +1,205 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// What a shared step's tasks print (srun_step.sh, srun_step.pl), read
+// line by line: each line marked by srun with the task's number, so that
+// a node speaks only for itself.
+
+// stepOutput reads the step's stdout: "N: FRAME" lines, N the task's
+// number srun marks them with.
+type stepOutput struct {
+	b    *stepBatch
+	line []byte
+	long bool // the current line is past stepLineBytes: dropped
+}
+
+func (o *stepOutput) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			o.keep(p)
+			break
+		}
+		o.keep(p[:i])
+		o.end()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (o *stepOutput) keep(p []byte) {
+	if len(o.line)+len(p) > stepLineBytes {
+		o.long = true
+		return
+	}
+	o.line = append(o.line, p...)
+}
+
+func (o *stepOutput) end() {
+	if !o.long {
+		o.b.line(string(o.line))
+	}
+	o.line, o.long = o.line[:0], false
+}
+
+func (o *stepOutput) flush() {
+	if len(o.line) > 0 {
+		o.end()
+	}
+}
+
+// stepSayKeep bounds the lines kept of what is no frame.
+const stepSayKeep = 16
+
+// line takes one line of the step's stdout.
+func (b *stepBatch) line(l string) {
+	num, frame, ok := strings.Cut(l, ": ")
+	task, err := strconv.Atoi(num)
+	op, rest, _ := strings.Cut(frame, " ")
+	b.mu.Lock()
+	if !ok || err != nil || task < 0 || num[0] == '+' {
+		b.noise = keepLine(b.noise, l)
+		b.mu.Unlock()
+		return
+	}
+	t, known := b.tasks[task]
+	switch {
+	case op == "s":
+		b.claim(task, rest)
+		b.mu.Unlock()
+		return
+	case !known || t == nil:
+		b.noise = keepLine(b.noise, l)
+		b.mu.Unlock()
+		return
+	case op == "o" || op == "e":
+		done := t.done
+		b.mu.Unlock()
+		data, err := hex.DecodeString(rest)
+		switch {
+		case err != nil:
+			b.mu.Lock()
+			t.said = keepLine(t.said, frame)
+			b.mu.Unlock()
+		case done:
+		case op == "o":
+			t.write(t.cmd.Stdout, data)
+		default:
+			t.tail.Write(data)
+			t.write(t.cmd.Stderr, data)
+		}
+		return
+	}
+	defer b.mu.Unlock()
+	switch op {
+	case "x":
+		var status, signal int
+		if _, err := fmt.Sscanf(rest, "%d %d", &status, &signal); err != nil {
+			t.said = keepLine(t.said, frame)
+			return
+		}
+		b.finish(t, t.exit(status, signal))
+	case "n":
+		t.s.alone.Store(true)
+		b.finish(t, errStepAlone)
+	default:
+		t.said = keepLine(t.said, frame)
+	}
+}
+
+// claim takes a task's word that it runs on node. A node that is not the
+// step's, or that another task already claimed, is a lie or a mistake:
+// both tasks' output then counts for nothing, and the node's command
+// fails with the reason.
+func (b *stepBatch) claim(task int, node string) {
+	b.started = true
+	if _, said := b.tasks[task]; said {
+		return
+	}
+	if b.claimed == nil {
+		b.claimed = map[string]int{}
+	}
+	var t *stepTask
+	for _, o := range b.order {
+		if o.s.node == node {
+			t = o
+		}
+	}
+	if other, dup := b.claimed[node]; dup || t == nil {
+		b.tasks[task] = nil
+		if dup {
+			b.tasks[other] = nil
+		}
+		if t != nil {
+			b.finish(t, &ExitError{Node: t.s.name, Command: t.cmd.Command, Status: 1,
+				StderrTail: fmt.Sprintf("tasks %d and %d of the job step both said they ran on %s", other, task, printableWord(node))})
+		}
+		return
+	}
+	b.claimed[node] = task
+	b.tasks[task] = t
+	t.started = true
+}
+
+// exit is the outcome of a command that ended with status, or died by
+// signal.
+func (t *stepTask) exit(status, signal int) error {
+	switch {
+	case signal != 0:
+		name := strings.TrimPrefix(unix.SignalName(syscall.Signal(signal)), "SIG")
+		if name == "" {
+			name = strconv.Itoa(signal)
+		}
+		return &ExitError{Node: t.s.name, Command: t.cmd.Command, Status: -1, Signal: name, StderrTail: t.tail.String()}
+	case status != 0:
+		return &ExitError{Node: t.s.name, Command: t.cmd.Command, Status: status, StderrTail: t.tail.String()}
+	}
+	return nil
+}
+
+func keepLine(lines []string, l string) []string {
+	if len(lines) >= stepSayKeep {
+		return lines
+	}
+	if len(l) > srunLineBytes {
+		l = l[:srunLineBytes]
+	}
+	return append(lines, l)
+}
+
+func lines(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return strings.Join(l, "\n") + "\n"
+}
+
+// taskEnded is srun's report of how tasks ended ("srun: error: h3: task
+// 2: Exited with exit code 1", "srun: error: h[3-4]: tasks 2-3: Killed").
+var taskEnded = regexp.MustCompile(`^srun: error: \S+: tasks? [0-9,-]+: `)
+
+// steps is srun's lines about a shared step worth a node's error: its
+// reports of how the tasks ended are about every node, and say nothing a
+// node's exit status does not.
+func (s *srunLines) steps() string {
+	var b strings.Builder
+	for _, l := range s.lines {
+		if !taskEnded.MatchString(l) {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,210 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A shared step's life: started from the login node with its table, its
+// output read until srun ends, every node's command given its outcome.
+
+// table is the step's table (srun_step.sh): every node's command index,
+// then each distinct command once, with its grace.
+func (b *stepBatch) table() []byte {
+	var nodes, cmds bytes.Buffer
+	index := map[string]int{}
+	for _, t := range b.order {
+		key := strconv.Itoa(ceilSeconds(t.grace)) + " " + t.line
+		i, ok := index[key]
+		if !ok {
+			i = len(index)
+			index[key] = i
+			fmt.Fprintf(&cmds, "c %d %d %d\n%s", i, len(t.line), ceilSeconds(t.grace), t.line)
+		}
+		fmt.Fprintf(&nodes, "n %s %d\n", t.s.node, i)
+	}
+	nodes.Write(cmds.Bytes())
+	nodes.WriteString("t\n")
+	return nodes.Bytes()
+}
+
+// stepLine is the login node's command for the step.
+func (b *stepBatch) stepLine() string {
+	p := b.p
+	var list []string
+	for _, t := range b.order {
+		list = append(list, t.s.node)
+	}
+	n := strconv.Itoa(len(list))
+	words := []string{"exec", "srun", "--jobid=" + p.job, "--overlap", "--nodelist=" + Quote(strings.Join(list, ",")),
+		"--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--label", "--input=all",
+		"--job-name=gpuaccept-step", "--propagate=NONE", "--mpi=none"}
+	for _, a := range p.args {
+		words = append(words, Quote(a))
+	}
+	// sh says the task runs before bash reads a BASH_ENV the login
+	// session may pass on, as stepLine does for a step of its own.
+	words = append(words, "sh", "-c", Quote(`printf 's %s\n' "$SLURMD_NODENAME"; exec bash -c "$@"`), "gpuaccept-step",
+		Quote(stepSource), "gpuaccept-step", strconv.Itoa(ceilSeconds(p.lease)), Quote(guardSource), Quote(stepRunner))
+	return strings.Join(words, " ")
+}
+
+// run is the step's life: started from the login node, its output read
+// until srun ends, every task given its outcome.
+func (b *stepBatch) run() {
+	p := b.p
+	login, done, err := b.session(context.Background())
+	if err != nil {
+		b.mu.Lock()
+		for _, t := range b.order {
+			b.finish(t, t.s.loginError(t.ctx, t.cmd, err))
+		}
+		b.mu.Unlock()
+		return
+	}
+	defer done()
+
+	maxGrace := time.Duration(0)
+	for _, t := range b.order {
+		maxGrace = max(maxGrace, t.grace)
+	}
+	pr, pw := io.Pipe()
+	ctl, stopInner := streamControl(pw, p.beat, nil)
+	loginCtx, stopLogin := context.WithCancel(context.Background())
+	defer stopLogin()
+	ran := make(chan struct{})
+	var ending sync.Once
+	end := func() {
+		ending.Do(func() {
+			stopInner()
+			go func() {
+				select {
+				case <-ran:
+				case <-time.After(maxGrace + stepEndMargin):
+					stopLogin()
+				}
+			}()
+		})
+	}
+	b.mu.Lock()
+	b.ctl, b.closeAll = ctl, end
+	for _, t := range b.order {
+		if t.cancelled {
+			_ = ctl.frame("k "+t.s.node, nil)
+		}
+	}
+	if b.pending == 0 {
+		go end()
+	}
+	b.mu.Unlock()
+
+	// Nothing of any node's ran within stepStart: the step waits on Slurm,
+	// and ends as a cancelled one does.
+	limit := time.AfterFunc(p.stepStart, func() {
+		b.mu.Lock()
+		late := !b.started
+		b.notStarted = late
+		b.mu.Unlock()
+		if late {
+			end()
+		}
+	})
+	srunErr := &srunLines{}
+	stderr := &srunSplit{tail: NewStderrTail(), srun: srunErr}
+	out := &stepOutput{b: b}
+	err = login.Run(loginCtx, Cmd{
+		Command: b.stepLine(),
+		Stdin:   io.MultiReader(bytes.NewReader(b.table()), pr),
+		Stdout:  out,
+		Stderr:  stderr,
+		Grace:   maxGrace + stepEndMargin,
+	})
+	close(ran)
+	limit.Stop()
+	pr.CloseWithError(io.ErrClosedPipe)
+	stopInner()
+	out.flush()
+	stderr.flush()
+	b.ended(err, srunErr, stderr.tail.String())
+}
+
+// session waits for a place on a login connection, bounded by the tasks:
+// it gives up once every one of them has gone.
+func (b *stepBatch) session(ctx context.Context) (*Client, func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for _, t := range b.order {
+			select {
+			case <-t.ctx.Done():
+			case <-t.s.closing.Done():
+			case <-ctx.Done():
+				return
+			}
+		}
+		cancel()
+	}()
+	return b.p.logins.session(ctx)
+}
+
+// ended gives every task still without an outcome its own, from how the
+// step ended: srun's words, Slurm's view of the node, the login node.
+func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
+	b.mu.Lock()
+	var left []*stepTask
+	for _, t := range b.order {
+		if !t.done {
+			left = append(left, t)
+		}
+	}
+	started, notStarted := b.started, b.notStarted
+	b.mu.Unlock()
+	why := said.lost()
+	for _, t := range left {
+		s := t.s
+		var res error
+		var ee *ExitError
+		switch {
+		case t.cancelled:
+			res = s.endedEarly(t.ctx, t.cmd)
+		case notStarted && !t.started:
+			res = &StepNotStartedError{Node: s.name, Command: shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
+		case err != nil && !errors.As(err, &ee):
+			res = s.loginError(t.ctx, t.cmd, err)
+		case why != "" || !t.started:
+			gone, state, cerr := s.leftTheJob(t.ctx)
+			switch {
+			case cerr != nil:
+				res = s.markLost("srun: "+why+"; and Slurm could not be asked: "+cerr.Error(), nil)
+			case gone:
+				res = s.markLost("srun: "+why+" ("+state+")", nil)
+			}
+		}
+		if res == nil {
+			// The task ended without the runner's last line: killed with
+			// its runner, or the step was.
+			status := 1
+			if ee != nil && ee.Status > 0 {
+				status = ee.Status
+			}
+			tail := said.steps() + lines(t.said) + t.tail.String()
+			if !started {
+				tail = said.steps() + stderr
+			}
+			if len(tail) > StderrTailBytes {
+				tail = tail[len(tail)-StderrTailBytes:]
+			}
+			res = &ExitError{Node: s.name, Command: t.cmd.Command, Status: status, StderrTail: tail}
+		}
+		b.mu.Lock()
+		b.finish(t, res)
+		b.mu.Unlock()
+	}
+}

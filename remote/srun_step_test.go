@@ -1,0 +1,270 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testBatch is a launched shared step over nodes, as its output reader
+// sees it: no login node, no srun.
+func testBatch(nodes ...string) *stepBatch {
+	p := &stepper{job: "7", stepStart: time.Minute, gather: time.Millisecond}
+	b := &stepBatch{p: p, tasks: map[int]*stepTask{}, launched: true}
+	for _, n := range nodes {
+		s := &Srun{name: "node-" + n, node: n}
+		var out, errb bytes.Buffer
+		b.order = append(b.order, &stepTask{s: s, ctx: context.Background(), cmd: Cmd{Command: "cmd on " + n, Stdout: &out, Stderr: &errb},
+			grace: time.Second, line: "echo " + n, tail: NewStderrTail(), result: make(chan error, 1)})
+	}
+	b.pending = len(b.order)
+	return b
+}
+
+// beats is a control stream as the coordinator sends it: a heartbeat
+// every 100 ms, frames at their times, the end at until.
+type beats struct {
+	start  time.Time
+	frames map[time.Duration]string
+	until  time.Duration
+}
+
+func newBeats(until time.Duration, frames map[time.Duration]string) *beats {
+	return &beats{start: time.Now(), frames: frames, until: until}
+}
+
+func (b *beats) Read(p []byte) (int, error) {
+	time.Sleep(100 * time.Millisecond)
+	since := time.Since(b.start)
+	if since > b.until {
+		return 0, io.EOF
+	}
+	s := "h\n"
+	for at, f := range b.frames {
+		if at <= since {
+			s += f + "\n"
+			delete(b.frames, at)
+		}
+	}
+	return copy(p, s), nil
+}
+
+func outOf(t *stepTask) string { return t.cmd.Stdout.(*bytes.Buffer).String() }
+func errOf(t *stepTask) string { return t.cmd.Stderr.(*bytes.Buffer).String() }
+
+// runTask runs the step's script (srun_step.sh, the runner, the guard) on
+// this machine as the task on node would, the table and then control
+// on its stdin, and reads its output as srun would mark it (task 4).
+func runTask(t *testing.T, b *stepBatch, node string, control io.Reader, env ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("no perl here")
+	}
+	c := exec.Command("/bin/bash", "-c", stepSource, "gpuaccept-step", "5", guardSource, stepRunner)
+	c.Env = append(append(c.Environ(), "SLURMD_NODENAME="+node, "SLURM_PROCID=4"), env...)
+	c.Stdin = io.MultiReader(bytes.NewReader(b.table()), control)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		t.Fatalf("the step's script: %v: %s", err, errb.String())
+	}
+	if errb.Len() > 0 {
+		t.Errorf("the step's script wrote on stderr: %q", errb.String())
+	}
+	o := &stepOutput{b: b}
+	o.Write([]byte("4: s " + node + "\n"))
+	for _, l := range strings.SplitAfter(out.String(), "\n") {
+		if l != "" {
+			o.Write([]byte("4: " + l))
+		}
+	}
+	o.flush()
+}
+
+// The node's task takes its own command from the table (commands shared
+// by nodes sent once), and its output comes back to the byte: every byte
+// value, stderr apart, a last line without a newline, the exit status,
+// the command's variables without the step's.
+func TestStepTaskRunsItsNodesCommand(t *testing.T) {
+	b := testBatch("a", "b", "c")
+	b.order[1].line = `printf 'x\000\377y'; printf 'to stderr' >&2; echo "[$SLURM_PROCID]" >&2
+echo second line; exit 3`
+	b.order[2].line = b.order[0].line
+	table := string(b.table())
+	if strings.Count(table, "\nc ") != 1 || !strings.HasPrefix(table, "n a 0\nn b 1\nn c 0\nc 0 6 1\necho a") {
+		t.Fatalf("table:\n%s", table)
+	}
+	runTask(t, b, "b", newBeats(5*time.Second, nil))
+	tk := b.order[1]
+	err := <-tk.result
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Status != 3 || ee.Node != "node-b" {
+		t.Fatalf("b's outcome: %v", err)
+	}
+	if got, want := outOf(tk), "x\x00\xffysecond line\n"; got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if got, want := errOf(tk), "to stderr[]\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+	if !strings.Contains(ee.StderrTail, "to stderr") {
+		t.Errorf("the error's tail %q", ee.StderrTail)
+	}
+	if outOf(b.order[0]) != "" || outOf(b.order[2]) != "" {
+		t.Error("another node's task got b's output")
+	}
+}
+
+// "k NODE" on the stream ends that node's command (TERM; it dies by it),
+// and only that node's; the end of the stream ends everyone's.
+func TestStepTaskCancelledByName(t *testing.T) {
+	b := testBatch("a", "b")
+	b.order[1].line = "sleep 30"
+	start := time.Now()
+	// The stream goes on: only the k ends the command.
+	runTask(t, b, "b", newBeats(8*time.Second, map[time.Duration]string{0: "k a", 300 * time.Millisecond: "k b"}))
+	took := time.Since(start)
+	var ee *ExitError
+	if err := <-b.order[1].result; !errors.As(err, &ee) || ee.Signal != "TERM" {
+		t.Fatalf("b's cancelled command: %v; want it killed by TERM", err)
+	}
+	if took > 4*time.Second {
+		t.Errorf("b's command ended %s after it began, cancelled after 0.3 s", took)
+	}
+
+	b = testBatch("a", "b")
+	b.order[1].line = "sleep 30"
+	start = time.Now()
+	runTask(t, b, "b", newBeats(300*time.Millisecond, nil))
+	if err := <-b.order[1].result; !errors.As(err, &ee) || time.Since(start) > 4*time.Second {
+		t.Fatalf("b's command after the stream ended: %v after %s", err, time.Since(start))
+	}
+}
+
+// A node without a working perl says so and runs nothing: its command
+// goes as a step of its own (errStepAlone), and so do its next ones.
+func TestStepTaskWithoutPerl(t *testing.T) {
+	b := testBatch("a")
+	b.order[0].line = "touch /nonexistent-gpuaccept-ran"
+	runTask(t, b, "a", strings.NewReader(""), "PATH=/nonexistent")
+	if err := <-b.order[0].result; err != errStepAlone {
+		t.Fatalf("a without perl: %v; want errStepAlone", err)
+	}
+	if !b.order[0].s.alone.Load() {
+		t.Error("the node is not marked to run its commands alone")
+	}
+}
+
+// Whatever the step prints, however the writes cut it: a task speaks only
+// for the node it claimed first and alone, each node's outcome comes once,
+// nothing panics, and lines past the bound are dropped, not kept.
+func FuzzStepOutput(f *testing.F) {
+	f.Add("0: s a\n1: s b\n0: o 6869\n1: e 6f6f\n0: x 0 0\n1: x 3 0\n", uint8(5))
+	f.Add("0: s a\n1: s a\n0: o 6869\n1: x 0 0\n", uint8(2))
+	f.Add("00: s b\n+1: s a\n 1: s a\n0: n no perl\n2: s c\n1: o zz\n1: x 9 x\n", uint8(1))
+	f.Add("garbage\n0: s a\n0: x 0 9\n0: o 41\n", uint8(7))
+	f.Fuzz(func(t *testing.T, out string, cut uint8) {
+		b := testBatch("a", "b")
+		o := &stepOutput{b: b}
+		for len(out) > 0 {
+			n := min(len(out), 1+int(cut)%13)
+			o.Write([]byte(out[:n]))
+			out = out[n:]
+		}
+		o.flush()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		claimedBy := map[*stepTask]int{}
+		for n, tk := range b.tasks {
+			if tk == nil {
+				continue
+			}
+			if m, twice := claimedBy[tk]; twice {
+				t.Fatalf("tasks %d and %d both speak for %s", m, n, tk.s.node)
+			}
+			claimedBy[tk] = n
+		}
+		for _, tk := range b.order {
+			if _, ok := claimedBy[tk]; !ok && !tk.done && (outOf(tk) != "" || errOf(tk) != "") {
+				t.Fatalf("%s got output with no task of its own: %q", tk.s.node, outOf(tk))
+			}
+			if len(tk.said) > stepSayKeep {
+				t.Fatalf("%d lines kept", len(tk.said))
+			}
+			select {
+			case <-tk.result:
+				select {
+				case <-tk.result:
+					t.Fatal("two outcomes")
+				default:
+				}
+			default:
+			}
+		}
+	})
+}
+
+// A hostile node claiming another's name gets neither its output counted:
+// the node's command fails saying so.
+func TestStepClaimTwice(t *testing.T) {
+	b := testBatch("a", "b")
+	o := &stepOutput{b: b}
+	o.Write([]byte("0: s a\n1: s a\n1: o 6869\n0: x 0 0\n1: s b\n1: x 0 0\n"))
+	err := <-b.order[0].result
+	if err == nil || !strings.Contains(err.Error(), "tasks 0 and 1 of the job step both said they ran on a") {
+		t.Fatalf("a's outcome: %v", err)
+	}
+	if outOf(b.order[0]) != "" {
+		t.Errorf("a got %q", outOf(b.order[0]))
+	}
+	select {
+	case err := <-b.order[1].result:
+		t.Errorf("b's outcome from the task that lied about a: %v", err)
+	default:
+	}
+}
+
+// Commands of many nodes at once gather into one step; a node that
+// already has a command in the step being gathered starts the next one;
+// one taken back before its step starts leaves it.
+func TestStepperGathers(t *testing.T) {
+	p := &stepper{gather: time.Hour, users: 3}
+	var mu sync.Mutex
+	var launched [][]string
+	launch := func(b *stepBatch) {
+		var names []string
+		for _, tk := range b.order {
+			names = append(names, tk.s.node)
+		}
+		mu.Lock()
+		launched = append(launched, names)
+		mu.Unlock()
+	}
+	p.onLaunch = launch
+	task := func(node string) *stepTask {
+		return &stepTask{s: &Srun{name: node, node: node}, result: make(chan error, 1)}
+	}
+	p.add(task("a"))
+	p.add(task("b"))
+	p.add(task("b")) // b again: a and b go, b waits
+	c := task("c")
+	bc := p.add(c)
+	if !bc.withdraw(c) {
+		t.Fatal("c taken back before its step started: withdraw says it ran")
+	}
+	p.add(task("a"))
+	p.add(task("c")) // three: it goes
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]string{{"a", "b"}, {"b", "a", "c"}}
+	if fmt.Sprint(launched) != fmt.Sprint(want) {
+		t.Errorf("steps %v, want %v", launched, want)
+	}
+}
