@@ -23,6 +23,13 @@ const (
 
 var transports = []string{TransportSSH, TransportLocal, TransportSrun}
 
+// slurm.steps: the commands the nodes start together share one job step
+// (remote.SrunConfig), or each command is a step of its own.
+const (
+	StepsShared = "shared"
+	StepsEach   = "each"
+)
+
 func knownTransport(t string) bool {
 	for _, k := range transports {
 		if t == k {
@@ -58,7 +65,7 @@ func (inv *Inventory) NodeConfig(n Node, keys *remote.HostKeys) remote.Config {
 	case TransportSrun:
 		return remote.Config{Name: n.Name, Srun: &remote.SrunConfig{
 			Login: *inv.LoginConfig(keys).SSH, Job: n.SlurmJob, Node: cmp.Or(n.FabricAddress, n.Name), Addr: n.Address,
-			StepArgs: inv.Slurm.StepArgs,
+			StepArgs: inv.Slurm.StepArgs, StepEach: inv.Slurm.Steps == StepsEach,
 		}}
 	}
 	s := inv.SSH
@@ -116,10 +123,17 @@ func (inv *Inventory) HostKeys() (*remote.HostKeys, error) {
 
 // FanOut is how many nodes the window works on at once (0: all): the
 // width of the transport that reaches its nodes, ssh.concurrency over SSH
-// and by srun (whose steps go through the login node's SSH); one for the
-// machine gpuaccept runs on, the only node of its window.
+// and by srun with a step per command (whose steps go through the login
+// node's SSH), all of them by srun with shared steps; one for the machine
+// gpuaccept runs on, the only node of its window.
 func (inv *Inventory) FanOut() int {
 	if inv.Slurm.Allocates() {
+		if inv.Transport == TransportSrun && inv.Slurm.Steps != StepsEach {
+			// One job step carries the commands that start together: the
+			// more nodes start at once, the fewer steps. The executor
+			// bounds what still takes a step of its own.
+			return 0
+		}
 		// Its nodes, not yet known, go over SSH through the login node.
 		return inv.SSH.Concurrency
 	}
@@ -198,6 +212,15 @@ func (v *validator) transport() {
 		v.problem("transport", "srun reaches the nodes of the window's own Slurm allocation: set slurm.allocate (and slurm.login)")
 	case len(v.inv.Slurm.StepArgs) > 0 && t != TransportSrun:
 		v.problem("slurm.step_args", "set without transport: srun: only its steps take them")
+	}
+	s := &v.inv.Slurm.Steps
+	given := *s
+	*s = strings.ToLower(*s)
+	switch {
+	case *s != "" && *s != StepsShared && *s != StepsEach:
+		v.problem("slurm.steps", "must be %s or %s, got %q", StepsShared, StepsEach, short(given))
+	case *s != "" && t != TransportSrun:
+		v.problem("slurm.steps", "set without transport: srun: only its steps are shared or not")
 	}
 }
 

@@ -86,3 +86,25 @@ func TestPlannedNodes(t *testing.T) {
 		}
 	}
 }
+
+// Transport srun shares a job step among the nodes' commands unless
+// slurm.steps says each: shared, the window works on every node at once
+// (the more start together, the fewer steps); each, ssh.concurrency at a
+// time, as every step is an SSH session on the login node.
+func TestSrunStepsChooseTheFanOut(t *testing.T) {
+	for _, c := range []struct {
+		steps  string
+		fanOut int
+		each   bool
+	}{{"", 0, false}, {"steps: shared", 0, false}, {"steps: EACH", 32, true}} {
+		inv, err := parseText(t, "provider: fake\ntransport: srun\nssh: {user: root}\nslurm:\n  login: {address: login.example}\n"+
+			"  partition: gpu\n  allocate: {nodes: 2}\n  "+c.steps+"\n")
+		if err != nil {
+			t.Fatalf("%q: %v", c.steps, err)
+		}
+		cfg := inv.NodeConfig(Node{Name: "gpu1", SlurmJob: "12"}, nil)
+		if inv.FanOut() != c.fanOut || cfg.Srun == nil || cfg.Srun.StepEach != c.each {
+			t.Errorf("%q: fan-out %d, config %+v; want %d, StepEach %v", c.steps, inv.FanOut(), cfg.Srun, c.fanOut, c.each)
+		}
+	}
+}

@@ -802,8 +802,11 @@ type Slurm struct {
 	// StepArgs are srun options every step of transport srun gets besides
 	// its own (--gres=gpu:8 where a step sees no GPU it does not ask
 	// for).
-	StepArgs []string      `mapstructure:"step_args" json:"step_args,omitempty"`
-	Timeout  time.Duration `mapstructure:"timeout" json:"timeout"`
+	StepArgs []string `mapstructure:"step_args" json:"step_args,omitempty"`
+	// Steps is how transport srun runs the nodes' commands: StepsShared
+	// (the default) or StepsEach.
+	Steps   string        `mapstructure:"steps" json:"steps,omitempty"`
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
 	// Allocate: the window holds its own allocation for its whole length
 	// and its nodes are the allocation's (the inventory then names none).
 	Allocate *SlurmAllocate `mapstructure:"allocate" json:"allocate,omitempty"`
