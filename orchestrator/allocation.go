@@ -254,7 +254,21 @@ func (w *Window) releaseAllocation(j *journal) {
 	}
 	s.Cancelled = time.Now().UTC()
 	w.journal(j, entry{Type: "slurm", Key: slurmCancelledKey, Value: s.JobID})
+	if shared, own, ok := w.srunSteps(); ok {
+		// What the window cost slurmctld: a step per command would be one
+		// per node for every command of a phase.
+		w.Progress.Line("slurm: job %s given back; the nodes' commands ran in %d job steps shared by the nodes and %d of their own",
+			s.JobID, shared, own)
+		return
+	}
 	w.Progress.Line("slurm: job %s given back", s.JobID)
+}
+
+func (w *Window) srunSteps() (shared, own int, ok bool) {
+	if w.reach == nil {
+		return 0, 0, false
+	}
+	return w.reach.SrunSteps()
 }
 
 // LoginScratch is the window's directory on the Slurm login node, for what

@@ -52,6 +52,19 @@ func (r *Reach) Config(n inventory.Node) remote.Config {
 	return c
 }
 
+// SrunSteps is how many job steps the nodes srun reached took: shared by
+// the nodes' commands, and commands' own; ok false when srun reached none.
+func (r *Reach) SrunSteps() (shared, own int, ok bool) {
+	r.mu.Lock()
+	logins := r.logins
+	r.mu.Unlock()
+	if logins == nil {
+		return 0, 0, false
+	}
+	shared, own = logins.Steps()
+	return shared, own, true
+}
+
 // LoginConfig is how to reach the Slurm login node.
 func (r *Reach) LoginConfig() remote.Config { return r.inv.LoginConfig(r.keys) }
 

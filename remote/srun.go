@@ -233,6 +233,9 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	select {
 	case s.steps.alone <- struct{}{}:
 		defer func() { <-s.steps.alone }()
+		s.steps.mu.Lock()
+		s.steps.own++
+		s.steps.mu.Unlock()
 	case <-ctx.Done():
 		return s.endedEarly(ctx, cmd)
 	case <-s.closing.Done():

@@ -62,6 +62,7 @@ type stepper struct {
 	users int
 	open  *stepBatch
 	steps int
+	own   int // steps of a command's own
 	// onLaunch, in unit tests, takes a step instead of starting it.
 	onLaunch func(*stepBatch)
 }
@@ -92,18 +93,19 @@ func (p *stepper) release() {
 	p.mu.Unlock()
 }
 
-// StepsStarted is how many shared job steps the nodes reached through l
-// have started: what the benchmark and the tests count.
-func (l *Logins) StepsStarted() int {
+// Steps is how many job steps the nodes reached through l have started:
+// shared by the nodes' commands, and a command's own. What the window
+// says of its load on slurmctld, and what the tests count.
+func (l *Logins) Steps() (shared, own int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
 	for _, p := range l.steppers {
 		p.mu.Lock()
-		n += p.steps
+		shared += p.steps
+		own += p.own
 		p.mu.Unlock()
 	}
-	return n
+	return shared, own
 }
 
 // stepTask is one node's command in a shared step.

@@ -1,13 +1,15 @@
 // Command srunbench measures what reaching a fleet costs the coordinator
 // by SSH to every node against by srun through the Slurm login node
-// (transport: srun): the same window (connect, tools, preflight,
-// teardown on every lab host, the GPU tools the lab's stand-ins) over 32
-// hosts, then 128, the most the lab holds. For each it prints the
-// window's wall time, the coordinator's CPU time and peak memory (the
-// gpuaccept process's rusage), and the SSH logins it made (sshd's
-// "Accepted publickey" lines): one per node by SSH, a few to the login
-// node by srun, which shares its connections (8 commands each). It
-// asserts nothing.
+// (transport: srun), with a job step per command (slurm.steps: each) and
+// with the steps the nodes' commands share (the default): the same
+// window (connect, tools, preflight, teardown on every lab host, the GPU
+// tools the lab's stand-ins) over 32 hosts, then 128, the most the lab
+// holds. For each it prints the window's wall time, the coordinator's
+// CPU time and peak memory (the gpuaccept process's rusage), the SSH
+// logins it made (sshd's "Accepted publickey" lines): one per node by
+// SSH, a few to the login node by srun, which shares its connections (8
+// commands each), and the job steps srun asked slurmctld for (the
+// window's own count, on its stderr). It asserts nothing.
 //
 //	go run ./orchestrator/srunbench [-hosts 32,128] [-keep DIR]
 //
@@ -24,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,7 +76,7 @@ func run(sizes, keep string) error {
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/gpuaccept").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
-	fmt.Printf("%-6s %-5s %10s %10s %10s %7s %5s\n", "hosts", "way", "wall", "cpu", "max rss", "logins", "exit")
+	fmt.Printf("%-6s %-9s %10s %10s %10s %7s %12s %5s\n", "hosts", "way", "wall", "cpu", "max rss", "logins", "steps", "exit")
 	for _, n := range counts {
 		ctx := context.Background()
 		l, err := lab.Up(ctx, lab.Options{Name: "sbench", Hosts: n + 1, Subnet: "10.247.0", StaticNeigh: n+1 > 30})
@@ -101,7 +104,7 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 		return err
 	}
 	hosts := l.Hosts[1:]
-	for _, way := range []string{"ssh", "srun"} {
+	for _, way := range []string{"ssh", "srun-each", "srun"} {
 		inv := filepath.Join(work, fmt.Sprintf("%s-%d.yaml", way, n))
 		if err := os.WriteFile(inv, []byte(inventory(l, hosts, way)), 0o644); err != nil {
 			return err
@@ -130,8 +133,12 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 			f.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 			f.maxRSS = ru.Maxrss
 		}
-		fmt.Printf("%-6d %-5s %10s %10s %7d MiB %7d %5d\n", n, way, f.wall.Round(10*time.Millisecond),
-			f.cpu.Round(10*time.Millisecond), f.maxRSS/1024, f.logins, f.exit)
+		steps := "-"
+		if m := stepsSaid.FindStringSubmatch(stderr.String()); m != nil {
+			steps = m[1] + "+" + m[2]
+		}
+		fmt.Printf("%-6d %-9s %10s %10s %7d MiB %7d %12s %5d\n", n, way, f.wall.Round(10*time.Millisecond),
+			f.cpu.Round(10*time.Millisecond), f.maxRSS/1024, f.logins, steps, f.exit)
 		if f.exit != 0 && f.exit != 3 {
 			tail := stderr.String()
 			if len(tail) > 2000 {
@@ -142,6 +149,10 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 	}
 	return nil
 }
+
+// stepsSaid is the window's count of the job steps it took, shared and
+// commands' own (orchestrator/allocation.go).
+var stepsSaid = regexp.MustCompile(`ran in (\d+) job steps shared by the nodes and (\d+) of their own`)
 
 // logins counts the SSH logins every host's sshd accepted so far.
 func logins(l *lab.Lab) int {
@@ -154,7 +165,8 @@ func logins(l *lab.Lab) int {
 }
 
 // inventory is a window over hosts, reached over SSH one by one (ssh) or
-// as the window's own allocation by srun through h1 (srun).
+// as the window's own allocation by srun through h1, a step per command
+// (srun-each) or steps shared (srun).
 func inventory(l *lab.Lab, hosts []lab.Host, way string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `provider: lab
@@ -180,5 +192,8 @@ quote:
 	}
 	fmt.Fprintf(&b, "transport: srun\nslurm:\n  login: {address: %s}\n  partition: lab\n  allocate: {nodelist: \"h[2-%d]\"}\n",
 		l.Hosts[0].Addr, len(hosts)+1)
+	if way == "srun-each" {
+		b.WriteString("  steps: each\n")
+	}
 	return b.String()
 }

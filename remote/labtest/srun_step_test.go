@@ -28,7 +28,7 @@ func TestSrunNodesShareOneStep(t *testing.T) {
 		execs = append(execs, srunTo(t, l, logins, job, h))
 	}
 	defer remote.CloseExecutors(execs)
-	before := logins.StepsStarted()
+	before, _ := logins.Steps()
 
 	sleep, pattern := marker()
 	type result struct {
@@ -73,8 +73,8 @@ func TestSrunNodesShareOneStep(t *testing.T) {
 	if len(ours) != 1 || ours[0] != "gpuaccept-step h[2-5]" {
 		t.Errorf("the job's steps while four nodes' commands ran: %q; want one, over h[2-5]", ours)
 	}
-	if n := logins.StepsStarted() - before; n != 1 {
-		t.Errorf("four nodes' commands started together took %d shared steps, want 1", n)
+	if n, own := logins.Steps(); n-before != 1 || own != 0 {
+		t.Errorf("four nodes' commands started together took %d shared steps and %d of their own, want 1 and 0", n-before, own)
 	}
 	for i, r := range results {
 		if i == 1 {
@@ -115,7 +115,7 @@ func TestSrunNodeWithoutPerlRunsItsOwnStep(t *testing.T) {
 	}
 	defer remote.CloseExecutors(execs)
 	for round := range 2 {
-		before := logins.StepsStarted()
+		before, ownBefore := logins.Steps()
 		var wg sync.WaitGroup
 		for _, e := range execs {
 			wg.Add(1)
@@ -133,9 +133,10 @@ func TestSrunNodeWithoutPerlRunsItsOwnStep(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		// Both nodes in the first shared step; then only h6.
-		if n := logins.StepsStarted() - before; n != 1 {
-			t.Errorf("round %d: %d shared steps, want 1", round, n)
+		// Both nodes in the first shared step; then only h6. h7's
+		// command goes alone each time.
+		if n, own := logins.Steps(); n-before != 1 || own-ownBefore != 1 {
+			t.Errorf("round %d: %d shared steps and %d of their own, want 1 and 1", round, n-before, own-ownBefore)
 		}
 	}
 }
