@@ -257,8 +257,7 @@ func (w *Window) releaseAllocation(j *journal) {
 	if shared, own, ok := w.srunSteps(); ok {
 		// What the window cost slurmctld: a step per command would be one
 		// per node for every command of a phase.
-		w.Progress.Line("slurm: job %s given back; the nodes' commands ran in %d job steps shared by the nodes and %d of their own",
-			s.JobID, shared, own)
+		w.Progress.Line("slurm: job %s given back; its commands ran in %d shared job steps, %d of their own", s.JobID, shared, own)
 		return
 	}
 	w.Progress.Line("slurm: job %s given back", s.JobID)

@@ -227,20 +227,12 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 			return err
 		}
 	}
-	// A step of its own is a session on the login node of its own: a
-	// fan-out of uploads to a thousand nodes waits its turn here rather
-	// than dial a hundred connections.
-	select {
-	case s.steps.alone <- struct{}{}:
-		defer func() { <-s.steps.alone }()
-		s.steps.mu.Lock()
-		s.steps.own++
-		s.steps.mu.Unlock()
-	case <-ctx.Done():
-		return s.endedEarly(ctx, cmd)
-	case <-s.closing.Done():
-		return s.endedEarly(ctx, cmd)
-	}
+	// Not bounded here: a command that runs the window's length (a node's
+	// telemetry) would hold its place for good, and nodes that stage
+	// together must stage at once for their figures to be the fleet's.
+	s.steps.mu.Lock()
+	s.steps.own++
+	s.steps.mu.Unlock()
 	return s.runAlone(ctx, cmd, grace)
 }
 
@@ -625,6 +617,8 @@ type srunLines struct {
 	node    string
 	lines   []string
 	started chan struct{}
+	// heard, when set, is told every line kept, as it comes.
+	heard func(line string)
 }
 
 // srunKeep lines of srunLineBytes at most are kept.
@@ -653,6 +647,9 @@ func (s *srunLines) add(line string) {
 		s.lines = s.lines[:srunKeep-1]
 	}
 	s.lines = append(s.lines, line)
+	if s.heard != nil {
+		s.heard(line)
+	}
 }
 
 // lost is the line in which srun says the node cannot be reached through

@@ -38,11 +38,6 @@ var stepRunner string
 // command comes later gets the next step.
 const stepGather = 20 * time.Millisecond
 
-// aloneAtOnce bounds the commands that still take a step each (those with
-// stdin, and nodes that cannot take part in a shared step): each is an
-// SSH session on the login node.
-const aloneAtOnce = 32
-
 // stepLineBytes bounds a line of a step's output: the runner's are under
 // 500 bytes, and srun cuts a node's lines at 1 KiB.
 const stepLineBytes = 4096
@@ -56,7 +51,6 @@ type stepper struct {
 	beat, lease time.Duration
 	stepStart   time.Duration
 	gather      time.Duration
-	alone       chan struct{}
 
 	mu    sync.Mutex
 	users int
@@ -78,7 +72,7 @@ func (l *Logins) stepperFor(job string, args []string, beat, lease, stepStart ti
 	p := l.steppers[key]
 	if p == nil {
 		p = &stepper{logins: l, job: job, args: args, beat: beat, lease: lease, stepStart: stepStart,
-			gather: stepGather, alone: make(chan struct{}, aloneAtOnce)}
+			gather: stepGather}
 		l.steppers[key] = p
 	}
 	p.mu.Lock()

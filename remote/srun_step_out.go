@@ -66,10 +66,13 @@ const stepSayKeep = 16
 // line takes one line of the step's stdout.
 func (b *stepBatch) line(l string) {
 	num, frame, ok := strings.Cut(l, ": ")
+	// srun pads the number to the width of the last one with spaces
+	// (" 7: " among 32 tasks; Slurm 22.05), or zeros in other versions.
+	num = strings.TrimLeft(num, " ")
 	task, err := strconv.Atoi(num)
 	op, rest, _ := strings.Cut(frame, " ")
 	b.mu.Lock()
-	if !ok || err != nil || task < 0 || num[0] == '+' {
+	if !ok || err != nil || task < 0 || num[0] == '+' || num[0] == '-' {
 		b.noise = keepLine(b.noise, l)
 		b.mu.Unlock()
 		return

@@ -45,7 +45,11 @@ func (b *stepBatch) stepLine() string {
 	n := strconv.Itoa(len(list))
 	words := []string{"exec", "srun", "--jobid=" + p.job, "--overlap", "--nodelist=" + Quote(strings.Join(list, ",")),
 		"--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--label", "--input=all",
-		"--job-name=gpuaccept-step", "--propagate=NONE", "--mpi=none"}
+		"--job-name=gpuaccept-step", "--propagate=NONE", "--mpi=none",
+		// The nodes' commands are each on their own: one that fails, or a
+		// node that dies, ends no other's, whatever the cluster's
+		// KillOnBadExit and WaitTime say.
+		"--no-kill", "--kill-on-bad-exit=0", "--wait=0"}
 	for _, a := range p.args {
 		words = append(words, Quote(a))
 	}
@@ -116,7 +120,7 @@ func (b *stepBatch) run() {
 			end()
 		}
 	})
-	srunErr := &srunLines{}
+	srunErr := &srunLines{heard: b.heard}
 	stderr := &srunSplit{tail: NewStderrTail(), srun: srunErr}
 	out := &stepOutput{b: b}
 	err = login.Run(loginCtx, Cmd{
@@ -133,6 +137,38 @@ func (b *stepBatch) run() {
 	out.flush()
 	stderr.flush()
 	b.ended(err, srunErr, stderr.tail.String())
+}
+
+// heard takes srun's line as it comes: a node that failed under the step
+// is lost now, once Slurm says it left the job, not when the step ends
+// (the other nodes' commands run on, maybe for hours).
+func (b *stepBatch) heard(line string) {
+	_, after, ok := strings.Cut(line, "Node failure on ")
+	if !ok {
+		return
+	}
+	node := strings.TrimSpace(after)
+	b.mu.Lock()
+	var t *stepTask
+	for _, o := range b.order {
+		if o.s.node == node && !o.done {
+			t = o
+		}
+	}
+	b.mu.Unlock()
+	if t == nil {
+		return
+	}
+	go func() {
+		gone, state, err := t.s.leftTheJob(t.ctx)
+		if err != nil || !gone {
+			return // the step's end will tell
+		}
+		lost := t.s.markLost("srun: "+strings.TrimPrefix(strings.TrimPrefix(line, srunPrefix), "error: ")+" ("+state+")", nil)
+		b.mu.Lock()
+		b.finish(t, lost)
+		b.mu.Unlock()
+	}()
 }
 
 // session waits for a place on a login connection, bounded by the tasks:
@@ -197,6 +233,9 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 			tail := said.steps() + lines(t.said) + t.tail.String()
 			if !started {
 				tail = said.steps() + stderr
+			}
+			if strings.TrimSpace(tail) == "" {
+				tail = "the node's task in the shared job step ended without the command's end, and srun said nothing"
 			}
 			if len(tail) > StderrTailBytes {
 				tail = tail[len(tail)-StderrTailBytes:]

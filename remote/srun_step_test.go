@@ -268,3 +268,17 @@ func TestStepperGathers(t *testing.T) {
 		t.Errorf("steps %v, want %v", launched, want)
 	}
 }
+
+// srun pads a task's number to the width of the last one: with spaces
+// (Slurm 22.05: " 7: " among 32 tasks) or zeros; either is the task's.
+func TestStepOutputPaddedNumbers(t *testing.T) {
+	b := testBatch("a", "b", "c")
+	o := &stepOutput{b: b}
+	o.Write([]byte(" 0: s a\n01: s b\n 2: s c\n 0: o 6869\n01: o 6f6b\n 0: x 0 0\n01: x 0 0\n 2: x 4 0\n"))
+	for i, want := range []string{"hi", "ok", ""} {
+		err := <-b.order[i].result
+		if got := outOf(b.order[i]); got != want || (i < 2) != (err == nil) {
+			t.Errorf("%s: %q %v; want %q", b.order[i].s.node, got, err, want)
+		}
+	}
+}

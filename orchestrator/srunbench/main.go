@@ -11,7 +11,7 @@
 // commands each), and the job steps srun asked slurmctld for (the
 // window's own count, on its stderr). It asserts nothing.
 //
-//	go run ./orchestrator/srunbench [-hosts 32,128] [-keep DIR]
+//	go run ./orchestrator/srunbench [-hosts 32,128] [-ways ssh,srun-each,srun] [-keep DIR]
 //
 // Root on Linux, Slurm installed (make deps); it brings up its own lab
 // (name "sbench": the login node h1 and the measured hosts h2...) and
@@ -39,8 +39,9 @@ import (
 func main() {
 	sizes := flag.String("hosts", "32,128", "measured host counts, comma-separated (the lab adds the login node)")
 	keep := flag.String("keep", "", "a directory to keep each window's run directory in")
+	ways := flag.String("ways", "ssh,srun-each,srun", "the ways measured, comma-separated: ssh, srun-each, srun")
 	flag.Parse()
-	if err := run(*sizes, *keep); err != nil {
+	if err := run(*sizes, *keep, strings.Split(*ways, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "srunbench:", err)
 		os.Exit(1)
 	}
@@ -53,7 +54,12 @@ type figures struct {
 	exit      int
 }
 
-func run(sizes, keep string) error {
+func run(sizes, keep string, ways []string) error {
+	for _, w := range ways {
+		if w != "ssh" && w != "srun-each" && w != "srun" {
+			return fmt.Errorf("-ways: %q is not ssh, srun-each or srun", w)
+		}
+	}
 	var counts []int
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -83,7 +89,7 @@ func run(sizes, keep string) error {
 		if err != nil {
 			return err
 		}
-		err = measure(ctx, l, n, bin, work, keep)
+		err = measure(ctx, l, n, bin, work, keep, ways)
 		if derr := l.Down(context.Background()); err == nil {
 			err = derr
 		}
@@ -94,7 +100,7 @@ func run(sizes, keep string) error {
 	return nil
 }
 
-func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) error {
+func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string, ways []string) error {
 	for _, h := range l.Hosts {
 		if err := standins.Install(l.BinDir(h.Name), "h100", []string{bin, "standin"}); err != nil {
 			return err
@@ -104,7 +110,7 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 		return err
 	}
 	hosts := l.Hosts[1:]
-	for _, way := range []string{"ssh", "srun-each", "srun"} {
+	for _, way := range ways {
 		inv := filepath.Join(work, fmt.Sprintf("%s-%d.yaml", way, n))
 		if err := os.WriteFile(inv, []byte(inventory(l, hosts, way)), 0o644); err != nil {
 			return err
@@ -152,7 +158,7 @@ func measure(ctx context.Context, l *lab.Lab, n int, bin, work, keep string) err
 
 // stepsSaid is the window's count of the job steps it took, shared and
 // commands' own (orchestrator/allocation.go).
-var stepsSaid = regexp.MustCompile(`ran in (\d+) job steps shared by the nodes and (\d+) of their own`)
+var stepsSaid = regexp.MustCompile(`ran in (\d+) shared job steps, (\d+) of their own`)
 
 // logins counts the SSH logins every host's sshd accepted so far.
 func logins(l *lab.Lab) int {

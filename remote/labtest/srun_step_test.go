@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,14 +14,18 @@ import (
 )
 
 // The commands the nodes of a job start together are one job step, not
-// one each: four nodes' commands at once are one step of the job (squeue
-// shows it while they run) and one srun on the login node. Each node's
+// one each: twelve nodes' commands at once (past ten, where srun pads the
+// task numbers it marks lines with) are one step of the job (squeue shows
+// it while they run) and one srun on the login node. Each node's
 // output is its own to the byte (every byte value; a last line without a
 // newline). One of them cancelled ends on its node within its grace, its
 // command ignoring TERM, while the others run on, and leaves nothing.
 func TestSrunNodesShareOneStep(t *testing.T) {
 	l := needLab(t)
-	hosts := []string{"h2", "h3", "h4", "h5"}
+	var hosts []string
+	for i := 2; i <= 13; i++ {
+		hosts = append(hosts, fmt.Sprintf("h%d", i))
+	}
 	job := allocate(t, l, hosts...)
 	logins := remote.NewLogins(config(t, l, "h1"))
 	var execs []remote.Executor
@@ -70,11 +75,11 @@ func TestSrunNodesShareOneStep(t *testing.T) {
 		}
 	}
 	t.Logf("the job's steps while the commands ran: %q", ours)
-	if len(ours) != 1 || ours[0] != "gpuaccept-step h[2-5]" {
-		t.Errorf("the job's steps while four nodes' commands ran: %q; want one, over h[2-5]", ours)
+	if len(ours) != 1 || ours[0] != "gpuaccept-step h[2-13]" {
+		t.Errorf("the job's steps while twelve nodes' commands ran: %q; want one, over h[2-13]", ours)
 	}
 	if n, own := logins.Steps(); n-before != 1 || own != 0 {
-		t.Errorf("four nodes' commands started together took %d shared steps and %d of their own, want 1 and 0", n-before, own)
+		t.Errorf("twelve nodes' commands started together took %d shared steps and %d of their own, want 1 and 0", n-before, own)
 	}
 	for i, r := range results {
 		if i == 1 {
@@ -138,5 +143,49 @@ func TestSrunNodeWithoutPerlRunsItsOwnStep(t *testing.T) {
 		if n, own := logins.Steps(); n-before != 1 || own-ownBefore != 1 {
 			t.Errorf("round %d: %d shared steps and %d of their own, want 1 and 1", round, n-before, own-ownBefore)
 		}
+	}
+}
+
+// A node that fails under a shared step is lost, in Slurm's words, as
+// soon as Slurm says so, not when the step ends; and it ends no other
+// node's command: h8's runs to its end and succeeds.
+func TestSrunNodeFailureInASharedStep(t *testing.T) {
+	l := needLab(t)
+	job := allocate(t, l, "h7", "h8")
+	logins := remote.NewLogins(config(t, l, "h1"))
+	h7, h8 := srunTo(t, l, logins, job, "h7"), srunTo(t, l, logins, job, "h8")
+	defer remote.CloseExecutors([]remote.Executor{h7, h8})
+	lost := make(chan error, 1)
+	go func() { lost <- h7.Run(t.Context(), remote.Cmd{Command: "sleep 300"}) }()
+	var out bytes.Buffer
+	ran := make(chan error, 1)
+	go func() { ran <- h8.Run(t.Context(), remote.Cmd{Command: "sleep 100; echo ok", Stdout: &out}) }()
+	time.Sleep(2 * time.Second)
+	if n, _ := logins.Steps(); n != 1 {
+		t.Fatalf("%d shared steps for two nodes' commands started together, want 1", n)
+	}
+	if err := l.Cut(t.Context(), "h7"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Restore(context.Background(), "h7") })
+	select {
+	case err := <-lost:
+		var cl *remote.ConnectionLostError
+		if !errors.As(err, &cl) || cl.Node != "h7" {
+			t.Errorf("h7 failed under the step: %T %v; want it lost", err, err)
+		}
+		t.Logf("h7: %v", err)
+	case err := <-ran:
+		t.Fatalf("h8's command ended (%v) before h7's was lost: the loss waited for the step's end", err)
+	case <-time.After(150 * time.Second):
+		t.Fatal("h7's command did not end 150 s after the node failed")
+	}
+	select {
+	case err := <-ran:
+		if err != nil || out.String() != "ok\n" {
+			t.Errorf("h8's command beside the failed node: %q %v; want ok", out.String(), err)
+		}
+	case <-time.After(150 * time.Second):
+		t.Fatal("h8's command did not end")
 	}
 }
