@@ -42,5 +42,9 @@ func IsNotMeasured(err error) (*NotMeasured, bool) {
 		}
 		return &NotMeasured{Tool: "slurm", Why: why}, true
 	}
+	var sa *remote.StepAbortedError
+	if errors.As(err, &sa) {
+		return &NotMeasured{Tool: "slurm", Why: "srun aborted the job step the command shared with other nodes' before its end"}, true
+	}
 	return nil, false
 }

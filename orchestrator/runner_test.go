@@ -464,3 +464,14 @@ func TestStepNotStartedIsNotMeasured(t *testing.T) {
 		t.Error("a command's own failure taken for not measured")
 	}
 }
+
+// A command whose shared job step srun gave up (for another node's I/O
+// error) has no outcome: NOT MEASURED too, no quarantine.
+func TestStepAbortedIsNotMeasured(t *testing.T) {
+	err := fmt.Errorf("preflight: %w", &remote.StepAbortedError{Node: "h2", Command: "nvidia-smi",
+		Said: "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on node 33"})
+	nm, ok := IsNotMeasured(err)
+	if !ok || nm.Tool != "slurm" || !strings.Contains(nm.Why, "srun aborted the job step") {
+		t.Errorf("%v: %+v %v", err, nm, ok)
+	}
+}

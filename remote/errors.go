@@ -272,6 +272,22 @@ type StepNotStartedError struct {
 	Said string
 }
 
+// StepAbortedError: srun aborted the job step a node's command shared with
+// other nodes' (an I/O error with another node's slurmstepd aborts every
+// task of a step), and the command's end was never heard. Its outcome is
+// unknown and says nothing of the node: the window records the command
+// NOT MEASURED, as a step Slurm never started.
+type StepAbortedError struct {
+	Node, Command string
+	// Said is what srun said.
+	Said string
+}
+
+func (e *StepAbortedError) Error() string {
+	return fmt.Sprintf("%s: %s: srun aborted the job step this node's command shared with others, before its end: %s",
+		e.Node, e.Command, strings.TrimSpace(e.Said))
+}
+
 func (e *StepNotStartedError) Error() string {
 	s := fmt.Sprintf("%s: %s: Slurm did not start the job step within %s", e.Node, e.Command, e.After)
 	if e.Said != "" {

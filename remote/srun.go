@@ -222,7 +222,7 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	if grace <= 0 {
 		grace = defaultGrace
 	}
-	if !s.each && cmd.Stdin == nil && !s.alone.Load() && !strings.ContainsRune(cmd.Command, 0) {
+	if !s.each && cmd.Stdin == nil && !s.alone.Load() && !s.steps.isUnshared() && !strings.ContainsRune(cmd.Command, 0) {
 		if err, alone := s.steps.run(ctx, s, cmd, grace); !alone {
 			return err
 		}

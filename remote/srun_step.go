@@ -57,6 +57,9 @@ type stepper struct {
 	open  *stepBatch
 	steps int
 	own   int // steps of a command's own
+	// unshared: srun aborted a shared step, and every command takes a
+	// step of its own since.
+	unshared bool
 	// onLaunch, in unit tests, takes a step instead of starting it.
 	onLaunch func(*stepBatch)
 }
@@ -79,6 +82,12 @@ func (l *Logins) stepperFor(job string, args []string, beat, lease, stepStart ti
 	p.users++
 	p.mu.Unlock()
 	return p
+}
+
+func (p *stepper) isUnshared() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unshared
 }
 
 func (p *stepper) release() {

@@ -189,6 +189,18 @@ func lines(l []string) string {
 	return strings.Join(l, "\n") + "\n"
 }
 
+// aborted says whether srun gave the step up ("step_launch_notify_io_failure:
+// aborting, io error with slurmstepd on node 33", "Aborting, io error and
+// missing step on node 4"): every task of it ended then, not by itself.
+func (s *srunLines) aborted() bool {
+	for _, l := range s.lines {
+		if strings.Contains(l, "aborting, io error") || strings.Contains(l, "Aborting, io error") {
+			return true
+		}
+	}
+	return false
+}
+
 // taskEnded is srun's report of how tasks ended ("srun: error: h3: task
 // 2: Exited with exit code 1", "srun: error: h[3-4]: tasks 2-3: Killed").
 var taskEnded = regexp.MustCompile(`^srun: error: \S+: tasks? [0-9,-]+: `)

@@ -203,47 +203,70 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 	started, notStarted := b.started, b.notStarted
 	b.mu.Unlock()
 	why := said.lost()
-	for _, t := range left {
-		s := t.s
-		var res error
-		var ee *ExitError
-		switch {
-		case t.cancelled:
-			res = s.endedEarly(t.ctx, t.cmd)
-		case notStarted && !t.started:
-			res = &StepNotStartedError{Node: s.name, Command: shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
-		case err != nil && !errors.As(err, &ee):
-			res = s.loginError(t.ctx, t.cmd, err)
-		case why != "" || !t.started:
-			gone, state, cerr := s.leftTheJob(t.ctx)
-			switch {
-			case cerr != nil:
-				res = s.markLost("srun: "+why+"; and Slurm could not be asked: "+cerr.Error(), nil)
-			case gone:
-				res = s.markLost("srun: "+why+" ("+state+")", nil)
-			}
-		}
-		if res == nil {
-			// The task ended without the runner's last line: killed with
-			// its runner, or the step was.
-			status := 1
-			if ee != nil && ee.Status > 0 {
-				status = ee.Status
-			}
-			tail := said.steps() + lines(t.said) + t.tail.String()
-			if !started {
-				tail = said.steps() + stderr
-			}
-			if strings.TrimSpace(tail) == "" {
-				tail = "the node's task in the shared job step ended without the command's end, and srun said nothing"
-			}
-			if len(tail) > StderrTailBytes {
-				tail = tail[len(tail)-StderrTailBytes:]
-			}
-			res = &ExitError{Node: s.name, Command: t.cmd.Command, Status: status, StderrTail: tail}
-		}
-		b.mu.Lock()
-		b.finish(t, res)
-		b.mu.Unlock()
+	aborted := said.aborted()
+	if aborted {
+		// srun gives up a whole step for one node's I/O error: sharing
+		// steps would put every node's command at the mercy of each
+		// other's, so the job's nodes take a step each from now on.
+		b.p.mu.Lock()
+		b.p.unshared = true
+		b.p.mu.Unlock()
 	}
+	// Slurm is asked about each node at once: a step over a thousand nodes
+	// that srun gave up must not take a thousand questions in turn.
+	var asked sync.WaitGroup
+	for _, t := range left {
+		asked.Add(1)
+		go func() {
+			defer asked.Done()
+			res := b.outcome(t, err, said, why, aborted, started, notStarted, stderr)
+			b.mu.Lock()
+			b.finish(t, res)
+			b.mu.Unlock()
+		}()
+	}
+	asked.Wait()
+}
+
+// outcome is the outcome of t, whose command's end the step never said.
+func (b *stepBatch) outcome(t *stepTask, err error, said *srunLines, why string, aborted, started, notStarted bool, stderr string) error {
+	s := t.s
+	var ee *ExitError
+	switch {
+	case t.cancelled:
+		return s.endedEarly(t.ctx, t.cmd)
+	case notStarted && !t.started:
+		return &StepNotStartedError{Node: s.name, Command: shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
+	case err != nil && !errors.As(err, &ee):
+		return s.loginError(t.ctx, t.cmd, err)
+	case aborted:
+		// Another node's I/O failure may be all it was: the node's next
+		// command shows whether it is still the job's.
+		return &StepAbortedError{Node: s.name, Command: shorten(t.cmd.Command, 120), Said: said.steps()}
+	case why != "" || !t.started:
+		gone, state, cerr := s.leftTheJob(t.ctx)
+		switch {
+		case cerr != nil:
+			return s.markLost("srun: "+why+"; and Slurm could not be asked: "+cerr.Error(), nil)
+		case gone:
+			return s.markLost("srun: "+why+" ("+state+")", nil)
+		}
+	}
+	// The task ended without the runner's last line: killed with its
+	// runner, or the step was.
+	status := 1
+	if ee != nil && ee.Status > 0 {
+		status = ee.Status
+	}
+	tail := said.steps() + lines(t.said) + t.tail.String()
+	if !started {
+		tail = said.steps() + stderr
+	}
+	if strings.TrimSpace(tail) == "" {
+		tail = "the node's task in the shared job step ended without the command's end, and srun said nothing"
+	}
+	if len(tail) > StderrTailBytes {
+		tail = tail[len(tail)-StderrTailBytes:]
+	}
+	return &ExitError{Node: s.name, Command: t.cmd.Command, Status: status, StderrTail: tail}
 }

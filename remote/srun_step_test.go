@@ -282,3 +282,29 @@ func TestStepOutputPaddedNumbers(t *testing.T) {
 		}
 	}
 }
+
+// srun gives a whole step up for one node's I/O error (step_launch.c):
+// the other nodes' commands whose end was not heard are NOT MEASURED
+// (StepAbortedError), not failed, and the job's nodes take a step each
+// from then on.
+func TestStepAbortedBySrun(t *testing.T) {
+	b := testBatch("a", "b", "c")
+	o := &stepOutput{b: b}
+	o.Write([]byte("0: s a\n1: s b\n2: s c\n0: o 6869\n0: x 0 0\n"))
+	said := &srunLines{}
+	said.add("srun: error: _server_read: fd 19 got error or unexpected eof reading message body")
+	said.add("srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on node 2")
+	b.ended(&ExitError{Node: "slurm-login", Status: 137}, said, "")
+	if err := <-b.order[0].result; err != nil {
+		t.Errorf("a ended before the abort: %v", err)
+	}
+	for _, tk := range b.order[1:] {
+		var sa *StepAbortedError
+		if err := <-tk.result; !errors.As(err, &sa) || !strings.Contains(err.Error(), "aborting, io error with slurmstepd on node 2") {
+			t.Errorf("%s: %v; want a StepAbortedError in srun's words", tk.s.node, err)
+		}
+	}
+	if !b.p.isUnshared() {
+		t.Error("the job's steps are still shared after srun aborted one")
+	}
+}
