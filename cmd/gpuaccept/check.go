@@ -215,11 +215,15 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 		fmt.Fprintf(w, "  %s\n", cmdline)
 		fmt.Fprintf(w, "  granted within %s, or the window ends INCOMPLETE with squeue's reason; given back at its end\n",
 			inv.Slurm.AllocateTimeout)
-		way := "at its NodeAddr through the login node as the SSH jump host"
+		way, steps := "at its NodeAddr through the login node as the SSH jump host", ""
 		if inv.Transport == inventory.TransportSrun {
 			way = "by srun steps of the job from the login node (no SSH to the nodes)"
+			steps = "  a job step per command (slurm.steps: each)\n"
+			if inv.Slurm.Steps != inventory.StepsEach {
+				steps = "  the commands the nodes start together share one job step (slurm.steps: shared)\n"
+			}
 		}
-		fmt.Fprintf(w, "  each node reached %s, %d at a time\n\n", way, inv.FanOut())
+		fmt.Fprintf(w, "  each node reached %s, %s\n%s\n", way, atATime(inv.FanOut()), steps)
 	} else {
 		printNodes(w, inv)
 	}
@@ -355,6 +359,14 @@ func printNodes(w io.Writer, inv *inventory.Inventory) {
 		// No SSH: known_hosts and the rest of ssh do not apply.
 		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
 	} else {
-		fmt.Fprintf(w, "known_hosts %s, accept-new %v, %d nodes at a time\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, inv.FanOut())
+		fmt.Fprintf(w, "known_hosts %s, accept-new %v, nodes %s\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, atATime(inv.FanOut()))
 	}
+}
+
+// atATime says how many nodes the window works on at once (0: all).
+func atATime(n int) string {
+	if n <= 0 {
+		return "all at once"
+	}
+	return fmt.Sprintf("%d at a time", n)
 }

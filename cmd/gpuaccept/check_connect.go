@@ -60,7 +60,7 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 	if inv.Slurm.Allocates() {
 		return checkAllocation(ctx, out, progress, inv, ps, asJSON)
 	}
-	fmt.Fprintf(progress, "check: reaching %d node(s), %d at a time\n", len(inv.Nodes), inv.FanOut())
+	fmt.Fprintf(progress, "check: reaching %d node(s), %s\n", len(inv.Nodes), atATime(inv.FanOut()))
 	start := time.Now()
 	python := inv.Phases.Failure.Python
 	if python == "" {

@@ -337,3 +337,32 @@ func TestParseFio(t *testing.T) {
 		t.Fatalf("not fio: exit %d %s", res.code, res.stderr)
 	}
 }
+
+// The plan of a Slurm inventory says how its nodes are reached and how
+// their commands become job steps: shared by default, every node at once;
+// a step each with slurm.steps: each, ssh.concurrency at a time.
+func TestCheckSaysHowSrunRunsTheCommands(t *testing.T) {
+	res := gpuaccept(t, "../..", "check", "inventories/slurm-srun.yaml")
+	if res.code != 0 || !strings.Contains(res.stdout, "(no SSH to the nodes), all at once\n") ||
+		!strings.Contains(res.stdout, "the commands the nodes start together share one job step (slurm.steps: shared)") {
+		t.Fatalf("exit %d, plan:\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	b, err := os.ReadFile("../../inventories/slurm-srun.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	each := filepath.Join(dir, "each.yaml")
+	text := strings.Replace(string(b), "\nslurm:\n", "\nslurm:\n  steps: each\n", 1)
+	if text == string(b) {
+		t.Fatal("inventories/slurm-srun.yaml has no slurm: section at the start of a line")
+	}
+	if err := os.WriteFile(each, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res = gpuaccept(t, dir, "check", each)
+	if res.code != 0 || !strings.Contains(res.stdout, "(no SSH to the nodes), 32 at a time\n") ||
+		!strings.Contains(res.stdout, "a job step per command (slurm.steps: each)") {
+		t.Fatalf("exit %d, plan with steps: each:\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+}
