@@ -49,6 +49,11 @@ type Cmd struct {
 	// Grace is how long the command may take to exit after TERM when it
 	// is cancelled, before KILL. Default 5s.
 	Grace time.Duration
+	// Lasting marks a command that runs for long beside the others (a
+	// node's telemetry for the window): a transport that would carry many
+	// nodes' commands together (srun's shared job steps) gives it a way
+	// of its own, so that another node's failure cannot end it.
+	Lasting bool
 }
 
 const (

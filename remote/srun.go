@@ -222,7 +222,7 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	if grace <= 0 {
 		grace = defaultGrace
 	}
-	if !s.each && cmd.Stdin == nil && !s.alone.Load() && !s.steps.isUnshared() && !strings.ContainsRune(cmd.Command, 0) {
+	if s.shares(cmd) {
 		if err, alone := s.steps.run(ctx, s, cmd, grace); !alone {
 			return err
 		}
@@ -230,14 +230,41 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	// Not bounded here: a command that runs the window's length (a node's
 	// telemetry) would hold its place for good, and nodes that stage
 	// together must stage at once for their figures to be the fleet's.
+	// Their starts are bounded, not their lives: a thousand uploads at
+	// once would be a thousand step requests to slurmctld at once.
+	select {
+	case s.steps.starting <- struct{}{}:
+	case <-ctx.Done():
+		return s.endedEarly(ctx, cmd)
+	case <-s.closing.Done():
+		return s.endedEarly(ctx, cmd)
+	}
 	s.steps.mu.Lock()
 	s.steps.own++
 	s.steps.mu.Unlock()
-	return s.runAlone(ctx, cmd, grace)
+	var once sync.Once
+	return s.runAlone(ctx, cmd, grace, func() { once.Do(func() { <-s.steps.starting }) })
+}
+
+// shares says whether cmd goes into a step shared with the job's other
+// nodes: not with stdin (its bytes are the node's alone), not a command
+// that lasts (another node's failure could end it), not where the node or
+// the job cannot, and not with a NUL, which the step's table cannot carry.
+func (s *Srun) shares(cmd Cmd) bool {
+	if s.each || cmd.Stdin != nil || cmd.Lasting || s.alone.Load() || s.steps.isUnshared() || strings.ContainsRune(cmd.Command, 0) {
+		return false
+	}
+	for k, v := range cmd.Env {
+		if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // runAlone runs cmd as a job step of its own.
-func (s *Srun) runAlone(ctx context.Context, cmd Cmd, grace time.Duration) error {
+func (s *Srun) runAlone(ctx context.Context, cmd Cmd, grace time.Duration, begun func()) error {
+	defer begun()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -269,6 +296,13 @@ func (s *Srun) runAlone(ctx context.Context, cmd Cmd, grace time.Duration) error
 	defer stopLogin()
 	ran := make(chan struct{})
 	defer close(ran)
+	go func() {
+		select {
+		case <-started:
+			begun()
+		case <-ran:
+		}
+	}()
 	var notStarted atomic.Bool
 	go func() {
 		limit := time.NewTimer(s.stepStart)
@@ -619,6 +653,14 @@ type srunLines struct {
 	started chan struct{}
 	// heard, when set, is told every line kept, as it comes.
 	heard func(line string)
+	// shared: the lines are a shared step's, whose reports of each
+	// task's end (one per node) are not kept: they would push the lines
+	// that matter out of the last srunKeep.
+	shared bool
+	// lostSaid is the first line that said a node left the job, abort
+	// whether srun gave the step up: kept whatever lines follow.
+	lostSaid string
+	abort    bool
 }
 
 // srunKeep lines of srunLineBytes at most are kept.
@@ -642,6 +684,20 @@ func (s *srunLines) add(line string) {
 	if len(line) > srunLineBytes {
 		line = line[:srunLineBytes]
 	}
+	if s.lostSaid == "" {
+		for _, m := range srunLostSays {
+			if strings.Contains(line, m) {
+				s.lostSaid = strings.TrimPrefix(strings.TrimPrefix(line, srunPrefix), "error: ")
+				break
+			}
+		}
+	}
+	if strings.Contains(line, "aborting, io error") || strings.Contains(line, "Aborting, io error") {
+		s.abort = true
+	}
+	if s.shared && taskEnded.MatchString(line) {
+		return
+	}
 	if len(s.lines) == srunKeep {
 		copy(s.lines, s.lines[1:])
 		s.lines = s.lines[:srunKeep-1]
@@ -655,16 +711,7 @@ func (s *srunLines) add(line string) {
 // lost is the line in which srun says the node cannot be reached through
 // the job any more (it failed, it left the job, the job ended); "" when
 // none does.
-func (s *srunLines) lost() string {
-	for _, l := range s.lines {
-		for _, m := range srunLostSays {
-			if strings.Contains(l, m) {
-				return strings.TrimPrefix(strings.TrimPrefix(l, srunPrefix), "error: ")
-			}
-		}
-	}
-	return ""
-}
+func (s *srunLines) lost() string { return s.lostSaid }
 
 // What srun (Slurm 20.11 to 25.05) says when a step cannot reach its
 // node: the node failed under it, the step could not be made (the node

@@ -32,6 +32,16 @@ var stepSource string
 //go:embed srun_step.pl
 var stepRunner string
 
+// stepWidth bounds the nodes of one shared step: srun gives a whole step
+// up for one node's I/O error, so a step of the fleet would put every
+// node's command at the mercy of the weakest; 64 nodes a step still makes
+// a thousand nodes' fan-out sixteen steps.
+const stepWidth = 64
+
+// startsAtOnce bounds the steps of a command's own that wait for Slurm
+// to start them at once (ssh.concurrency's default).
+const startsAtOnce = 32
+
 // stepGather is how long the first command of a step waits for others
 // to join it when not every node has a command yet: a fan-out's
 // goroutines start within a millisecond of each other, and a node whose
@@ -51,6 +61,8 @@ type stepper struct {
 	beat, lease time.Duration
 	stepStart   time.Duration
 	gather      time.Duration
+	// starting bounds the steps of a command's own that are being started.
+	starting chan struct{}
 
 	mu    sync.Mutex
 	users int
@@ -75,7 +87,7 @@ func (l *Logins) stepperFor(job string, args []string, beat, lease, stepStart ti
 	p := l.steppers[key]
 	if p == nil {
 		p = &stepper{logins: l, job: job, args: args, beat: beat, lease: lease, stepStart: stepStart,
-			gather: stepGather}
+			gather: stepGather, starting: make(chan struct{}, startsAtOnce)}
 		l.steppers[key] = p
 	}
 	p.mu.Lock()
@@ -215,7 +227,7 @@ func (p *stepper) add(t *stepTask) *stepBatch {
 	b.mu.Lock()
 	b.order = append(b.order, t)
 	b.mu.Unlock()
-	if len(b.order) >= p.users {
+	if len(b.order) >= p.users || len(b.order) >= stepWidth {
 		p.launch(b)
 	}
 	return b
@@ -258,6 +270,7 @@ type stepBatch struct {
 	pending  int               // tasks neither done nor cancelled
 	closeAll func()            // ends the control stream
 	noise    []string          // lines that are no task's
+	pieces   map[int]string    // by task: the start of a frame srun broke
 	// notStarted: no task ran within the stepper's stepStart.
 	notStarted bool
 }
@@ -301,7 +314,9 @@ func (b *stepBatch) withdraw(t *stepTask) bool {
 	}
 	t.cancelled = true
 	if b.ctl != nil {
-		_ = b.ctl.frame("k "+t.s.node, nil)
+		// Not under b.mu, and not waited for: a write blocks until srun
+		// reads its stdin, and srun may not (yet, or any more).
+		go b.ctl.frame("k "+t.s.node, nil)
 	}
 	b.settle()
 	return false

@@ -1,6 +1,9 @@
 # gpuaccept step runner: runs the guard with its stdout and stderr on
 # pipes of its own and prints them as short hex lines on the task's
-# stdout ("o HEX", "e HEX"), then "x STATUS SIGNAL" once the guard ended.
+# stdout ("o HEX.", "e HEX."), then "x STATUS SIGNAL." once the guard
+# ended. Every line ends with a dot: srun breaks a line that slurmstepd
+# passed on in pieces, and the coordinator joins a task's pieces until
+# the dot.
 # Short lines, because srun --label marks whole lines and cuts them at
 # 1 KiB; hex, because the command's output may be any bytes and may end
 # without a newline. The guard's stdin (the control stream) is left to
@@ -15,10 +18,10 @@ use POSIX ();
 $SIG{$_} = 'IGNORE' for qw(TERM HUP INT PIPE);
 sub say_ { my $l = shift; syswrite(STDOUT, $l) }
 
-pipe(my $or, my $ow) or do { say_("n pipe: $!\n"); exit 0 };
-pipe(my $er, my $ew) or do { say_("n pipe: $!\n"); exit 0 };
+pipe(my $or, my $ow) or do { say_("n pipe: $!.\n"); exit 0 };
+pipe(my $er, my $ew) or do { say_("n pipe: $!.\n"); exit 0 };
 my $pid = fork();
-defined $pid or do { say_("n fork: $!\n"); exit 0 };
+defined $pid or do { say_("n fork: $!.\n"); exit 0 };
 if ($pid == 0) {
   close $or;
   close $er;
@@ -50,9 +53,9 @@ while (%in) {
       delete $in{$c};
       next;
     }
-    say_("$c " . unpack('H*', $buf) . "\n");
+    say_("$c " . unpack('H*', $buf) . ".\n");
   }
 }
 while (waitpid($pid, 0) < 0 && $!{EINTR}) { }
 my $st = $?;
-say_(sprintf("x %d %d\n", ($st >> 8) & 255, $st & 127));
+say_(sprintf("x %d %d.\n", ($st >> 8) & 255, $st & 127));

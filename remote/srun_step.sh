@@ -11,34 +11,36 @@
 #   c I LEN GRACE     LEN bytes of command I follow; GRACE its grace in s
 #   t                 the table ends; the control stream follows
 # What a task prints on its stdout, which srun --label marks with the
-# task's number, one short line each (srun cuts lines at 1 KiB):
-#   s NODE            (by sh, before bash starts) the task runs on NODE
-#   n WHY             the node cannot take its command in this step: the
+# task's number, one short line each ending with a dot (srun cuts lines
+# at 1 KiB, and breaks one slurmstepd passed on in pieces: the dot says
+# where a line ends):
+#   s NODE.           (by sh, before bash starts) the task runs on NODE
+#   n WHY.            the node cannot take its command in this step: the
 #                     coordinator runs it as a step of its own
-#   o HEX, e HEX      a chunk of the command's stdout, stderr (the runner)
-#   x STATUS SIGNAL   the command ended (the runner)
+#   o HEX., e HEX.    a chunk of the command's stdout, stderr (the runner)
+#   x STATUS SIGNAL.  the command ended (the runner)
 set -u
 lease=$1 guard=$2 runner=$3
 me=${SLURMD_NODENAME-}
 # Bytes, not characters, for read -N; the command gets the locale back.
 lcset=${LC_ALL+x} lcall=${LC_ALL-}
 LC_ALL=C
-perl -e 'use POSIX (); 1' >/dev/null 2>&1 || { echo 'n there is no working perl on the node'; exit 0; }
+perl -e 'use strict; use warnings; use POSIX (); use Errno (); 1' >/dev/null 2>&1 || { echo 'n there is no working perl on the node.'; exit 0; }
 idx= mine= grace=
 while IFS=' ' read -r op a b c; do
   case $op in
     n) [ "$a" = "$me" ] && idx=$b ;;
     c)
-      IFS= read -r -N "$b" text || { echo "n the step's table ended early"; exit 0; }
+      IFS= read -r -N "$b" text || { echo "n the step's table ended early."; exit 0; }
       if [ -n "$idx" ] && [ "$a" = "$idx" ]; then
         mine=$text grace=$c
       fi
       ;;
     t) break ;;
-    *) echo "n the step's table holds a frame gpuaccept does not send"; exit 0 ;;
+    *) echo "n the step's table holds a frame gpuaccept does not send."; exit 0 ;;
   esac
 done
-[ -n "$grace" ] || { echo "n the step's table has no command for $me"; exit 0; }
+[ -n "$grace" ] || { echo "n the step's table has no command for $me."; exit 0; }
 if [ -n "$lcset" ]; then LC_ALL=$lcall; else unset LC_ALL; fi
 # As stepClean (srun.go): the command sees the node as a login there
 # would, without the step's Slurm and PMI variables.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,12 +20,17 @@ import (
 // stepOutput reads the step's stdout: "N: FRAME" lines, N the task's
 // number srun marks them with.
 type stepOutput struct {
+	// mu: Write and flush may meet, when the login node's session ends
+	// before its output is read to the end.
+	mu   sync.Mutex
 	b    *stepBatch
 	line []byte
 	long bool // the current line is past stepLineBytes: dropped
 }
 
 func (o *stepOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -55,6 +61,8 @@ func (o *stepOutput) end() {
 }
 
 func (o *stepOutput) flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if len(o.line) > 0 {
 		o.end()
 	}
@@ -70,13 +78,27 @@ func (b *stepBatch) line(l string) {
 	// (" 7: " among 32 tasks; Slurm 22.05), or zeros in other versions.
 	num = strings.TrimLeft(num, " ")
 	task, err := strconv.Atoi(num)
-	op, rest, _ := strings.Cut(frame, " ")
 	b.mu.Lock()
 	if !ok || err != nil || task < 0 || num[0] == '+' || num[0] == '-' {
 		b.noise = keepLine(b.noise, l)
 		b.mu.Unlock()
 		return
 	}
+	// A frame ends with a dot; srun gives the pieces of one it got in
+	// parts as lines of their own, in order, each marked with the task.
+	if !strings.HasSuffix(frame, ".") {
+		if b.pieces == nil {
+			b.pieces = map[int]string{}
+		}
+		if len(b.pieces[task])+len(frame) <= stepLineBytes {
+			b.pieces[task] += frame
+		}
+		b.mu.Unlock()
+		return
+	}
+	frame = strings.TrimSuffix(b.pieces[task]+frame, ".")
+	delete(b.pieces, task)
+	op, rest, _ := strings.Cut(frame, " ")
 	t, known := b.tasks[task]
 	switch {
 	case op == "s":
@@ -115,7 +137,11 @@ func (b *stepBatch) line(l string) {
 		}
 		b.finish(t, t.exit(status, signal))
 	case "n":
-		t.s.alone.Store(true)
+		if strings.Contains(rest, "perl") {
+			// For good: no perl now, none later. Another cause (a table
+			// cut short) may not come again.
+			t.s.alone.Store(true)
+		}
 		b.finish(t, errStepAlone)
 	default:
 		t.said = keepLine(t.said, frame)
@@ -192,14 +218,7 @@ func lines(l []string) string {
 // aborted says whether srun gave the step up ("step_launch_notify_io_failure:
 // aborting, io error with slurmstepd on node 33", "Aborting, io error and
 // missing step on node 4"): every task of it ended then, not by itself.
-func (s *srunLines) aborted() bool {
-	for _, l := range s.lines {
-		if strings.Contains(l, "aborting, io error") || strings.Contains(l, "Aborting, io error") {
-			return true
-		}
-	}
-	return false
-}
+func (s *srunLines) aborted() bool { return s.abort }
 
 // taskEnded is srun's report of how tasks ended ("srun: error: h3: task
 // 2: Exited with exit code 1", "srun: error: h[3-4]: tasks 2-3: Killed").

@@ -55,7 +55,7 @@ func (b *stepBatch) stepLine() string {
 	}
 	// sh says the task runs before bash reads a BASH_ENV the login
 	// session may pass on, as stepLine does for a step of its own.
-	words = append(words, "sh", "-c", Quote(`printf 's %s\n' "$SLURMD_NODENAME"; exec bash -c "$@"`), "gpuaccept-step",
+	words = append(words, "sh", "-c", Quote(`printf 's %s.\n' "$SLURMD_NODENAME"; exec bash -c "$@"`), "gpuaccept-step",
 		Quote(stepSource), "gpuaccept-step", strconv.Itoa(ceilSeconds(p.lease)), Quote(guardSource), Quote(stepRunner))
 	return strings.Join(words, " ")
 }
@@ -87,7 +87,8 @@ func (b *stepBatch) run() {
 	var ending sync.Once
 	end := func() {
 		ending.Do(func() {
-			stopInner()
+			// The bound first: ending the stream may block on a stdin srun
+			// no longer reads.
 			go func() {
 				select {
 				case <-ran:
@@ -95,13 +96,15 @@ func (b *stepBatch) run() {
 					stopLogin()
 				}
 			}()
+			go stopInner()
 		})
 	}
 	b.mu.Lock()
 	b.ctl, b.closeAll = ctl, end
 	for _, t := range b.order {
 		if t.cancelled {
-			_ = ctl.frame("k "+t.s.node, nil)
+			// The stream is read only once login.Run runs, below.
+			go ctl.frame("k "+t.s.node, nil)
 		}
 	}
 	if b.pending == 0 {
@@ -120,7 +123,7 @@ func (b *stepBatch) run() {
 			end()
 		}
 	})
-	srunErr := &srunLines{heard: b.heard}
+	srunErr := &srunLines{heard: b.heard, shared: true}
 	stderr := &srunSplit{tail: NewStderrTail(), srun: srunErr}
 	out := &stepOutput{b: b}
 	err = login.Run(loginCtx, Cmd{
@@ -194,10 +197,11 @@ func (b *stepBatch) session(ctx context.Context) (*Client, func(), error) {
 // step ended: srun's words, Slurm's view of the node, the login node.
 func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 	b.mu.Lock()
-	var left []*stepTask
+	var left []taskState
 	for _, t := range b.order {
 		if !t.done {
-			left = append(left, t)
+			// As they are now: withdraw may change them meanwhile.
+			left = append(left, taskState{t: t, cancelled: t.cancelled, started: t.started, said: lines(t.said)})
 		}
 	}
 	started, notStarted := b.started, b.notStarted
@@ -215,39 +219,54 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 	// Slurm is asked about each node at once: a step over a thousand nodes
 	// that srun gave up must not take a thousand questions in turn.
 	var asked sync.WaitGroup
-	for _, t := range left {
+	for _, ts := range left {
 		asked.Add(1)
 		go func() {
 			defer asked.Done()
-			res := b.outcome(t, err, said, why, aborted, started, notStarted, stderr)
+			res := b.outcome(ts, err, said, why, aborted, started, notStarted, stderr)
 			b.mu.Lock()
-			b.finish(t, res)
+			b.finish(ts.t, res)
 			b.mu.Unlock()
 		}()
 	}
 	asked.Wait()
 }
 
+// taskState is a task as the step's end found it.
+type taskState struct {
+	t                  *stepTask
+	cancelled, started bool
+	said               string
+}
+
 // outcome is the outcome of t, whose command's end the step never said.
-func (b *stepBatch) outcome(t *stepTask, err error, said *srunLines, why string, aborted, started, notStarted bool, stderr string) error {
-	s := t.s
+func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string, aborted, started, notStarted bool, stderr string) error {
+	t, s := ts.t, ts.t.s
 	var ee *ExitError
 	switch {
-	case t.cancelled:
+	case ts.cancelled:
 		return s.endedEarly(t.ctx, t.cmd)
-	case notStarted && !t.started:
+	case notStarted && !ts.started:
 		return &StepNotStartedError{Node: s.name, Command: shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
 	case err != nil && !errors.As(err, &ee):
 		return s.loginError(t.ctx, t.cmd, err)
+	case !started:
+		// No task of the step ran (srun could not make it: one node gone
+		// or short of what it asks for): nothing ran, and the node's
+		// command goes again as a step of its own, whose answer is the
+		// node's alone.
+		return errStepAlone
 	case aborted:
 		// Another node's I/O failure may be all it was: the node's next
 		// command shows whether it is still the job's.
 		return &StepAbortedError{Node: s.name, Command: shorten(t.cmd.Command, 120), Said: said.steps()}
-	case why != "" || !t.started:
+	case why != "" || !ts.started:
 		gone, state, cerr := s.leftTheJob(t.ctx)
 		switch {
 		case cerr != nil:
-			return s.markLost("srun: "+why+"; and Slurm could not be asked: "+cerr.Error(), nil)
+			// The controller's silence says nothing of the node.
+			return &StepAbortedError{Node: s.name, Command: shorten(t.cmd.Command, 120),
+				Said: said.steps() + "and Slurm could not be asked about the node: " + cerr.Error()}
 		case gone:
 			return s.markLost("srun: "+why+" ("+state+")", nil)
 		}
@@ -258,7 +277,7 @@ func (b *stepBatch) outcome(t *stepTask, err error, said *srunLines, why string,
 	if ee != nil && ee.Status > 0 {
 		status = ee.Status
 	}
-	tail := said.steps() + lines(t.said) + t.tail.String()
+	tail := said.steps() + ts.said + t.tail.String()
 	if !started {
 		tail = said.steps() + stderr
 	}
