@@ -2,6 +2,7 @@ package phases
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -136,5 +137,57 @@ func TestPyxisStepNotStarted(t *testing.T) {
 	w := parsePyxis("srun: error: Unable to create step for job 7: Requested node configuration is not available\n")
 	if w.notStarted() == "" || len(w.Imported) != 0 {
 		t.Errorf("a step that never ran: %+v", w)
+	}
+}
+
+// TestImagePyxisUnverifiedNotCounted: a node whose Pyxis named no image
+// is not known to hold the pin: IMG-003 counts only h1 and is NOT MEASURED
+// for h2 with the reason (never a PASS over it); where another node's
+// import failed, IMG-003 FAILs and still names the node not measured.
+func TestImagePyxisUnverifiedNotCounted(t *testing.T) {
+	pin := strings.Repeat("5d", 32)
+	uri := "10.231.0.2:5000#gpuaccept-lab:sha256:" + pin
+	imported := fake.Reply{Stdout: "pyxis: imported docker image: " + uri + "\nGPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"}
+	const why = "Pyxis did not say which image it imported: the pin is not checked"
+	rec, _ := pyxisWindow(t, srunHelpPyxis, func(node, _ string) fake.Reply {
+		if node == "h2" {
+			return fake.Reply{Stdout: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"}
+		}
+		return imported
+	})
+	v := verdictOf(t, rec, "IMG-003", "")
+	if v.Status != record.Skip || v.Incomplete != "h2: "+why || !strings.Contains(v.Measured, "by 1 of 2 node(s)") {
+		t.Errorf("IMG-003 with h2 unverified: %s %q %q (incomplete %q)", v.Status, v.Measured, v.Detail, v.Incomplete)
+	}
+	if v := verdictOf(t, rec, "IMG-001", "h2"); v.Status != record.Skip || v.Incomplete != why {
+		t.Errorf("IMG-001 h2: %s %q (incomplete %q)", v.Status, v.Detail, v.Incomplete)
+	}
+	if res := rec.Result(); slices.Contains(res.Failed, "IMG-003") || !slices.Contains(res.Incomplete, "cluster: h2: "+why) {
+		t.Errorf("window: failed %v, incomplete %q", res.Failed, res.Incomplete)
+	}
+
+	rec, _ = pyxisWindow(t, srunHelpPyxis, func(node, got string) fake.Reply {
+		if node == "h2" {
+			return fake.Reply{Exit: 1, Stdout: strings.ReplaceAll(pyxisImportFailed, "nosuch:1", got)}
+		}
+		return fake.Reply{Stdout: "ok\n"}
+	})
+	if v := verdictOf(t, rec, "IMG-003", ""); v.Status != record.Fail || v.Detail != "not measured on h1: "+why || !strings.Contains(v.Measured, "by 0 of 2 node(s)") {
+		t.Errorf("IMG-003 with h1 unverified, h2 failed: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+}
+
+// TestPyxisReachGroupsReasons: many nodes with the same reason are one
+// host range; each reason once.
+func TestPyxisReachGroupsReasons(t *testing.T) {
+	const unv, ns = "Pyxis did not say which image it imported", "srun did not run the import step: x"
+	res := Imaged{Pyxis: &PyxisImport{URI: "u", Secs: 2}, Nodes: map[string]*NodeImage{
+		"gpu-01": {Match: true}, "gpu-02": {Unverified: unv}, "gpu-03": {Unverified: unv}, "gpu-04": {Unverified: unv},
+		"gpu-05": {NotMeasured: ns},
+	}}
+	v := pyxisReach(res)
+	want := "gpu-[02-04]: " + unv + "; gpu-05: " + ns
+	if v.Status != record.Skip || v.Incomplete != want {
+		t.Errorf("%s %q, want SKIP %q", v.Status, v.Incomplete, want)
 	}
 }
