@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote/fake"
 )
@@ -18,6 +19,13 @@ var pyxisStepCmd = regexp.MustCompile(`^srun --jobid=7 --overlap --nodes=1 --nta
 // and each step as step does for its node.
 func pyxisWindow(t *testing.T, help string, step func(node, uri string) fake.Reply) (*record.Run, *fake.Host) {
 	t.Helper()
+	return pyxisWindowWith(t, help, step, "", nil)
+}
+
+// pyxisWindowWith is pyxisWindow with more inventory, the phases after
+// the image phase, and the login node scripted further by script.
+func pyxisWindowWith(t *testing.T, help string, step func(node, uri string) fake.Reply, more string, script func(*fake.Host), after ...orchestrator.Phase) (*record.Run, *fake.Host) {
+	t.Helper()
 	named := fakeInventory(t, 2, "")
 	f := fakeFleet(named)
 	login := slurmLogin(f, false)
@@ -29,9 +37,12 @@ func pyxisWindow(t *testing.T, help string, step func(node, uri string) fake.Rep
 		}
 		return step(m[1], strings.Trim(m[2], "'"))
 	})
+	if script != nil {
+		script(login)
+	}
 	pin := strings.Repeat("5d", 32)
-	inv := slurmInventory(t, "image:\n  reference: \"10.231.0.2:5000/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: pyxis\n  gpus: none\n")
-	return runFake(t, inv, f, Image), login
+	inv := slurmInventory(t, "image:\n  reference: \"10.231.0.2:5000/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: pyxis\n  gpus: none\n"+more)
+	return runFake(t, inv, f, append([]orchestrator.Phase{Image}, after...)...), login
 }
 
 // TestImageThroughPyxis: each node imports the pin with its own step of
@@ -189,5 +200,85 @@ func TestPyxisReachGroupsReasons(t *testing.T) {
 	want := "gpu-[02-04]: " + unv + "; gpu-05: " + ns
 	if v.Status != record.Skip || v.Incomplete != want {
 		t.Errorf("%s %q, want SKIP %q", v.Status, v.Incomplete, want)
+	}
+}
+
+// allReducePerfMissing is what the lab's Slurm 22.05 printed of an
+// all-reduce step whose image had no all_reduce_perf (srun --label).
+const allReducePerfMissing = `0: slurmstepd-h1: error: execve(): all_reduce_perf: No such file or directory
+1: slurmstepd-h2: error: execve(): all_reduce_perf: No such file or directory
+srun: error: h1: task 0: Exited with exit code 2
+srun: error: h2: task 1: Exited with exit code 2
+`
+
+// TestPyxisBenchmarkMissingInTheImage: the all-reduce runs in the pinned
+// image, and the image has no all_reduce_perf: a tool missing, NOT
+// MEASURED (the window INCOMPLETE, naming what and where), never a FAIL;
+// the sweep is not repeated or retested, the nodes not left out.
+func TestPyxisBenchmarkMissingInTheImage(t *testing.T) {
+	pin := strings.Repeat("5d", 32)
+	uri := "10.231.0.2:5000#gpuaccept-lab:sha256:" + pin
+	const more = "phases:\n  allreduce:\n    enabled: true\n    launcher: srun\n    repeats: 3\nacceptance:\n  retest: 2\n"
+	rec, login := pyxisWindowWith(t, srunHelpPyxis, func(node, _ string) fake.Reply {
+		return fake.Reply{Stdout: "pyxis: imported docker image: " + uri + "\nok\n"}
+	}, more, func(login *fake.Host) {
+		login.On(`srun --nodes=2 `, func(c *fake.Call) fake.Reply {
+			return fake.Reply{Exit: 2, Stderr: allReducePerfMissing}
+		})
+	}, AllReduce)
+	if n := login.Ran(`srun --nodes=2 `); n != 1 {
+		t.Errorf("%d all-reduce steps, want 1 (no repeat or retest finds the binary)", n)
+	}
+	for _, v := range rec.Verdicts {
+		if v.Status == record.Fail && (strings.HasPrefix(v.ID, "NCCL-") || v.ID == "WIN-001") {
+			t.Errorf("%s %s: FAIL %q %q", v.ID, v.Node, v.Measured, v.Detail)
+		}
+	}
+	const why = "all_reduce_perf not in the pinned image (image.reference) on h[1-2]: all_reduce_perf not measured"
+	for _, id := range []string{"NCCL-001", "NCCL-002"} {
+		if v := verdictOf(t, rec, id, ""); v.Status != record.Skip || v.Incomplete != why {
+			t.Errorf("%s: %s %q %q (incomplete %q)", id, v.Status, v.Measured, v.Detail, v.Incomplete)
+		}
+	}
+	if r := resultOf(t, rec, "allreduce", -1); r.Outcome != record.NotMeasured {
+		t.Errorf("allreduce phase: %s %q", r.Outcome, r.Error)
+	}
+}
+
+// TestMissingInImage: slurmstepd's words for the benchmark, with or
+// without srun's label, and only for the benchmark.
+func TestMissingInImage(t *testing.T) {
+	inv := fakeInventory(t, 3, "")
+	w := &orchestrator.Window{Inv: inv}
+	var nodes []*orchestrator.Node
+	for i, n := range inv.Nodes {
+		nodes = append(nodes, &orchestrator.Node{Name: n.Name, Index: i})
+	}
+	for out, want := range map[string]string{
+		allReducePerfMissing: "all_reduce_perf not in the pinned image (image.reference) on h[1-2]: all_reduce_perf not measured",
+		"slurmstepd: error: execve(): /opt/nccl-tests/all_reduce_perf: No such file or directory\n": "all_reduce_perf not in the pinned image (image.reference): all_reduce_perf not measured",
+		"slurmstepd-h3: error: execve(): all_gather_perf: No such file or directory\n":              "",
+		"srun: error: h1: task 0: Exited with exit code 2\n":                                        "",
+		"all_reduce_perf: error: execve(): all_reduce_perf: No such file or directory\n":            "",
+	} {
+		if got := missingInImage(out, "all_reduce_perf", w, nodes); got != want {
+			t.Errorf("%q:\n got %q\nwant %q", out, got, want)
+		}
+	}
+}
+
+// TestCollectiveMissingInTheImage: a collective whose benchmark the image
+// lacks leaves NCCL-005 NOT MEASURED; beside one that failed, FAIL naming
+// both.
+func TestCollectiveMissingInTheImage(t *testing.T) {
+	const why = "all_gather_perf not in the pinned image (image.reference): all_gather_perf not measured"
+	missing := Sweep{Error: why, NotMeasured: why}
+	v := collectivesVerdict(Sweeps{Collectives: map[string]Sweep{"all_gather": missing}})
+	if v.Status != record.Skip || v.Incomplete != why {
+		t.Errorf("NCCL-005: %s %q (incomplete %q)", v.Status, v.Detail, v.Incomplete)
+	}
+	v = collectivesVerdict(Sweeps{Collectives: map[string]Sweep{"all_gather": missing, "sendrecv": {Error: "exit 1"}}})
+	if v.Status != record.Fail || v.Detail != "sendrecv: exit 1; "+why {
+		t.Errorf("NCCL-005 beside a failure: %s %q", v.Status, v.Detail)
 	}
 }
