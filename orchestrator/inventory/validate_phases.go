@@ -606,7 +606,7 @@ func (v *validator) slurmAllocate() {
 	s := &v.inv.Slurm
 	const k = "slurm.allocate."
 	if s.Allocate == nil {
-		if v.given("slurm.allocate_timeout") {
+		if v.given("slurm.allocate_timeout") && !v.given("slurm.allocate") {
 			v.problem("slurm.allocate_timeout", "set without slurm.allocate: the window asks for no allocation to wait for")
 		}
 		return
@@ -632,7 +632,7 @@ func (v *validator) slurmAllocate() {
 			v.problem(k+kv[0], "%q holds blanks or quotes: one salloc argument", short(kv[1]))
 		}
 	}
-	if v.given(k+"time") && (a.Time < time.Minute || a.Time > 365*24*time.Hour) {
+	if t := a.Time.Duration(); v.given(k+"time") && (t < time.Minute || t > 365*24*time.Hour) {
 		v.problem(k+"time", "must be 1m to 365 days (Slurm counts minutes), got %s", a.Time)
 	}
 	for i, arg := range a.Args {
