@@ -12,7 +12,7 @@ import (
 )
 
 // pyxisStepCmd matches the image phase's step on the fake login node.
-var pyxisStepCmd = regexp.MustCompile(`^srun --jobid=7 --overlap --nodes=1 --ntasks=1 --nodelist=(\S+) --job-name=gpuaccept-\S+-image --container-image=(\S+) nvidia-smi -L 2>&1$`)
+var pyxisStepCmd = regexp.MustCompile(`^srun --jobid=7 --overlap --nodes=1 --ntasks=1 --nodelist=(\S+) --job-name=gpuaccept-\S+-image --container-image=(\S+) --container-name=(gpuaccept-\S+) nvidia-smi -L 2>&1$`)
 
 // pyxisWindow runs the image phase in the window's own allocation of
 // h1, h2 (slurmLogin), the login node's srun answering help as help says
@@ -23,8 +23,9 @@ func pyxisWindow(t *testing.T, help string, step func(node, uri string) fake.Rep
 }
 
 // pyxisWindowWith is pyxisWindow with more inventory, the phases after
-// the image phase, and the login node scripted further by script.
-func pyxisWindowWith(t *testing.T, help string, step func(node, uri string) fake.Reply, more string, script func(*fake.Host), after ...orchestrator.Phase) (*record.Run, *fake.Host) {
+// the image phase, and the fleet and its login node scripted further by
+// script.
+func pyxisWindowWith(t *testing.T, help string, step func(node, uri string) fake.Reply, more string, script func(*fake.Fleet, *fake.Host), after ...orchestrator.Phase) (*record.Run, *fake.Host) {
 	t.Helper()
 	named := fakeInventory(t, 2, "")
 	f := fakeFleet(named)
@@ -38,7 +39,7 @@ func pyxisWindowWith(t *testing.T, help string, step func(node, uri string) fake
 		return step(m[1], strings.Trim(m[2], "'"))
 	})
 	if script != nil {
-		script(login)
+		script(f, login)
 	}
 	pin := strings.Repeat("5d", 32)
 	inv := slurmInventory(t, "image:\n  reference: \"10.231.0.2:5000/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: pyxis\n  gpus: none\n"+more)
@@ -125,7 +126,7 @@ func TestImageWithoutPyxis(t *testing.T) {
 func TestImageArgsOf(t *testing.T) {
 	uri := "10.231.0.2:5000#lab:sha256:" + strings.Repeat("5d", 32)
 	ok := &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Match: true}, "h2": {Error: "x"}}}
-	if got := imageArgsOf("pyxis", ok); len(got) != 1 || got[0] != "--container-image='"+uri+"'" {
+	if got := imageArgsOf("pyxis", "R1", ok); len(got) != 2 || got[0] != "--container-image='"+uri+"'" || got[1] != "--container-name=gpuaccept-R1" {
 		t.Errorf("imported: %q", got)
 	}
 	for name, c := range map[string]struct {
@@ -137,7 +138,7 @@ func TestImageArgsOf(t *testing.T) {
 		"none took":    {"pyxis", &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Error: "x"}}}},
 		"no phase ran": {"pyxis", &Imaged{}},
 	} {
-		if got := imageArgsOf(c.rt, c.res); got != nil {
+		if got := imageArgsOf(c.rt, "R1", c.res); got != nil {
 			t.Errorf("%s: %q", name, got)
 		}
 	}
@@ -219,15 +220,32 @@ func TestPyxisBenchmarkMissingInTheImage(t *testing.T) {
 	pin := strings.Repeat("5d", 32)
 	uri := "10.231.0.2:5000#gpuaccept-lab:sha256:" + pin
 	const more = "phases:\n  allreduce:\n    enabled: true\n    launcher: srun\n    repeats: 3\nacceptance:\n  retest: 2\n"
+	var fleet *fake.Fleet
 	rec, login := pyxisWindowWith(t, srunHelpPyxis, func(node, _ string) fake.Reply {
 		return fake.Reply{Stdout: "pyxis: imported docker image: " + uri + "\nok\n"}
-	}, more, func(login *fake.Host) {
+	}, more, func(f *fake.Fleet, login *fake.Host) {
+		fleet = f
 		login.On(`srun --nodes=2 `, func(c *fake.Call) fake.Reply {
 			return fake.Reply{Exit: 2, Stderr: allReducePerfMissing}
 		})
 	}, AllReduce)
 	if n := login.Ran(`srun --nodes=2 `); n != 1 {
 		t.Errorf("%d all-reduce steps, want 1 (no repeat or retest finds the binary)", n)
+	}
+	// Every step runs in the window's one named container on each node:
+	// the import step creates it, the all-reduce's reuses it.
+	name := "--container-name=gpuaccept-" + rec.ID + " "
+	if n, all := login.Ran(`--container-image=`), login.Ran(regexp.QuoteMeta(name)); n != 3 || all != 3 {
+		t.Errorf("%d steps in the image, %d of them naming the container %q:\n%s", n, all, name, strings.Join(login.Commands(), "\n"))
+	}
+	// Pyxis keeps a named container: teardown removes it on each node.
+	for i, h := range []string{"h1", "h2"} {
+		if fleet.Host(h).Ran(`^GPUACCEPT_TEARDOWN_ENROOT=gpuaccept-`+regexp.QuoteMeta(rec.ID)+` .*bash -c `) != 1 {
+			t.Errorf("%s: teardown not told the window's container:\n%s", h, strings.Join(fleet.Host(h).Commands(), "\n"))
+		}
+		if r := resultOf(t, rec, "teardown", i); r.Outcome != record.OK {
+			t.Errorf("%s: teardown %s %q", h, r.Outcome, r.Error)
+		}
 	}
 	for _, v := range rec.Verdicts {
 		if v.Status == record.Fail && (strings.HasPrefix(v.ID, "NCCL-") || v.ID == "WIN-001") {
