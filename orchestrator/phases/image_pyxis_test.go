@@ -295,6 +295,11 @@ func TestCollectiveMissingInTheImage(t *testing.T) {
 	if v.Status != record.Skip || v.Incomplete != why {
 		t.Errorf("NCCL-005: %s %q (incomplete %q)", v.Status, v.Detail, v.Incomplete)
 	}
+	// Nothing failed that pairs of nodes could find (the lab ran 6 pairs
+	// for it, then called the fabric fine).
+	if unnamedFailure(Sweeps{Repeats: []Sweep{{}}, Collectives: map[string]Sweep{"all_gather": missing}}) {
+		t.Error("a collective the image lacks sent the window looking for a fault with pairs of nodes")
+	}
 	v = collectivesVerdict(Sweeps{Collectives: map[string]Sweep{"all_gather": missing, "sendrecv": {Error: "exit 1"}}})
 	if v.Status != record.Fail || v.Detail != "sendrecv: exit 1; "+why {
 		t.Errorf("NCCL-005 beside a failure: %s %q", v.Status, v.Detail)
