@@ -42,7 +42,7 @@ const allocationMargin = 15 * time.Minute
 func slurmSpec(inv *inventory.Inventory, runID string, phases []Phase) slurm.Spec {
 	a := inv.Slurm.Allocate
 	s := slurm.Spec{Name: "gpuaccept-" + runID, Partition: inv.Slurm.Partition, Account: inv.Slurm.Account, QOS: a.QOS,
-		Constraint: a.Constraint, Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time, Extra: a.Args}
+		Constraint: a.Constraint, Nodes: a.Nodes, NodeList: a.NodeList, Exclusive: inventory.On(a.Exclusive), GRES: a.GRES, Time: a.Time.Duration(), Extra: a.Args}
 	if s.Time == 0 {
 		n := a.Nodes
 		if names, err := hostlist.Expand(a.NodeList); err == nil && a.NodeList != "" {

@@ -140,7 +140,7 @@ func TestBillTheDemosExport(t *testing.T) {
 	} {
 		p := plant(name, func(rs [][]string) [][]string { c.edit(rs); return rs })
 		res := gpuaccept(t, work, "bill", dir, p)
-		if res.code != 2 || !strings.Contains(res.stderr, c.want) || strings.ContainsRune(res.stderr, 0x1b) {
+		if res.code != 2 || !strings.Contains(unwrapped(res.stderr), c.want) || strings.ContainsRune(res.stderr, 0x1b) {
 			t.Errorf("%s: exit %d, want 2 with %q\n%q", name, res.code, c.want, res.stderr)
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const (
@@ -67,7 +69,7 @@ func TestCheckStrictQuote(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("provider: x\nssh: {user: u}\nnodes: [{name: a, address: 10.0.0.1}]\nquote: {terms: {benchmark_window: -1h}}\n"), 0o644)
 	res = gpuaccept(t, dir, "check", "--strict-quote", bad)
-	if res.code != 2 || !strings.Contains(res.stderr, bad+":4: quote.terms.benchmark_window: must not be negative") {
+	if res.code != 2 || !strings.Contains(unwrapped(res.stderr), bad+":4: quote.terms.benchmark_window: must not be negative") {
 		t.Fatalf("invalid inventory: exit %d\n%s", res.code, res.stderr)
 	}
 	if res := gpuaccept(t, "../..", "check", "-o", "xml", cleanOffer); res.code != 2 || !strings.Contains(res.stderr, "--output") {
@@ -175,6 +177,33 @@ nodes:
 	for _, want := range []string{"1000 node(s)", "gpu-[0001-0500]  10.40.0.[1-250],10.40.1.[1-250]  ubuntu  rack=a"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("no %q in\n%s", want, res.stdout)
+		}
+	}
+}
+
+// TestCheckErrorsFitTheTerminal: a bad Slurm inventory's problems, each
+// led by the file, line and key, fit the terminal's 100 columns (or
+// COLUMNS), the rest of a problem under it, indented; no word is lost.
+func TestCheckErrorsFitTheTerminal(t *testing.T) {
+	const bad = "inventories/testdata/bad-slurm-allocate.yaml"
+	want, err := os.ReadFile("../../inventories/testdata/bad-slurm-allocate.err")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cols := range []int{100, 72} {
+		t.Setenv("COLUMNS", strconv.Itoa(cols))
+		res := gpuaccept(t, "../..", "check", bad)
+		if res.code != 2 {
+			t.Fatalf("exit %d, want 2\n%s", res.code, res.stderr)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(res.stderr, "\n"), "\n") {
+			if n := utf8.RuneCountInString(l); n > cols {
+				t.Errorf("COLUMNS=%d: a line of %d: %q", cols, n, l)
+			}
+		}
+		joined := unwrapped(res.stderr)
+		if w := strings.ReplaceAll(string(want), "{{file}}", bad); joined != w {
+			t.Errorf("COLUMNS=%d: the problems, unwrapped, differ:\ngot:\n%s\nwant:\n%s", cols, joined, w)
 		}
 	}
 }

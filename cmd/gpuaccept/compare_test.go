@@ -343,7 +343,7 @@ quote:
 		{[]string{dirs[0], dirs[1], "-o", "xml"}, `--output: "xml" is not text, markdown, html or json`},
 	} {
 		r := gpuaccept(t, work, append([]string{"compare"}, x.args...)...)
-		if r.code != 2 || !strings.Contains(r.stderr, x.want) || r.stdout != "" {
+		if r.code != 2 || !strings.Contains(unwrapped(r.stderr), x.want) || r.stdout != "" {
 			t.Errorf("compare %v: exit %d, stderr %q, want 2 and %q", x.args, r.code, r.stderr, x.want)
 		}
 	}

@@ -121,7 +121,7 @@ func TestLoadgenUsage(t *testing.T) {
 	}
 	for _, u := range []string{"http://10.0.0.7:8000", "http://faster.example:8000", "http://[2001:db8::1]:8000"} {
 		if res := gpuaccept(t, dir, "loadgen", "ready", "--url", u, "--model", "m"); res.code != 2 ||
-			!strings.Contains(res.stderr, "a loopback address") {
+			!strings.Contains(unwrapped(res.stderr), "a loopback address") {
 			t.Errorf("%s, not on the node: exit %d %s", u, res.code, res.stderr)
 		}
 	}

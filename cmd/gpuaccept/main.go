@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,19 +64,29 @@ func run(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "gpuaccept:", ee.err)
+			printError(os.Stderr, "gpuaccept: "+ee.err.Error())
 		}
 		return ee.code
 	}
 	var ie *inventory.Error
 	if errors.As(err, &ie) {
-		fmt.Fprintln(os.Stderr, ie)
+		printError(os.Stderr, ie.Error())
 		return exitBadInput
 	}
 	// Cobra's own complaints (unknown flag, missing argument) are usage
 	// errors.
-	fmt.Fprintln(os.Stderr, "gpuaccept:", err)
+	printError(os.Stderr, "gpuaccept: "+err.Error())
 	return exitBadInput
+}
+
+// printError writes an error's lines to w fitted to the terminal (COLUMNS,
+// else its width, else reports.DefaultWidth), each too wide broken under
+// its own indent: an inventory's problems lead with the file's path, line
+// and key, and ran past the edge at half a message.
+func printError(w io.Writer, text string) {
+	f := &fitWriter{w: w, width: summaryOptions(w, false).Width}
+	fmt.Fprintln(f, text)
+	f.Flush()
 }
 
 func newRoot() *cobra.Command {

@@ -45,6 +45,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// unwrapped is an error's text as one line a problem: gpuaccept fits what
+// it prints to the terminal, and a long temporary path wraps the line.
+func unwrapped(s string) string { return strings.ReplaceAll(s, "\n    ", " ") }
+
 type result struct {
 	code           int
 	stdout, stderr string

@@ -46,9 +46,10 @@ func strictDecoding(dc *mapstructure.DecoderConfig) {
 }
 
 var (
-	durationType = reflect.TypeFor[time.Duration]()
-	bytesType    = reflect.TypeFor[Bytes]()
-	autoType     = reflect.TypeFor[Auto]()
+	durationType  = reflect.TypeFor[time.Duration]()
+	bytesType     = reflect.TypeFor[Bytes]()
+	autoType      = reflect.TypeFor[Auto]()
+	slurmTimeType = reflect.TypeFor[SlurmTime]()
 )
 
 // strictHook converts the strings that stand for durations and sizes, and
@@ -58,6 +59,8 @@ func strictHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	switch {
 	case to == durationType:
 		return toDuration(data)
+	case to == slurmTimeType:
+		return toSlurmTime(data)
 	case to == bytesType:
 		return toBytes(data)
 	case to == autoType:
@@ -318,6 +321,8 @@ func want(t reflect.Type) string {
 	switch t {
 	case durationType:
 		return durationExample
+	case slurmTimeType:
+		return slurmTimeExample
 	case bytesType:
 		return `a size such as "1GiB", "512MiB" or 1073741824`
 	}

@@ -48,7 +48,7 @@ func scalarKeys(t reflect.Type, prefix string) []envKey {
 		}
 		path := joinKey(prefix, name)
 		switch ft := f.Type; {
-		case ft == durationType || ft == bytesType:
+		case ft == durationType || ft == bytesType || ft == slurmTimeType:
 		case ft.Kind() == reflect.Struct:
 			out = append(out, scalarKeys(ft, path)...)
 			continue
@@ -88,7 +88,7 @@ func envValue(t reflect.Type, raw string) (any, error) {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == durationType || t == bytesType {
+	if t == durationType || t == bytesType || t == slurmTimeType {
 		return raw, nil
 	}
 	s := strings.TrimSpace(raw)

@@ -833,8 +833,8 @@ type SlurmAllocate struct {
 	// could not from a --constraint among Args.
 	Constraint string `mapstructure:"constraint" json:"constraint,omitempty"`
 	// Time is the job's time limit; default the window's bound.
-	Time time.Duration `mapstructure:"time" json:"time,omitempty"`
-	Args []string      `mapstructure:"args" json:"args,omitempty"`
+	Time SlurmTime `mapstructure:"time" json:"time,omitempty"`
+	Args []string  `mapstructure:"args" json:"args,omitempty"`
 }
 
 // DefaultAllocateTimeout is slurm.allocate_timeout's default.

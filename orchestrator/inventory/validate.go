@@ -208,7 +208,9 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (v *validator) nodes() {
 	if len(v.inv.Nodes) == 0 {
-		if v.inv.Slurm.Allocate != nil {
+		// slurm.allocate given but not decoded (a value of the wrong
+		// type in it) is still the allocation: its own error says what.
+		if v.inv.Slurm.Allocate != nil || v.given("slurm.allocate") {
 			return // the allocation's nodes, known once Slurm grants it
 		}
 		if !v.nodesLost && !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {

@@ -555,10 +555,37 @@ func (v *validator) slurm() {
 	v.stepArgs()
 }
 
-// managedSalloc are the salloc options the window sets itself.
-var managedSalloc = []string{"--no-shell", "--wait-all-nodes", "-J", "--job-name", "-N", "--nodes", "-w", "--nodelist",
-	"-p", "--partition", "-A", "--account", "-q", "--qos", "--gres", "--exclusive", "-t", "--time", "-k", "--no-kill",
-	"-C", "--constraint"}
+// managedSalloc are the salloc options the window sets itself, each with
+// the inventory key that sets it ("" where the window alone does): a
+// buyer who wrote --partition is told where it goes instead.
+var managedSalloc = []struct{ short, long, key string }{
+	{"", "--no-shell", ""}, {"", "--wait-all-nodes", ""}, {"-J", "--job-name", ""}, {"-k", "--no-kill", ""},
+	{"-N", "--nodes", "slurm.allocate.nodes"}, {"-w", "--nodelist", "slurm.allocate.nodelist"},
+	{"-p", "--partition", "slurm.partition"}, {"-A", "--account", "slurm.account"}, {"-q", "--qos", "slurm.allocate.qos"},
+	{"", "--gres", "slurm.allocate.gres"}, {"", "--exclusive", "slurm.allocate.exclusive"},
+	{"-t", "--time", "slurm.allocate.time"}, {"-C", "--constraint", "slurm.allocate.constraint"},
+}
+
+// managedSallocOption is the window's own salloc option that arg sets, as
+// salloc reads it (a long option by any prefix of its name, a short one
+// with its value joined: -pgpu), its long name and the key that sets it.
+func managedSallocOption(arg string) (long, key string, ok bool) {
+	opt, _, _ := strings.Cut(arg, "=")
+	for _, m := range managedSalloc {
+		switch {
+		case strings.HasPrefix(opt, "--") && len(opt) > 3 && strings.HasPrefix(m.long, opt):
+			return m.long, m.key, true
+		case m.short != "" && !strings.HasPrefix(opt, "--") && len(opt) >= 2 && opt[:2] == m.short:
+			return m.long, m.key, true
+		}
+	}
+	return "", "", false
+}
+
+func isManagedSalloc(arg string) bool {
+	_, _, ok := managedSallocOption(arg)
+	return ok
+}
 
 // managedStep are the srun options transport srun sets on every step, or
 // that would break the step's streams.
@@ -606,7 +633,7 @@ func (v *validator) slurmAllocate() {
 	s := &v.inv.Slurm
 	const k = "slurm.allocate."
 	if s.Allocate == nil {
-		if v.given("slurm.allocate_timeout") {
+		if v.given("slurm.allocate_timeout") && !v.given("slurm.allocate") {
 			v.problem("slurm.allocate_timeout", "set without slurm.allocate: the window asks for no allocation to wait for")
 		}
 		return
@@ -632,7 +659,7 @@ func (v *validator) slurmAllocate() {
 			v.problem(k+kv[0], "%q holds blanks or quotes: one salloc argument", short(kv[1]))
 		}
 	}
-	if v.given(k+"time") && (a.Time < time.Minute || a.Time > 365*24*time.Hour) {
+	if t := a.Time.Duration(); v.given(k+"time") && (t < time.Minute || t > 365*24*time.Hour) {
 		v.problem(k+"time", "must be 1m to 365 days (Slurm counts minutes), got %s", a.Time)
 	}
 	for i, arg := range a.Args {
@@ -641,8 +668,17 @@ func (v *validator) slurmAllocate() {
 		switch {
 		case !strings.HasPrefix(arg, "-"):
 			v.problem(key, "%q is no salloc option: each entry is one option (--reservation=acceptance), never a command", short(arg))
-		case slices.Contains(managedSalloc, opt):
-			v.problem(key, "%s is the window's own (set by slurm.allocate's keys or the window's bound): leave it out", opt)
+		case isManagedSalloc(arg):
+			long, use, _ := managedSallocOption(arg)
+			what := opt
+			if long != opt {
+				what += " (" + long + ")"
+			}
+			if use != "" {
+				v.problem(key, "%s: use %s", what, use)
+			} else {
+				v.problem(key, "%s is the window's own: leave it out", what)
+			}
 		case opt == "-Q" || opt == "--quiet":
 			v.problem(key, "%s hides the job's ID, which the window journals and gives back", opt)
 		}

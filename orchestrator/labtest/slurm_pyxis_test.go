@@ -2,9 +2,11 @@ package labtest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,28 +86,40 @@ p "$1" save -q --format docker-archive -o "$3" localhost/gpuaccept-pyxis:1`
 const pyxisSweep = fourHostSweep + "    intra_node: false\n    launcher: srun\n"
 
 // pyxisWindow runs a srun window over srunHosts whose image phase uses
-// image.runtime pyxis with ref, and returns its record and exit code;
-// hostBench installs the nccl-tests stand-in on the hosts themselves.
+// image.runtime pyxis with ref, and returns its record, exit code and run
+// directory; hostBench installs the nccl-tests stand-in on the hosts
+// themselves, withPyxis the enroot Pyxis comes with (the stand-in's) and an
+// all_gather beside the all-reduce (the image has no all_gather_perf).
 // check --connect must say checkSays of the image first.
-func pyxisWindow(t *testing.T, l *lab.Lab, ref string, hostBench bool, checkSays string) (*record.Run, result) {
+func pyxisWindow(t *testing.T, l *lab.Lab, ref string, hostBench, withPyxis bool, checkSays string) (*record.Run, result, string) {
 	t.Helper()
 	prepare(t, l, nil)
 	if hostBench {
 		standinBenchmarks(t, l, srunHosts)
 	}
+	sweep := pyxisSweep
+	if withPyxis {
+		for _, h := range srunHosts {
+			if err := l.InstallEnroot(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sweep += "    collectives: [all_gather]\n"
+	}
 	noSSHFromTheCoordinator(t, l, srunHosts)
-	inv := srunInventory(t, l, pyxisSweep)
+	inv := srunInventory(t, l, sweep)
 	appendInventory(t, inv, "image:\n  reference: \""+ref+"\"\n  runtime: pyxis\n  gpus: none\n  smoke: [cat, /etc/gpuaccept-pyxis-image]\n")
 	if c := gpuaccept(t, "check", "--connect", inv); !strings.Contains(c.stdout, "the image: "+checkSays) {
 		t.Errorf("check --connect: exit %d, not %q:\n%s\n%s", c.code, checkSays, c.stdout, c.stderr)
 	}
 	runs := t.TempDir()
 	res := gpuaccept(t, "run", inv, "--runs-dir", runs)
-	r := readRun(t, runDir(t, runs))
+	dir := runDir(t, runs)
+	r := readRun(t, dir)
 	if s := r.Slurm; s == nil || s.JobID == "" || s.Cancelled.IsZero() {
 		t.Fatalf("exit %d: allocation %+v\n%s", res.code, s, res.stdout)
 	}
-	return r, res
+	return r, res, dir
 }
 
 // TestPyxisImageAndAllReduceInTheContainer: on the lab's Slurm with its
@@ -122,7 +136,7 @@ func TestPyxisImageAndAllReduceInTheContainer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Slurm(context.Background()) })
 	ref := pyxisImage(t, l)
-	r, res := pyxisWindow(t, l, ref, false, "srun on the login node lists --container-image (Pyxis)")
+	r, res, dir := pyxisWindow(t, l, ref, false, true, "srun on the login node lists --container-image (Pyxis)")
 	var im phases.Imaged
 	phaseData(t, r, "image", -1, &im)
 	if im.Pyxis == nil || im.Pyxis.Skip != "" || !strings.Contains(im.Pyxis.URI, "#gpuaccept-pyxis:sha256:") {
@@ -153,6 +167,25 @@ func TestPyxisImageAndAllReduceInTheContainer(t *testing.T) {
 	if !strings.Contains(sw.Command, "--container-image="+"'"+im.Pyxis.URI+"'") || !strings.Contains(sw.Command, "--jobid="+r.Slurm.JobID+" --overlap") {
 		t.Errorf("the all-reduce is no container step of the window's job: %s", sw.Command)
 	}
+	// One import a node: the import step names the window's container,
+	// the all-reduce's steps reuse it (Pyxis says no import there).
+	name := "--container-name=gpuaccept-" + r.ID
+	for _, h := range srunHosts {
+		if ni := im.Nodes[h]; ni == nil || ni.Smoke == nil || !strings.Contains(ni.Smoke.Command, name) {
+			t.Errorf("%s: the import step names no container %s: %+v", h, name, ni)
+		}
+	}
+	if !strings.Contains(sw.Command, name) {
+		t.Errorf("the all-reduce does not reuse the container %s: %s", name, sw.Command)
+	}
+	if l := rawLog(dir, "slurm-login", "allreduce"); len(l) == 0 || strings.Contains(string(l), "pyxis: imported docker image") {
+		t.Errorf("the all-reduce's steps imported the image again (or left no log):\n%s", l)
+	}
+	// The image has no all_gather_perf: NOT MEASURED, in slurmstepd's
+	// own words read on the lab's real Slurm, never a FAIL.
+	if v := verdict(r, "NCCL-005", ""); v.Status != record.Skip || !strings.Contains(v.Incomplete, "all_gather_perf not in the pinned image") {
+		t.Errorf("NCCL-005 with all_gather_perf missing from the image: %s %q %q (incomplete %q)", v.Status, v.Measured, v.Detail, v.Incomplete)
+	}
 	measured, flaked := 0, 0
 	for _, sweep := range sw.Repeats {
 		switch {
@@ -167,15 +200,27 @@ func TestPyxisImageAndAllReduceInTheContainer(t *testing.T) {
 	if measured == 0 {
 		t.Errorf("no sweep measured in the container (%d failed by Open MPI's connect race)", flaked)
 	}
-	t.Logf("exit %d; IMG-001 h2: %s; IMG-003: %s; NCCL-001: %s %s",
-		res.code, verdict(r, "IMG-001", "h2").Measured, verdict(r, "IMG-003", "").Measured, verdict(r, "NCCL-001", "").Status, verdict(r, "NCCL-001", "").Measured)
+	t.Logf("exit %d; IMG-001 h2: %s; IMG-003: %s; NCCL-001: %s %s; NCCL-005: %s %q",
+		res.code, verdict(r, "IMG-001", "h2").Measured, verdict(r, "IMG-003", "").Measured, verdict(r, "NCCL-001", "").Status, verdict(r, "NCCL-001", "").Measured,
+		verdict(r, "NCCL-005", "").Status, verdict(r, "NCCL-005", "").Incomplete)
 	if q := slurmQueue(t, l); q != "" {
 		t.Errorf("left in the queue: %s", q)
 	}
 	nothingLeft(t, l)
+	// The named container is kept by Pyxis: teardown removed it.
 	for _, h := range srunHosts {
 		if out, _ := l.Exec(t.Context(), h, "sh", "-c", "ls -A /srv/pyxis/0 2>/dev/null"); strings.TrimSpace(out) != "" {
 			t.Errorf("%s: container filesystems left in /srv/pyxis/0: %s", h, out)
+		}
+		said := false
+		for _, p := range r.Phases {
+			var c phases.Cleaned
+			if p.Phase == "teardown" && p.Node == h && json.Unmarshal(p.Data, &c) == nil {
+				said = said || slices.Contains(c.Actions, "removed container pyxis_gpuaccept-"+r.ID+" (enroot)")
+			}
+		}
+		if !said {
+			t.Errorf("%s: teardown did not say it removed the window's container", h)
 		}
 	}
 }
@@ -191,7 +236,7 @@ func TestPyxisAbsentSkipsTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	pin := strings.Repeat("5d", 32)
-	r, res := pyxisWindow(t, l, labSubnet+".2:5000/gpuaccept-pyxis:1@sha256:"+pin, true,
+	r, res, _ := pyxisWindow(t, l, labSubnet+".2:5000/gpuaccept-pyxis:1@sha256:"+pin, true, false,
 		"srun on the login node lists no --container-image: the cluster has no Pyxis") // the line wraps after
 	const why = "srun on the login node lists no --container-image: the cluster has no Pyxis"
 	for _, h := range srunHosts {

@@ -78,6 +78,9 @@ var AllReduce = orchestrator.Phase{
 			return bandwidthFailed(sweeps, w.Inv.Quote.InterBusBWGBs, tol("NCCL-002"))
 		})
 		res.Repeats, res.Earlier = lastRun(runs)
+		if nm, ok := orchestrator.IsNotMeasured(err); ok {
+			return res, nm
+		}
 		failed := 0
 		for _, s := range res.Repeats {
 			if s.Error != "" {
@@ -302,10 +305,14 @@ func collectivesVerdict(s Sweeps) record.Verdict {
 	}
 	v := record.NewVerdict("NCCL-005", "")
 	v.Status = record.Pass
-	var measured, problems []string
+	var measured, problems, unmeasured []string
 	for _, c := range inventory.Collectives {
 		sw, ok := s.Collectives[c]
 		if !ok {
+			continue
+		}
+		if sw.NotMeasured != "" {
+			unmeasured = append(unmeasured, sw.NotMeasured)
 			continue
 		}
 		if sw.Judgement != nil {
@@ -319,8 +326,14 @@ func collectivesVerdict(s Sweeps) record.Verdict {
 		}
 	}
 	v.Measured = strings.Join(measured, ", ")
-	if len(problems) > 0 {
-		v.Status, v.Detail = record.Fail, strings.Join(problems, "; ")
+	switch {
+	case len(problems) > 0:
+		v.Status, v.Detail = record.Fail, strings.Join(append(problems, unmeasured...), "; ")
+	case len(unmeasured) > 0:
+		// A collective the image lacks is not measured: never a PASS
+		// over it, never a FAIL.
+		notMeasured(&v, strings.Join(unmeasured, "; "))
+		v.Measured = orElse(strings.Join(measured, ", "), v.Measured)
 	}
 	return v
 }

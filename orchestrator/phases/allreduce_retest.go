@@ -67,6 +67,10 @@ func measureSweeps(ctx context.Context, w *orchestrator.Window, j job, repeats i
 			w.Progress.Node(who, "all-reduce sweep %d: %s", rep, s.Error)
 		}
 		out = append(out, s)
+		if s.NotMeasured != "" {
+			// The image lacks the benchmark: no repeat would find it.
+			return out, orchestrator.Unmeasured(j.bench.binary, "%s", s.NotMeasured)
+		}
 		if len(s.Silent) > 0 {
 			return out, fmt.Errorf("%s stopped answering", strings.Join(s.Silent, ", "))
 		}

@@ -50,6 +50,11 @@ var Bisection = orchestrator.Phase{
 			return nil, err
 		}
 		res := pairRounds(ctx, w, bis, byName, pairBench(a), sweepTimeout(w.Inv), "bisect", "a pairwise test")
+		for _, s := range res.Runs {
+			if s.NotMeasured != "" {
+				return res, orchestrator.Unmeasured(a.Binary, "%s", s.NotMeasured)
+			}
+		}
 		res.Groups = fabric.Groups(res.Bisection, labels)
 		w.Progress.Line("bisect: %s", res.Summary())
 		return res, nil
@@ -110,6 +115,7 @@ func pairRounds(ctx context.Context, w *orchestrator.Window, bis *fabric.Bisecto
 		}
 		wg.Wait()
 		res.RoundSecs = append(res.RoundSecs, time.Since(start).Seconds())
+		missing := false
 		for i, p := range pairs {
 			s := runs[i]
 			r := fabric.PairResult{A: p[0], B: p[1], Err: s.Error}
@@ -118,12 +124,17 @@ func pairRounds(ctx context.Context, w *orchestrator.Window, bis *fabric.Bisecto
 			}
 			bis.Add(r)
 			res.Runs = append(res.Runs, s)
+			missing = missing || s.NotMeasured != ""
 			for _, n := range s.Silent {
 				if res.Lost == nil {
 					res.Lost = map[string]string{}
 				}
 				res.Lost[n] = "stopped answering during " + what
 			}
+		}
+		if missing {
+			// The image lacks the benchmark: no later round runs it.
+			break
 		}
 	}
 	res.Bisection = bis.Result()

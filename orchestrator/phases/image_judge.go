@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
 )
@@ -150,22 +151,49 @@ func skippedImage(w *orchestrator.Window, res Imaged, why string) []record.Verdi
 }
 
 // pyxisReach is IMG-003 under Pyxis: every node imported the pin from its
-// registry, timed from the first step's start to the last one's end.
+// registry, timed from the first step's start to the last one's end. Only
+// a node whose Pyxis named the pin counts as reached: one whose Pyxis named
+// no image (Unverified) or whose step Slurm never ran (NotMeasured) is not
+// known to hold the pin, so IMG-003 is NOT MEASURED for it, never a PASS
+// over it; a node whose import failed makes it FAIL, those not measured
+// named beside.
 func pyxisReach(res Imaged) record.Verdict {
 	v := record.NewVerdict("IMG-003", "")
-	got := 0
-	for _, ni := range res.Nodes {
-		if ni.Match || ni.Unverified != "" {
+	got, failed := 0, 0
+	// The same reason on many nodes is one line with a host range.
+	unmeasured := map[string][]string{}
+	for name, ni := range res.Nodes {
+		switch {
+		case ni.Match:
 			got++
+		case ni.Unverified != "":
+			unmeasured[ni.Unverified] = append(unmeasured[ni.Unverified], name)
+		case ni.NotMeasured != "":
+			unmeasured[ni.NotMeasured] = append(unmeasured[ni.NotMeasured], name)
+		default:
+			failed++
 		}
 	}
-	v.Status = record.Pass
+	var why []string
+	for _, r := range slices.Sorted(maps.Keys(unmeasured)) {
+		why = append(why, hostlist.Compress(unmeasured[r])+": "+r)
+	}
 	v.Measured = fmt.Sprintf("imported through Pyxis by %d of %d node(s) in %.1f s", got, len(res.Nodes), res.Pyxis.Secs)
 	if res.Pyxis.Secs > 0 {
 		v.Measure(res.Pyxis.Secs, record.UnitSeconds)
 	}
-	if got < len(res.Nodes) {
+	switch {
+	case failed > 0:
 		v.Status = record.Fail
+		if len(why) > 0 {
+			v.Detail = "not measured on " + strings.Join(why, "; ")
+		}
+	case len(why) > 0:
+		measured := v.Measured
+		notMeasured(&v, strings.Join(why, "; "))
+		v.Measured = measured + ", the rest not measured"
+	default:
+		v.Status = record.Pass
 	}
 	return v
 }

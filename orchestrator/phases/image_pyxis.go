@@ -124,7 +124,8 @@ func pyxisStep(w *orchestrator.Window, n *orchestrator.Node, uri string) string 
 	args := append(containerGPUs(w), "srun")
 	args = append(args, slurmPlacement(w)...)
 	args = append(args, "--nodes=1", "--ntasks=1", "--nodelist="+remote.Quote(w.FabricHost(n)),
-		"--job-name="+remote.Quote("gpuaccept-"+w.RunID()+"-image"), "--container-image="+remote.Quote(uri))
+		"--job-name="+remote.Quote("gpuaccept-"+w.RunID()+"-image"), "--container-image="+remote.Quote(uri),
+		"--container-name="+remote.Quote(pyxisContainer(w.RunID())))
 	// A step sees no GPU it does not ask for: under transport srun the
 	// steps' own options carry the nodes' GRES; otherwise the options the
 	// inventory gives the collectives' srun (slurm.srun_args) do.
@@ -140,6 +141,13 @@ func pyxisStep(w *orchestrator.Window, n *orchestrator.Node, uri string) string 
 	}
 	return strings.Join(args, " ")
 }
+
+// pyxisContainer is the name of the window's container on every node
+// (--container-name): Pyxis keeps a named container on the node after its
+// step, and a later step given the name reuses it instead of importing the
+// image again, so each node imports once. One window's own (its run ID):
+// teardown removes it (teardown.sh), as Pyxis never does.
+func pyxisContainer(runID string) string { return "gpuaccept-" + runID }
 
 // slurmPlacement: a step of the window's job, which holds the nodes
 // (exclusively: a job of its own would wait for them forever), else the
@@ -168,18 +176,21 @@ func containerImageArgs(w *orchestrator.Window) []string {
 	if _, ok := w.Result("image", -1, &res); !ok {
 		return nil
 	}
-	return imageArgsOf(w.Inv.Image.Runtime, &res)
+	return imageArgsOf(w.Inv.Image.Runtime, w.RunID(), &res)
 }
 
-// imageArgsOf: --container-image with the URI the image phase imported,
-// where it imported through Pyxis on at least one node.
-func imageArgsOf(runtime string, res *Imaged) []string {
+// imageArgsOf: --container-name of the window's container, which the
+// image phase imported on each node, where it imported through Pyxis on at
+// least one; --container-image with the same URI beside it, so that a
+// node whose container is gone imports the pin again rather than failing
+// the step (Pyxis skips the import where the name exists).
+func imageArgsOf(runtime, runID string, res *Imaged) []string {
 	if runtime != inventory.RuntimePyxis || res.Pyxis == nil || res.Pyxis.Skip != "" || res.Pyxis.URI == "" {
 		return nil
 	}
 	for _, ni := range res.Nodes {
 		if ni.Match {
-			return []string{"--container-image=" + remote.Quote(res.Pyxis.URI)}
+			return []string{"--container-image=" + remote.Quote(res.Pyxis.URI), "--container-name=" + remote.Quote(pyxisContainer(runID))}
 		}
 	}
 	return nil

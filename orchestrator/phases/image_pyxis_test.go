@@ -2,20 +2,30 @@ package phases
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote/fake"
 )
 
 // pyxisStepCmd matches the image phase's step on the fake login node.
-var pyxisStepCmd = regexp.MustCompile(`^srun --jobid=7 --overlap --nodes=1 --ntasks=1 --nodelist=(\S+) --job-name=gpuaccept-\S+-image --container-image=(\S+) nvidia-smi -L 2>&1$`)
+var pyxisStepCmd = regexp.MustCompile(`^srun --jobid=7 --overlap --nodes=1 --ntasks=1 --nodelist=(\S+) --job-name=gpuaccept-\S+-image --container-image=(\S+) --container-name=(gpuaccept-\S+) nvidia-smi -L 2>&1$`)
 
 // pyxisWindow runs the image phase in the window's own allocation of
 // h1, h2 (slurmLogin), the login node's srun answering help as help says
 // and each step as step does for its node.
 func pyxisWindow(t *testing.T, help string, step func(node, uri string) fake.Reply) (*record.Run, *fake.Host) {
+	t.Helper()
+	return pyxisWindowWith(t, help, step, "", nil)
+}
+
+// pyxisWindowWith is pyxisWindow with more inventory, the phases after
+// the image phase, and the fleet and its login node scripted further by
+// script.
+func pyxisWindowWith(t *testing.T, help string, step func(node, uri string) fake.Reply, more string, script func(*fake.Fleet, *fake.Host), after ...orchestrator.Phase) (*record.Run, *fake.Host) {
 	t.Helper()
 	named := fakeInventory(t, 2, "")
 	f := fakeFleet(named)
@@ -28,9 +38,12 @@ func pyxisWindow(t *testing.T, help string, step func(node, uri string) fake.Rep
 		}
 		return step(m[1], strings.Trim(m[2], "'"))
 	})
+	if script != nil {
+		script(f, login)
+	}
 	pin := strings.Repeat("5d", 32)
-	inv := slurmInventory(t, "image:\n  reference: \"10.231.0.2:5000/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: pyxis\n  gpus: none\n")
-	return runFake(t, inv, f, Image), login
+	inv := slurmInventory(t, "image:\n  reference: \"10.231.0.2:5000/gpuaccept-lab:1@sha256:"+pin+"\"\n  runtime: pyxis\n  gpus: none\n"+more)
+	return runFake(t, inv, f, append([]orchestrator.Phase{Image}, after...)...), login
 }
 
 // TestImageThroughPyxis: each node imports the pin with its own step of
@@ -113,7 +126,7 @@ func TestImageWithoutPyxis(t *testing.T) {
 func TestImageArgsOf(t *testing.T) {
 	uri := "10.231.0.2:5000#lab:sha256:" + strings.Repeat("5d", 32)
 	ok := &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Match: true}, "h2": {Error: "x"}}}
-	if got := imageArgsOf("pyxis", ok); len(got) != 1 || got[0] != "--container-image='"+uri+"'" {
+	if got := imageArgsOf("pyxis", "R1", ok); len(got) != 2 || got[0] != "--container-image='"+uri+"'" || got[1] != "--container-name=gpuaccept-R1" {
 		t.Errorf("imported: %q", got)
 	}
 	for name, c := range map[string]struct {
@@ -125,7 +138,7 @@ func TestImageArgsOf(t *testing.T) {
 		"none took":    {"pyxis", &Imaged{Pyxis: &PyxisImport{URI: uri}, Nodes: map[string]*NodeImage{"h1": {Error: "x"}}}},
 		"no phase ran": {"pyxis", &Imaged{}},
 	} {
-		if got := imageArgsOf(c.rt, c.res); got != nil {
+		if got := imageArgsOf(c.rt, "R1", c.res); got != nil {
 			t.Errorf("%s: %q", name, got)
 		}
 	}
@@ -136,5 +149,159 @@ func TestPyxisStepNotStarted(t *testing.T) {
 	w := parsePyxis("srun: error: Unable to create step for job 7: Requested node configuration is not available\n")
 	if w.notStarted() == "" || len(w.Imported) != 0 {
 		t.Errorf("a step that never ran: %+v", w)
+	}
+}
+
+// TestImagePyxisUnverifiedNotCounted: a node whose Pyxis named no image
+// is not known to hold the pin: IMG-003 counts only h1 and is NOT MEASURED
+// for h2 with the reason (never a PASS over it); where another node's
+// import failed, IMG-003 FAILs and still names the node not measured.
+func TestImagePyxisUnverifiedNotCounted(t *testing.T) {
+	pin := strings.Repeat("5d", 32)
+	uri := "10.231.0.2:5000#gpuaccept-lab:sha256:" + pin
+	imported := fake.Reply{Stdout: "pyxis: imported docker image: " + uri + "\nGPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"}
+	const why = "Pyxis did not say which image it imported: the pin is not checked"
+	rec, _ := pyxisWindow(t, srunHelpPyxis, func(node, _ string) fake.Reply {
+		if node == "h2" {
+			return fake.Reply{Stdout: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"}
+		}
+		return imported
+	})
+	v := verdictOf(t, rec, "IMG-003", "")
+	if v.Status != record.Skip || v.Incomplete != "h2: "+why || !strings.Contains(v.Measured, "by 1 of 2 node(s)") {
+		t.Errorf("IMG-003 with h2 unverified: %s %q %q (incomplete %q)", v.Status, v.Measured, v.Detail, v.Incomplete)
+	}
+	if v := verdictOf(t, rec, "IMG-001", "h2"); v.Status != record.Skip || v.Incomplete != why {
+		t.Errorf("IMG-001 h2: %s %q (incomplete %q)", v.Status, v.Detail, v.Incomplete)
+	}
+	if res := rec.Result(); slices.Contains(res.Failed, "IMG-003") || !slices.Contains(res.Incomplete, "cluster: h2: "+why) {
+		t.Errorf("window: failed %v, incomplete %q", res.Failed, res.Incomplete)
+	}
+
+	rec, _ = pyxisWindow(t, srunHelpPyxis, func(node, got string) fake.Reply {
+		if node == "h2" {
+			return fake.Reply{Exit: 1, Stdout: strings.ReplaceAll(pyxisImportFailed, "nosuch:1", got)}
+		}
+		return fake.Reply{Stdout: "ok\n"}
+	})
+	if v := verdictOf(t, rec, "IMG-003", ""); v.Status != record.Fail || v.Detail != "not measured on h1: "+why || !strings.Contains(v.Measured, "by 0 of 2 node(s)") {
+		t.Errorf("IMG-003 with h1 unverified, h2 failed: %s %q %q", v.Status, v.Measured, v.Detail)
+	}
+}
+
+// TestPyxisReachGroupsReasons: many nodes with the same reason are one
+// host range; each reason once.
+func TestPyxisReachGroupsReasons(t *testing.T) {
+	const unv, ns = "Pyxis did not say which image it imported", "srun did not run the import step: x"
+	res := Imaged{Pyxis: &PyxisImport{URI: "u", Secs: 2}, Nodes: map[string]*NodeImage{
+		"gpu-01": {Match: true}, "gpu-02": {Unverified: unv}, "gpu-03": {Unverified: unv}, "gpu-04": {Unverified: unv},
+		"gpu-05": {NotMeasured: ns},
+	}}
+	v := pyxisReach(res)
+	want := "gpu-[02-04]: " + unv + "; gpu-05: " + ns
+	if v.Status != record.Skip || v.Incomplete != want {
+		t.Errorf("%s %q, want SKIP %q", v.Status, v.Incomplete, want)
+	}
+}
+
+// allReducePerfMissing is what the lab's Slurm 22.05 printed of an
+// all-reduce step whose image had no all_reduce_perf (srun --label).
+const allReducePerfMissing = `0: slurmstepd-h1: error: execve(): all_reduce_perf: No such file or directory
+1: slurmstepd-h2: error: execve(): all_reduce_perf: No such file or directory
+srun: error: h1: task 0: Exited with exit code 2
+srun: error: h2: task 1: Exited with exit code 2
+`
+
+// TestPyxisBenchmarkMissingInTheImage: the all-reduce runs in the pinned
+// image, and the image has no all_reduce_perf: a tool missing, NOT
+// MEASURED (the window INCOMPLETE, naming what and where), never a FAIL;
+// the sweep is not repeated or retested, the nodes not left out.
+func TestPyxisBenchmarkMissingInTheImage(t *testing.T) {
+	pin := strings.Repeat("5d", 32)
+	uri := "10.231.0.2:5000#gpuaccept-lab:sha256:" + pin
+	const more = "phases:\n  allreduce:\n    enabled: true\n    launcher: srun\n    repeats: 3\nacceptance:\n  retest: 2\n"
+	var fleet *fake.Fleet
+	rec, login := pyxisWindowWith(t, srunHelpPyxis, func(node, _ string) fake.Reply {
+		return fake.Reply{Stdout: "pyxis: imported docker image: " + uri + "\nok\n"}
+	}, more, func(f *fake.Fleet, login *fake.Host) {
+		fleet = f
+		login.On(`srun --nodes=2 `, func(c *fake.Call) fake.Reply {
+			return fake.Reply{Exit: 2, Stderr: allReducePerfMissing}
+		})
+	}, AllReduce)
+	if n := login.Ran(`srun --nodes=2 `); n != 1 {
+		t.Errorf("%d all-reduce steps, want 1 (no repeat or retest finds the binary)", n)
+	}
+	// Every step runs in the window's one named container on each node:
+	// the import step creates it, the all-reduce's reuses it.
+	name := "--container-name=gpuaccept-" + rec.ID + " "
+	if n, all := login.Ran(`--container-image=`), login.Ran(regexp.QuoteMeta(name)); n != 3 || all != 3 {
+		t.Errorf("%d steps in the image, %d of them naming the container %q:\n%s", n, all, name, strings.Join(login.Commands(), "\n"))
+	}
+	// Pyxis keeps a named container: teardown removes it on each node.
+	for i, h := range []string{"h1", "h2"} {
+		if fleet.Host(h).Ran(`^GPUACCEPT_TEARDOWN_ENROOT=gpuaccept-`+regexp.QuoteMeta(rec.ID)+` .*bash -c `) != 1 {
+			t.Errorf("%s: teardown not told the window's container:\n%s", h, strings.Join(fleet.Host(h).Commands(), "\n"))
+		}
+		if r := resultOf(t, rec, "teardown", i); r.Outcome != record.OK {
+			t.Errorf("%s: teardown %s %q", h, r.Outcome, r.Error)
+		}
+	}
+	for _, v := range rec.Verdicts {
+		if v.Status == record.Fail && (strings.HasPrefix(v.ID, "NCCL-") || v.ID == "WIN-001") {
+			t.Errorf("%s %s: FAIL %q %q", v.ID, v.Node, v.Measured, v.Detail)
+		}
+	}
+	const why = "all_reduce_perf not in the pinned image (image.reference) on h[1-2]: all_reduce_perf not measured"
+	for _, id := range []string{"NCCL-001", "NCCL-002"} {
+		if v := verdictOf(t, rec, id, ""); v.Status != record.Skip || v.Incomplete != why {
+			t.Errorf("%s: %s %q %q (incomplete %q)", id, v.Status, v.Measured, v.Detail, v.Incomplete)
+		}
+	}
+	if r := resultOf(t, rec, "allreduce", -1); r.Outcome != record.NotMeasured {
+		t.Errorf("allreduce phase: %s %q", r.Outcome, r.Error)
+	}
+}
+
+// TestMissingInImage: slurmstepd's words for the benchmark, with or
+// without srun's label, and only for the benchmark.
+func TestMissingInImage(t *testing.T) {
+	inv := fakeInventory(t, 3, "")
+	w := &orchestrator.Window{Inv: inv}
+	var nodes []*orchestrator.Node
+	for i, n := range inv.Nodes {
+		nodes = append(nodes, &orchestrator.Node{Name: n.Name, Index: i})
+	}
+	for out, want := range map[string]string{
+		allReducePerfMissing: "all_reduce_perf not in the pinned image (image.reference) on h[1-2]: all_reduce_perf not measured",
+		"slurmstepd: error: execve(): /opt/nccl-tests/all_reduce_perf: No such file or directory\n": "all_reduce_perf not in the pinned image (image.reference): all_reduce_perf not measured",
+		"slurmstepd-h3: error: execve(): all_gather_perf: No such file or directory\n":              "",
+		"srun: error: h1: task 0: Exited with exit code 2\n":                                        "",
+		"all_reduce_perf: error: execve(): all_reduce_perf: No such file or directory\n":            "",
+	} {
+		if got := missingInImage(out, "all_reduce_perf", w, nodes); got != want {
+			t.Errorf("%q:\n got %q\nwant %q", out, got, want)
+		}
+	}
+}
+
+// TestCollectiveMissingInTheImage: a collective whose benchmark the image
+// lacks leaves NCCL-005 NOT MEASURED; beside one that failed, FAIL naming
+// both.
+func TestCollectiveMissingInTheImage(t *testing.T) {
+	const why = "all_gather_perf not in the pinned image (image.reference): all_gather_perf not measured"
+	missing := Sweep{Error: why, NotMeasured: why}
+	v := collectivesVerdict(Sweeps{Collectives: map[string]Sweep{"all_gather": missing}})
+	if v.Status != record.Skip || v.Incomplete != why {
+		t.Errorf("NCCL-005: %s %q (incomplete %q)", v.Status, v.Detail, v.Incomplete)
+	}
+	// Nothing failed that pairs of nodes could find (the lab ran 6 pairs
+	// for it, then called the fabric fine).
+	if unnamedFailure(Sweeps{Repeats: []Sweep{{}}, Collectives: map[string]Sweep{"all_gather": missing}}) {
+		t.Error("a collective the image lacks sent the window looking for a fault with pairs of nodes")
+	}
+	v = collectivesVerdict(Sweeps{Collectives: map[string]Sweep{"all_gather": missing, "sendrecv": {Error: "exit 1"}}})
+	if v.Status != record.Fail || v.Detail != "sendrecv: exit 1; "+why {
+		t.Errorf("NCCL-005 beside a failure: %s %q", v.Status, v.Detail)
 	}
 }

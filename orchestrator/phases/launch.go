@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/fabric"
 	"gpuaccept/orchestrator/inventory"
@@ -182,6 +184,10 @@ type Sweep struct {
 	// (a host that could not reach a peer, a host lost), with the
 	// window's node names where the hosts and addresses are its nodes'.
 	Faults []SweepFault `json:"faults,omitempty"`
+	// NotMeasured: the benchmark is not in the pinned image the run was
+	// to run in (Pyxis): a tool missing, not a broken fabric. Error says
+	// the same, so that nothing reads the sweep as one that ran.
+	NotMeasured string `json:"not_measured,omitempty"`
 }
 
 // SweepFault is one fault a failed run's output named.
@@ -213,7 +219,8 @@ func (j job) run(ctx context.Context, w *orchestrator.Window, timeout time.Durat
 	start := time.Now()
 	ctx = orchestrator.WithLog(ctx, j.log)
 	s := j.runOnce(ctx, w, timeout)
-	if (s.Error != "" || s.ExitHung != "") && ctx.Err() == nil {
+	// A step whose image lacks the benchmark ran nothing to end.
+	if (s.Error != "" || s.ExitHung != "") && s.NotMeasured == "" && ctx.Err() == nil {
 		if j.usesSrun(w) {
 			if err := j.scancel(ctx, w); err != nil {
 				s.Error = join(s.Error, err.Error())
@@ -256,6 +263,11 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		command = j.command(w)
 	}
 	out, errOut, err := runBoth(sctx, w, from, command)
+	if err != nil && j.usesSrun(w) && len(containerImageArgs(w)) > 0 {
+		if why := missingInImage(string(out)+"\n"+string(errOut), j.bench.binary, w, j.nodes); why != "" {
+			return Sweep{Error: why, NotMeasured: why}
+		}
+	}
 	faulted := func(s Sweep) Sweep {
 		s.Faults = faultsOf(w, j.nodes, string(out)+"\n"+string(errOut))
 		if len(s.Faults) > 0 {
@@ -549,4 +561,39 @@ func orderBy(nodes []*orchestrator.Node, names []string) []string {
 		}
 	}
 	return out
+}
+
+// execveMissing is slurmstepd's line for a task whose program it could
+// not find ("slurmstepd-h2: error: execve(): all_reduce_perf: No such
+// file or directory"), srun --label's "N: " before it or not.
+var execveMissing = regexp.MustCompile(`(?m)^(?:\s*\d+: )?slurmstepd(?:-(\S+?))?: error: execve\(\): (\S+): No such file or directory\s*$`)
+
+// missingInImage says which nodes' containers lack the benchmark, from
+// slurmstepd's execve error for it in a step that ran in the pinned image,
+// as a NOT MEASURED reason; "" when out says no such thing of binary. A
+// benchmark the image lacks is a tool missing, not a fabric that failed.
+func missingInImage(out, binary string, w *orchestrator.Window, nodes []*orchestrator.Node) string {
+	byHost := map[string]string{}
+	for _, n := range nodes {
+		byHost[w.FabricHost(n)], byHost[n.Name] = n.Name, n.Name
+	}
+	var on []string
+	found := false
+	for _, m := range execveMissing.FindAllStringSubmatch(out, -1) {
+		if path.Base(m[2]) != path.Base(binary) {
+			continue
+		}
+		found = true
+		if name, ok := byHost[m[1]]; ok && !slices.Contains(on, name) {
+			on = append(on, name)
+		}
+	}
+	if !found {
+		return ""
+	}
+	where := "the pinned image (image.reference)"
+	if len(on) > 0 {
+		where += " on " + hostlist.Compress(on)
+	}
+	return fmt.Sprintf("%s not in %s: %s not measured", path.Base(binary), where, path.Base(binary))
 }

@@ -44,6 +44,10 @@ var Teardown = orchestrator.Phase{
 		if f := w.Inv.Phases.Failure; f.Enabled && inventory.On(f.InImage) || w.Inv.Phases.Diag.Image != "" || w.Inv.Phases.Workload.Enabled {
 			cmd = "GPUACCEPT_TEARDOWN_CONTAINERS=1 " + cmd
 		}
+		if w.Inv.Image.Runtime == inventory.RuntimePyxis {
+			// The window's named container, which Pyxis keeps on the node.
+			cmd = "GPUACCEPT_TEARDOWN_ENROOT=" + remote.Quote(pyxisContainer(w.RunID())) + " " + cmd
+		}
 		for _, d := range WindowDirs(w) {
 			cmd += " " + remote.Quote(d)
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,55 @@ exit 0
 			t.Errorf("teardown ran:\n%s\nsaid:\n%s", b, out)
 		case sweep && !strings.Contains(string(out), "removed container c1stopped (podman)"):
 			t.Errorf("teardown said:\n%s", out)
+		}
+	}
+}
+
+// TestTeardownRemovesTheWindowsPyxisContainer runs teardown.sh against an
+// enroot that holds the window's named Pyxis container (pyxis_NAME, and
+// pyxis_JOBID_NAME as a job-scoped Pyxis names it), another window's and an
+// unnamed step's: only the window's two go, and only when teardown is
+// told the name, which must be this window's.
+func TestTeardownRemovesTheWindowsPyxisContainer(t *testing.T) {
+	const run = "20261206T000000Z-pyx-1"
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	enroot := `#!/bin/bash
+echo "$*" >>` + calls + `
+case "$1" in
+list) printf 'pyxis_gpuaccept-` + run + `\npyxis_42_gpuaccept-` + run + `\npyxis_gpuaccept-` + run + `x\npyxis_gpuaccept-other\npyxis_7.0\n' ;;
+esac
+exit 0
+`
+	if err := os.WriteFile(filepath.Join(bin, "enroot"), []byte(enroot), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		"":                       nil,
+		"gpuaccept-other":        nil,
+		"gpuaccept-" + run:       {"remove -f pyxis_gpuaccept-" + run, "remove -f pyxis_42_gpuaccept-" + run},
+		"-rf gpuaccept-" + run:   nil,
+		"gpuaccept-" + run + "x": nil,
+	} {
+		os.Remove(calls)
+		cmd := exec.Command("bash", "-c", scripts.Teardown, "teardown", run, "", "")
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "PATH="+bin+":"+os.Getenv("PATH"), "GPUACCEPT_TEARDOWN_ENROOT="+name)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("teardown: %v: %s", err, out)
+		}
+		b, _ := os.ReadFile(calls)
+		var removed []string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(l, "remove") {
+				removed = append(removed, l)
+			}
+		}
+		if !slices.Equal(removed, want) {
+			t.Errorf("told %q: removed %q, want %q\nsaid: %s", name, removed, want, out)
+		}
+		if want != nil && !strings.Contains(string(out), "removed container pyxis_gpuaccept-"+run+" (enroot)") {
+			t.Errorf("teardown said: %s", out)
 		}
 	}
 }

@@ -38,6 +38,9 @@ var testImageScript []byte
 //go:embed pyxis/spank_pyxis.c
 var pyxisSource []byte
 
+//go:embed pyxis/enroot
+var enrootStandin []byte
+
 // Defaults of Options.
 const (
 	DefaultName   = "lab"
@@ -300,6 +303,13 @@ func (l *Lab) SlurmPyxis(ctx context.Context) error {
 	}
 	_, err = runScript(ctx, l.Name, "slurm --pyxis", "slurm", "--name", l.Name, "--pyxis-src", src)
 	return err
+}
+
+// InstallEnroot puts the stand-in's enroot (pyxis/enroot: list and remove -f, over the containers the Pyxis
+// stand-in keeps on the host) in host's /usr/local/bin, as a cluster with Pyxis has enroot beside it: what a
+// window's teardown removes its named container with. A test installs it after it has emptied the bin directory.
+func (l *Lab) InstallEnroot(host string) error {
+	return os.WriteFile(filepath.Join(l.BinDir(host), "enroot"), enrootStandin, 0o755)
 }
 
 // SlurmGRES is Slurm with lab.sh slurm --gres: every host's Slurm node says it has perNode GPUs (GresTypes=gpu,

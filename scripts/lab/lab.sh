@@ -83,8 +83,11 @@
 # provided by plugins:" as Pyxis's, and a step with --container-image=[REGISTRY#]IMAGE[:TAG] (enroot's URI; a TAG
 # sha256:<hex> is the manifest's digest) has the host's podman pull the image (the lab's registry), exports its
 # filesystem under the host's /srv/pyxis and runs each task chrooted into it, printing Pyxis's lines ("pyxis:
-# imported docker image: REF"; on failure "pyxis: failed to import docker image" and the importer's log). What it
-# does not do as Pyxis: no enroot, no user namespace, no squashfs. slurm without --pyxis removes plugstack.conf.
+# imported docker image: REF"; on failure "pyxis: failed to import docker image" and the importer's log). A
+# --container-name=NAME container is kept (/srv/pyxis/UID/pyxis_NAME) and reused by later steps, import skipped, as
+# Pyxis keeps it; pyxis/enroot is the stand-in's enroot (list, remove -f) for removing it, which a test installs in
+# the hosts' bin (Lab.InstallEnroot). What it does not do as Pyxis: no enroot underneath, no user namespace, no
+# squashfs. slurm without --pyxis removes plugstack.conf.
 #
 # slurm --gres gpu:8 --gres-on h3=gpu:4: GPU GRES without GPUs, for a node whose GRES says fewer GPUs than it has.
 # slurm.conf gets GresTypes=gpu and Gres=gpu:N on a NodeName line per run of hosts with the same count; gres.conf

@@ -93,6 +93,23 @@ for rt in ${GPUACCEPT_TEARDOWN_CONTAINERS:+docker podman}; do
     fi
   done
 done
+# The window's named Pyxis container (image.runtime pyxis: its steps ran
+# with --container-name=gpuaccept-<run id>, which Pyxis keeps on the node and
+# never removes): enroot's pyxis_NAME, or pyxis_JOBID_NAME where Pyxis
+# scopes names to the job (container_scope=job; its epilog removes those
+# too, once the job ends). Only this window's name, never an option.
+pyxis=${GPUACCEPT_TEARDOWN_ENROOT:-}
+case $pyxis in gpuaccept-"$run") ;; *) pyxis= ;; esac
+if [ -n "$pyxis" ] && [ -z "$procs" ] && command -v enroot >/dev/null 2>&1; then
+  for c in $(enroot list 2>/dev/null); do
+    case $c in pyxis_"$pyxis" | pyxis_[0-9]*_"$pyxis") ;; *) continue ;; esac
+    if enroot remove -f "$c" >/dev/null 2>&1; then
+      echo "removed container $c (enroot)"
+    else
+      echo "could not remove container $c (enroot)"
+    fi
+  done
+fi
 # Images the window loaded or pulled: the image phase lists them, before it
 # loads, in the window's private directory on this node's own disk; an
 # image the node had before the window is not listed. rmi -f also removes

@@ -13,8 +13,13 @@
  * and the failure surfacing in task_init_privileged so that srun sees the step fail.
  *
  * What it does instead of enroot: the node's podman pulls the image (the lab's registry, LAB.md) and exports a
- * container's filesystem into RUNTIME_PATH/UID/JOB.STEP (or NAME for --container-name, kept and reused as Pyxis
- * keeps named containers); each task then enters a mount namespace of its own in which /proc, /sys, /dev, /tmp,
+ * container's filesystem into RUNTIME_PATH/UID/pyxis_JOB.STEP, or for --container-name=NAME[:FLAGS] into
+ * RUNTIME_PATH/UID/pyxis_NAME, Pyxis's name for it with container_scope=global (its default): a named container is
+ * kept on the node after its step, and a later step given the name reuses it and skips the import (no "imported"
+ * line), --container-image or not, as Pyxis does; FLAGS as Pyxis's (auto, the default, and no_exec reuse or
+ * create; create refuses an existing one; exec, attaching to a running container, the stand-in has none to give).
+ * Nothing removes a named container but `enroot remove` (pyxis/enroot, the lab's stand-in of it). Each task then
+ * enters a mount namespace of its own in which /proc, /sys, /dev, /tmp,
  * /etc/hosts, the PMIx server's directory and the --container-mounts are bound into that tree, and chroots into
  * it (enroot pivot_roots into a squashfs-backed tree and maps users: neither is needed to run the task's program
  * from the image's files, which is what the lab tests). An unnamed container's tree is removed when the step ends.
@@ -42,7 +47,7 @@
 
 SPANK_PLUGIN(pyxis, 1)
 
-static char *opt_image, *opt_mounts, *opt_name;
+static char *opt_image, *opt_mounts, *opt_name_arg, *opt_name, *opt_name_flags;
 static char runtime_path[1024] = "/run/pyxis";
 static char podman[1024] = "/usr/bin/podman";
 static char rootfs[2048];
@@ -67,7 +72,33 @@ static int opt_set(char **dst, const char *name, const char *optarg)
 
 static int cb_image(int val, const char *optarg, int remote) { return opt_set(&opt_image, "container-image", optarg); }
 static int cb_mounts(int val, const char *optarg, int remote) { return opt_set(&opt_mounts, "container-mounts", optarg); }
-static int cb_name(int val, const char *optarg, int remote) { return opt_set(&opt_name, "container-name", optarg); }
+/* cb_name: NAME[:FLAGS], as Pyxis splits it */
+static int cb_name(int val, const char *optarg, int remote)
+{
+	char *flags;
+	/* the argument as given stays whole: Slurm's second call compares it */
+	if (opt_set(&opt_name_arg, "container-name", optarg) < 0)
+		return -1;
+	if (opt_name != NULL)
+		return 0;
+	opt_name = strdup(opt_name_arg);
+	if (opt_name == NULL)
+		return -1;
+	flags = strchr(opt_name, ':');
+	if (flags != NULL)
+		*flags++ = '\0';
+	if (opt_name[0] == '\0') {
+		slurm_error("pyxis: --container-name: empty name");
+		return -1;
+	}
+	opt_name_flags = strdup(flags != NULL && *flags != '\0' ? flags : "auto");
+	if (strcmp(opt_name_flags, "auto") != 0 && strcmp(opt_name_flags, "create") != 0 &&
+	    strcmp(opt_name_flags, "exec") != 0 && strcmp(opt_name_flags, "no_exec") != 0) {
+		slurm_error("pyxis: --container-name: flag must be \"auto\", \"create\", \"exec\" or \"no_exec\"");
+		return -1;
+	}
+	return 0;
+}
 
 struct spank_option spank_opts[] = {
 	{ "container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH",
@@ -228,11 +259,25 @@ static int import_image(spank_t sp, uid_t uid, uint32_t job, uint32_t step, uint
 		}
 		snprintf(rootfs, sizeof(rootfs), "%s/pyxis_%s", dir, opt_name);
 		if (stat(rootfs, &st) == 0) {
-			slurm_info("pyxis: reusing existing container");
+			if (strcmp(opt_name_flags, "create") == 0) {
+				slurm_error("pyxis: error: \"create\" flag was passed to --container-name but the container already exists");
+				return -1;
+			}
+			if (strcmp(opt_name_flags, "exec") == 0) {
+				slurm_error("pyxis: error: \"exec\" flag was passed to --container-name but the container is not running");
+				return -1;
+			}
+			/* as Pyxis: the import is skipped, the existing filesystem used, said at info level only */
+			slurm_info("pyxis: reusing existing container filesystem");
 			return 0;
 		}
+		if (strcmp(opt_name_flags, "exec") == 0) {
+			slurm_error("pyxis: error: \"exec\" flag was passed to --container-name but the container is not running");
+			return -1;
+		}
 		if (opt_image == NULL) {
-			slurm_error("pyxis: a container with name \"%s\" does not exist, and --container-image is not set", opt_name);
+			slurm_error("pyxis: error: a container with name \"pyxis_%s\" does not exist, and --container-image is not set",
+				    opt_name);
 			return -1;
 		}
 	} else
