@@ -142,3 +142,13 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
+
+// Pid is the process ID of one of the cluster's daemons (etcd, containerd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kubelet), for a test that stops or kills it.
+func (k *Kube) Pid(daemon string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(k.Dir, "pids", daemon+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("lab kube: %s: %w", daemon, err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
