@@ -23,11 +23,12 @@
 # (KUBE_DIR KUBECONFIG KUBE_NODE KUBE_IMAGE KUBE_IMAGE_ID KUBE_GPUS, sh-sourceable) and DIR/logs/*.log. The node
 # is NAME (default the machine's hostname; it must resolve to an address of this machine, the API server reaches
 # the kubelet by it for exec). The pod image (KUBE_IMAGE, localhost/gpuaccept-kube:1) is FROM scratch: a static
-# busybox with its applets (sh sleep mkfifo mktemp setsid ps sha256sum ...), the system's bash and GNU head and the
-# libraries they link (the guard needs bash, and a head -c that reads no further than it is told), imported into containerd's k8s.io namespace; pods use imagePullPolicy: Never.
+# busybox with its applets (sh sleep mkfifo mktemp setsid ps sha256sum ...), the system's bash, GNU head and mktemp
+# and the libraries they link (the guard needs bash and a head -c that reads no further than it is told, uploads
+# a mktemp that takes a suffix), imported into containerd's k8s.io namespace; pods use imagePullPolicy: Never.
 # Its sandbox (pause) image is the same image. Defaults: DIR /tmp/gpuaccept-kube, ports 2379/2380 (etcd), 6443
 # (API), 10250 (kubelet), 10257/10259 (controller-manager, scheduler) on 127.0.0.1. KUBE_WAIT: seconds to wait
-# for the API and the node (default 90).
+# for the API and the node (default 90). The ports are fixed: one cluster on a machine at a time.
 set -euo pipefail
 
 PROG=kube.sh
@@ -283,8 +284,9 @@ build_image() {
 	# bash for the guard, and GNU head: the guard reads each stdin frame with head -c N, which must read exactly N
 	# bytes of its pipe; busybox's reads ahead and swallows the frames after it (the command never sees EOF)
 	cp /bin/bash "$R/bin/bash"
-	cp /usr/bin/head "$R/usr/bin/head"
-	for l in $(LC_ALL=C ldd /bin/bash /usr/bin/head | grep -o '/[^ ]*lib[^ ]*\.so[^ ]*' | sort -u); do
+	# and GNU mktemp: uploads name their part file TARGET.XXXXXX.gpuaccept-part, a template busybox refuses
+	cp /usr/bin/head /usr/bin/mktemp "$R/usr/bin/"
+	for l in $(LC_ALL=C ldd /bin/bash /usr/bin/head /usr/bin/mktemp | grep -o '/[^ ]*lib[^ ]*\.so[^ ]*' | sort -u); do
 		mkdir -p "$R$(dirname "$l")"
 		cp -L "$l" "$R$l"
 	done

@@ -1,0 +1,98 @@
+package remote
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestKubeConfigRefusesWhatCannotWork(t *testing.T) {
+	good := KubeConfig{Kubeconfig: "/nonexistent/kubeconfig", Node: "gpu-7", Image: "img@sha256:00", Labels: map[string]string{"gpuaccept/window": "w1"}}
+	for _, c := range []struct {
+		name string
+		mod  func(*KubeConfig)
+		want string
+	}{
+		{"no node", func(k *KubeConfig) { k.Node = "" }, "no node name"},
+		{"no image", func(k *KubeConfig) { k.Image = "" }, "no image"},
+		{"no labels", func(k *KubeConfig) { k.Labels = nil }, "no labels"},
+		{"bad label", func(k *KubeConfig) { k.Labels = map[string]string{"a b": "c"} }, "not a Kubernetes label"},
+		{"negative GPUs", func(k *KubeConfig) { k.GPUs = -1 }, "-1 GPUs"},
+		{"no kubeconfig", func(*KubeConfig) {}, "kubeconfig"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := good
+			c.mod(&k)
+			e, err := DialNode(t.Context(), Config{Name: "n1", Kube: &k})
+			var se *SetupError
+			if e != nil || !errors.As(err, &se) || !strings.HasPrefix(err.Error(), "n1: kubernetes: ") || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("DialNode = %v, %v; want a setup error naming n1 and saying %q", e, err, c.want)
+			}
+		})
+	}
+	c := Config{Name: "n1", Kube: &good}
+	if c.Address() != "gpu-7" || !strings.Contains(c.Via(), "Kubernetes API") || c.ReachWithin() < DefaultPodStart {
+		t.Errorf("address %q, via %q, reach within %s", c.Address(), c.Via(), c.ReachWithin())
+	}
+}
+
+// The window's pod: bound to its node through the scheduler, the node's
+// network and IPC, its GPUs, a deadline, the window's labels and the
+// transport's own, no service account token.
+func TestKubePodSpec(t *testing.T) {
+	k := KubeConfig{Node: "Node_A.example", Image: "reg/img@sha256:aa", GPUs: 8, GPUResource: "amd.com/gpu",
+		Labels: map[string]string{"gpuaccept/window": "w1"}, ServiceAccount: "sa", ImagePullSecret: "pull",
+		Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}, ActiveDeadline: 2 * time.Hour}
+	k.defaults()
+	p := k.podSpec()
+	s := p.Spec
+	if !s.HostNetwork || !s.HostIPC || s.RestartPolicy != corev1.RestartPolicyNever || *s.ActiveDeadlineSeconds != 7200 ||
+		*s.AutomountServiceAccountToken || s.ServiceAccountName != "sa" || s.ImagePullSecrets[0].Name != "pull" || len(s.Tolerations) != 1 {
+		t.Fatalf("spec %+v", s)
+	}
+	c := s.Containers[0]
+	if c.Image != k.Image || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("container %+v", c)
+	}
+	if q := c.Resources.Limits["amd.com/gpu"]; q.Value() != 8 {
+		t.Errorf("GPU limit %v", c.Resources.Limits)
+	}
+	term := s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
+	if term.Key != "metadata.name" || term.Values[0] != "Node_A.example" || s.NodeName != "" {
+		t.Errorf("node affinity %+v, nodeName %q", term, s.NodeName)
+	}
+	if p.Labels["gpuaccept/window"] != "w1" || p.Labels["app.kubernetes.io/managed-by"] != KubeManagedBy ||
+		p.Labels[KubeNodeLabel] != "Node_A.example" || p.GenerateName != "gpuaccept-node-a-example-" {
+		t.Errorf("labels %v, generateName %q", p.Labels, p.GenerateName)
+	}
+	if sel := k.selector(true); !strings.Contains(sel, "gpuaccept/window=w1") || !strings.Contains(sel, KubeNodeLabel+"=Node_A.example") {
+		t.Errorf("selector %q", sel)
+	}
+	long := strings.Repeat("n", 70)
+	if l := nodeLabel(long); len(l) > 63 || l == nodeLabel(long+"x") {
+		t.Errorf("nodeLabel of a long name: %q", l)
+	}
+}
+
+func TestKubePodGone(t *testing.T) {
+	now := metav1.Now()
+	for _, c := range []struct {
+		p    corev1.Pod
+		want string
+	}{
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}, ""},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "other"}}, "another of the same name"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u", DeletionTimestamp: &now}}, "being deleted"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}},
+			"ended (Failed: Evicted: low on memory)"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}}, "DeadlineExceeded"},
+	} {
+		if got := podGone(&c.p, "u"); c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("podGone(%+v) = %q, want %q", c.p.Status, got, c.want)
+		}
+	}
+}
