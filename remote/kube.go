@@ -484,7 +484,7 @@ func podNamePart(node string) string {
 			b.WriteByte('-')
 		}
 	}
-	s := strings.Trim(b.String(), "-")
+	s := strings.TrimPrefix(strings.Trim(b.String(), "-"), "gpuaccept-") // the pod's name starts with it already
 	if len(s) > 40 {
 		s = strings.Trim(s[:40], "-")
 	}
