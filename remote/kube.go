@@ -599,7 +599,8 @@ func (e *Kube) Run(ctx context.Context, cmd Cmd) error {
 	if grace <= 0 {
 		grace = defaultGrace
 	}
-	argv := append([]string{"bash", "-c", execDrain, "gpuaccept-exec"}, guardArgs(cmd, e.cfg.GuardLease, grace)[1:]...)
+	mark := newEndMark()
+	argv := append([]string{"bash", "-c", execWrap, "gpuaccept-exec", mark}, guardArgs(cmd, e.cfg.GuardLease, grace)[1:]...)
 	ex, err := e.executor(argv)
 	if err != nil {
 		return fmt.Errorf("%s: kubernetes: exec: %w", e.name, err)
@@ -613,15 +614,28 @@ func (e *Kube) Run(ctx context.Context, cmd Cmd) error {
 	if stdout == nil {
 		stdout = io.Discard
 	}
+	outEnd, errEnd := newEndWriter(stdout, mark), newEndWriter(stderr, mark)
 	// The guard's control stream is the exec's stdin, whatever cmd.Stdin
-	// is: its end is the guard's signal to stop the command.
+	// is: its end is the guard's signal to stop the command, and once the
+	// command ended, the wrapper's to end the exec.
 	pr, pw := io.Pipe()
 	ctl, stopControl := streamControl(pw, e.cfg.KeepaliveInterval, cmd.Stdin)
 	streamCtx, cancelStream := context.WithCancel(context.Background())
 	defer cancelStream()
 	waited := make(chan error, 1)
 	go func() {
-		waited <- ex.StreamWithContext(streamCtx, remotecommand.StreamOptions{Stdin: pr, Stdout: stdout, Stderr: stderr})
+		waited <- ex.StreamWithContext(streamCtx, remotecommand.StreamOptions{Stdin: pr, Stdout: outEnd, Stderr: errEnd})
+	}()
+	go func() {
+		// Both streams read to their marks: the exec may end.
+		for _, seen := range []chan struct{}{outEnd.seen, errEnd.seen} {
+			select {
+			case <-seen:
+			case <-streamCtx.Done():
+				return
+			}
+		}
+		ctl.close()
 	}()
 	var werr error
 	var ended string
@@ -659,7 +673,28 @@ func (e *Kube) Run(ctx context.Context, cmd Cmd) error {
 	}
 	stopControl()
 	pr.CloseWithError(io.ErrClosedPipe)
-	return e.runError(ctx, cmd.Command, werr, tail.String())
+	err = e.runError(ctx, cmd.Command, werr, tail.String())
+	var ee *ExitError
+	if err != nil && !errors.As(err, &ee) {
+		outEnd.flush()
+		errEnd.flush()
+		return err
+	}
+	// The command ended: both its streams must have reached their marks.
+	for _, w := range []struct {
+		name string
+		w    *endWriter
+	}{{"stdout", outEnd}, {"stderr", errEnd}} {
+		if !w.w.done {
+			// The exec ended before its process did: the runtime's copy
+			// lost the stream's end.
+			outEnd.flush()
+			errEnd.flush()
+			return &ConnectionLostError{Node: e.name, Reason: shorten(cmd.Command, 60) +
+				": the exec's " + w.name + " ended before the command's end: output lost", Err: io.ErrUnexpectedEOF}
+		}
+	}
+	return err
 }
 
 // runError is the end of an exec: nil, the command's exit (a status of
@@ -702,16 +737,18 @@ func (e *Kube) runError(ctx context.Context, command string, err error, stderrTa
 	return &ConnectionLostError{Node: e.name, Reason: shorten(command, 60) + ": the exec stream broke", Err: err}
 }
 
-// execDrain runs the guard (its arguments) as the exec's process, then
-// leaves a reader of the exec's stdin behind for a while: the container
-// runtime (containerd 1.6) copies the exec's stdin into a pipe and holds
-// the exec open until that copy returns, so a command that ended without
-// reading all of a large stdin (an upload refused at once) would otherwise
-// hang the exec with the copy blocked on the full pipe. The reader ends
-// when the runtime closes the pipe, or after a minute, and holds neither
-// stdout nor stderr. The guard has the exec's stderr; the wrapper's own
-// (bash's notice of a guard that died by a signal) goes nowhere.
-const execDrain = `exec 3>&2 2>/dev/null; bash -c "$@" 2>&3 3>&-; r=$?; timeout 60 cat <&0 >/dev/null 3>&- & exit $r`
+// execWrap runs the guard (its arguments after the mark) as the exec's
+// process, then ends stdout and stderr with the mark and waits for the end
+// of its stdin before it ends: the coordinator ends the stream once it has
+// read both marks, so the exec does not end while the runtime still holds
+// output (endmark.go). Reading stdin to its end also drains what a command
+// left unread: containerd 1.6 holds an exec open until its copy of stdin
+// returns. A minute bounds the wait. The guard has the exec's stderr; the
+// wrapper's own (bash's notice of a guard that died by a signal) goes
+// nowhere. The guard's status is the exec's.
+const execWrap = `m=$1; shift; exec 3>&2 2>/dev/null; bash -c "$@" 2>&3; r=$?
+printf '%s\n' "$m"; printf '%s\n' "$m" >&3; exec 3>&-
+timeout 60 cat <&0 >/dev/null; exit $r`
 
 // executor is an exec of argv in the pod: over WebSocket, falling back to
 // SPDY for an API server that does not upgrade to it (before 1.30), as
