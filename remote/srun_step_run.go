@@ -236,13 +236,13 @@ func (b *stepBatch) outcome(t *stepTask, err error, said *srunLines, why string,
 	case t.cancelled:
 		return s.endedEarly(t.ctx, t.cmd)
 	case notStarted && !t.started:
-		return &StepNotStartedError{Node: s.name, Command: shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
+		return &StepNotStartedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
 	case err != nil && !errors.As(err, &ee):
 		return s.loginError(t.ctx, t.cmd, err)
 	case aborted:
 		// Another node's I/O failure may be all it was: the node's next
 		// command shows whether it is still the job's.
-		return &StepAbortedError{Node: s.name, Command: shorten(t.cmd.Command, 120), Said: said.steps()}
+		return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), Said: said.steps()}
 	case why != "" || !t.started:
 		gone, state, cerr := s.leftTheJob(t.ctx)
 		switch {

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"gpuaccept/remote"
 	"gpuaccept/remote/contract"
+	"gpuaccept/remote/kube"
 	"gpuaccept/scripts/lab"
 )
 
@@ -25,7 +25,7 @@ func window(k *lab.Kube, name string) remote.KubeConfig {
 		Kubeconfig:        k.Kubeconfig,
 		Node:              k.Node,
 		Image:             k.Image,
-		PullPolicy:        corev1.PullNever,
+		PullPolicy:        "Never",
 		GPUs:              1,
 		Labels:            map[string]string{"gpuaccept/window": fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1000000000)},
 		ActiveDeadline:    10 * time.Minute,
@@ -83,7 +83,7 @@ func TestContractKube(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := remote.DeleteKubePods(ctx, cfg); err != nil {
+		if _, err := kube.DeletePods(ctx, cfg); err != nil {
 			t.Errorf("teardown: %v", err)
 		}
 		if left := windowPods(t, cs, cfg); len(left) > 0 {
@@ -103,7 +103,7 @@ func TestContractKube(t *testing.T) {
 			return strings.TrimSpace(string(out)) != ""
 		},
 		Cut: func(t *testing.T, e remote.Executor) func() {
-			ns, pod := e.(*remote.Kube).Pod()
+			ns, pod := e.(*kube.Node).Pod()
 			if err := cs.CoreV1().Pods(ns).Delete(t.Context(), pod, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}

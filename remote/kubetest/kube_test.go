@@ -12,17 +12,18 @@ import (
 	"time"
 
 	"gpuaccept/remote"
+	"gpuaccept/remote/kube"
 	"gpuaccept/scripts/lab"
 )
 
-func dialKube(t *testing.T, cfg remote.KubeConfig) *remote.Kube {
+func dialKube(t *testing.T, cfg remote.KubeConfig) *kube.Node {
 	t.Helper()
 	e, err := remote.DialNode(t.Context(), remote.Config{Name: "kn1", Kube: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	return e.(*remote.Kube)
+	return e.(*kube.Node)
 }
 
 func alive(marker string) bool {
@@ -54,7 +55,7 @@ func TestKubeResumeFindsThePod(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	names, err := remote.DeleteKubePods(ctx, cfg)
+	names, err := remote.DeleteKubePods(ctx, cfg) // the window's way, through the seam
 	if err != nil || len(names) != 1 || names[0] != p1 {
 		t.Fatalf("teardown deleted %v, %v; want [%s]", names, err, p1)
 	}
@@ -73,7 +74,7 @@ func TestKubeTooManyGPUs(t *testing.T) {
 	cfg := window(k, "toomany")
 	cfg.GPUs = k.GPUs + 1
 	cfg.StartTimeout = 5 * time.Second
-	t.Cleanup(func() { _, _ = remote.DeleteKubePods(context.Background(), cfg) })
+	t.Cleanup(func() { _, _ = kube.DeletePods(context.Background(), cfg) })
 	e, err := remote.DialNode(t.Context(), remote.Config{Name: "kn1", Kube: &cfg})
 	if err == nil {
 		e.Close()
@@ -94,7 +95,7 @@ func TestKubeTooManyGPUs(t *testing.T) {
 func TestKubeAPISilentIsLost(t *testing.T) {
 	k := needKube(t)
 	cfg := window(k, "silent")
-	t.Cleanup(func() { _, _ = remote.DeleteKubePods(context.Background(), cfg) })
+	t.Cleanup(func() { _, _ = kube.DeletePods(context.Background(), cfg) })
 	e := dialKube(t, cfg)
 	_, pod := e.Pod()
 	m := fmt.Sprintf("sleep 600.%06d", time.Now().UnixNano()%1000000)
@@ -129,7 +130,7 @@ func TestKubeAPISilentIsLost(t *testing.T) {
 	lab.Eventually(t, 30*time.Second, "the API answers again", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		_, err := remote.DeleteKubePods(ctx, remote.KubeConfig{Kubeconfig: k.Kubeconfig, Labels: map[string]string{"gpuaccept/none": "x"}})
+		_, err := kube.DeletePods(ctx, remote.KubeConfig{Kubeconfig: k.Kubeconfig, Labels: map[string]string{"gpuaccept/none": "x"}})
 		return err == nil
 	})
 	again := dialKube(t, cfg)

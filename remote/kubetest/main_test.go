@@ -1,4 +1,4 @@
-// Package kubetest proves the Kubernetes executor (remote.Kube) against a
+// Package kubetest proves the Kubernetes executor (remote/kube's Node) against a
 // real Kubernetes: the lab's one-node cluster (scripts/lab/kube.sh), brought
 // up for the test run and torn down after it. It needs root on Linux and
 // the lab's packages (scripts/deps.sh); the Kubernetes binaries are built

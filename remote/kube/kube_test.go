@@ -1,4 +1,4 @@
-package remote
+package kube
 
 import (
 	"errors"
@@ -8,34 +8,37 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gpuaccept/remote"
 )
 
 func TestKubeConfigRefusesWhatCannotWork(t *testing.T) {
-	good := KubeConfig{Kubeconfig: "/nonexistent/kubeconfig", Node: "gpu-7", Image: "img@sha256:00", Labels: map[string]string{"gpuaccept/window": "w1"}}
+	good := remote.KubeConfig{Kubeconfig: "/nonexistent/kubeconfig", Node: "gpu-7", Image: "img@sha256:00", Labels: map[string]string{"gpuaccept/window": "w1"}}
 	for _, c := range []struct {
 		name string
-		mod  func(*KubeConfig)
+		mod  func(*remote.KubeConfig)
 		want string
 	}{
-		{"no node", func(k *KubeConfig) { k.Node = "" }, "no node name"},
-		{"no image", func(k *KubeConfig) { k.Image = "" }, "no image"},
-		{"no labels", func(k *KubeConfig) { k.Labels = nil }, "no labels"},
-		{"bad label", func(k *KubeConfig) { k.Labels = map[string]string{"a b": "c"} }, "not a Kubernetes label"},
-		{"negative GPUs", func(k *KubeConfig) { k.GPUs = -1 }, "-1 GPUs"},
-		{"no kubeconfig", func(*KubeConfig) {}, "kubeconfig"},
+		{"no node", func(k *remote.KubeConfig) { k.Node = "" }, "no node name"},
+		{"no image", func(k *remote.KubeConfig) { k.Image = "" }, "no image"},
+		{"no labels", func(k *remote.KubeConfig) { k.Labels = nil }, "no labels"},
+		{"bad label", func(k *remote.KubeConfig) { k.Labels = map[string]string{"a b": "c"} }, "not a Kubernetes label"},
+		{"negative GPUs", func(k *remote.KubeConfig) { k.GPUs = -1 }, "-1 GPUs"},
+		{"unknown pull policy", func(k *remote.KubeConfig) { k.PullPolicy = "Sometimes" }, `pull policy "Sometimes"`},
+		{"no kubeconfig", func(*remote.KubeConfig) {}, "kubeconfig"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := good
 			c.mod(&k)
-			e, err := DialNode(t.Context(), Config{Name: "n1", Kube: &k})
-			var se *SetupError
+			e, err := remote.DialNode(t.Context(), remote.Config{Name: "n1", Kube: &k})
+			var se *remote.SetupError
 			if e != nil || !errors.As(err, &se) || !strings.HasPrefix(err.Error(), "n1: kubernetes: ") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("DialNode = %v, %v; want a setup error naming n1 and saying %q", e, err, c.want)
 			}
 		})
 	}
-	c := Config{Name: "n1", Kube: &good}
-	if c.Address() != "gpu-7" || !strings.Contains(c.Via(), "Kubernetes API") || c.ReachWithin() < DefaultPodStart {
+	c := remote.Config{Name: "n1", Kube: &good}
+	if c.Address() != "gpu-7" || !strings.Contains(c.Via(), "Kubernetes API") || c.ReachWithin() < remote.DefaultPodStart {
 		t.Errorf("address %q, via %q, reach within %s", c.Address(), c.Via(), c.ReachWithin())
 	}
 }
@@ -44,14 +47,14 @@ func TestKubeConfigRefusesWhatCannotWork(t *testing.T) {
 // network and IPC, its GPUs, a deadline, the window's labels and the
 // transport's own, no service account token.
 func TestKubePodSpec(t *testing.T) {
-	k := KubeConfig{Node: "Node_A.example", Image: "reg/img@sha256:aa", GPUs: 8, GPUResource: "amd.com/gpu",
+	k := remote.KubeConfig{Node: "Node_A.example", Image: "reg/img@sha256:aa", GPUs: 8, GPUResource: "amd.com/gpu",
 		Labels: map[string]string{"gpuaccept/window": "w1"}, ServiceAccount: "sa", ImagePullSecret: "pull",
-		Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}, ActiveDeadline: 2 * time.Hour}
-	k.defaults()
-	p := k.podSpec()
+		Tolerations: []remote.Toleration{{Key: "gpu", Operator: "Exists", Effect: "NoSchedule"}}, ActiveDeadline: 2 * time.Hour}
+	k = k.WithDefaults()
+	p := podSpec(k)
 	s := p.Spec
 	if !s.HostNetwork || !s.HostIPC || s.RestartPolicy != corev1.RestartPolicyNever || *s.ActiveDeadlineSeconds != 7200 ||
-		*s.AutomountServiceAccountToken || s.ServiceAccountName != "sa" || s.ImagePullSecrets[0].Name != "pull" || len(s.Tolerations) != 1 {
+		*s.AutomountServiceAccountToken || s.ServiceAccountName != "sa" || s.ImagePullSecrets[0].Name != "pull" || len(s.Tolerations) != 1 || s.Tolerations[0] != (corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}) {
 		t.Fatalf("spec %+v", s)
 	}
 	c := s.Containers[0]
@@ -65,11 +68,11 @@ func TestKubePodSpec(t *testing.T) {
 	if term.Key != "metadata.name" || term.Values[0] != "Node_A.example" || s.NodeName != "" {
 		t.Errorf("node affinity %+v, nodeName %q", term, s.NodeName)
 	}
-	if p.Labels["gpuaccept/window"] != "w1" || p.Labels["app.kubernetes.io/managed-by"] != KubeManagedBy ||
-		p.Labels[KubeNodeLabel] != "Node_A.example" || p.GenerateName != "gpuaccept-node-a-example-" {
+	if p.Labels["gpuaccept/window"] != "w1" || p.Labels["app.kubernetes.io/managed-by"] != ManagedBy ||
+		p.Labels[NodeLabel] != "Node_A.example" || p.GenerateName != "gpuaccept-node-a-example-" {
 		t.Errorf("labels %v, generateName %q", p.Labels, p.GenerateName)
 	}
-	if sel := k.selector(true); !strings.Contains(sel, "gpuaccept/window=w1") || !strings.Contains(sel, KubeNodeLabel+"=Node_A.example") {
+	if sel := selector(k, true); !strings.Contains(sel, "gpuaccept/window=w1") || !strings.Contains(sel, NodeLabel+"=Node_A.example") {
 		t.Errorf("selector %q", sel)
 	}
 	long := strings.Repeat("n", 70)
