@@ -2,26 +2,38 @@ package kube
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // Whatever the writes' sizes, the stream arrives byte for byte less its
-// end mark, and the mark is seen exactly when it was sent whole.
+// end line, and the line is seen, with its status, exactly when it was sent
+// whole; the mark without a status after it is the command's output.
 func FuzzEndWriter(f *testing.F) {
-	f.Add("out\n", true, uint8(3))
-	f.Add("no newline", true, uint8(1))
-	f.Add("\n\ngpuaccept-end-x\n", false, uint8(2))
-	f.Add("gpuaccept-end-01", true, uint8(16))
-	f.Add("", true, uint8(7))
-	f.Fuzz(func(t *testing.T, in string, marked bool, chunk uint8) {
+	f.Add("out\n", true, uint8(0), uint8(3))
+	f.Add("no newline", true, uint8(137), uint8(1))
+	f.Add("\n\ngpuaccept-end-x\n", false, uint8(2), uint8(2))
+	f.Add("gpuaccept-end-01", true, uint8(255), uint8(16))
+	f.Add("gpuaccept-end-0123 x\n", true, uint8(9), uint8(5))
+	f.Add("gpuaccept-end-0123 1234\n", false, uint8(9), uint8(4))
+	f.Add("", true, uint8(1), uint8(7))
+	f.Fuzz(func(t *testing.T, in string, marked bool, status, chunk uint8) {
 		const mark = "gpuaccept-end-0123"
-		if strings.Contains(in, mark) {
-			return // a random mark is in no command's output
+		for rest := in; ; {
+			_, after, found := strings.Cut(rest, mark+" ")
+			if !found {
+				break
+			}
+			line, _, ok := strings.Cut(after, "\n")
+			if st, err := strconv.Atoi(line); ok && err == nil && len(line) <= 3 && st <= 255 {
+				return // a random mark and a status is in no command's output
+			}
+			rest = after
 		}
 		sent := in
 		if marked {
-			sent += mark + "\n"
+			sent += mark + " " + strconv.Itoa(int(status)) + "\n"
 		}
 		var got bytes.Buffer
 		w := newEndWriter(&got, mark)
@@ -36,8 +48,8 @@ func FuzzEndWriter(f *testing.F) {
 			seen = true
 		default:
 		}
-		if got.String() != in || seen != marked {
-			t.Fatalf("%q (marked %v): got %q, seen %v", in, marked, got.String(), seen)
+		if got.String() != in || seen != marked || marked && w.status != int(status) {
+			t.Fatalf("%q (marked %v, status %d): got %q, seen %v, status %d", in, marked, status, got.String(), seen, w.status)
 		}
 	})
 }

@@ -633,6 +633,14 @@ func (e *Node) Run(ctx context.Context, cmd remote.Cmd) error {
 	}
 	stopControl()
 	pr.CloseWithError(io.ErrClosedPipe)
+	if outEnd.done && errEnd.done {
+		// The command ended, and its status is the one its end lines
+		// carry: the exec's own may have been lost (endmark.go).
+		werr = nil
+		if outEnd.status != 0 {
+			werr = utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", outEnd.status), Code: outEnd.status}
+		}
+	}
 	err = e.runError(ctx, cmd.Command, werr, tail.String())
 	var ee *remote.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -698,7 +706,8 @@ func (e *Node) runError(ctx context.Context, command string, err error, stderrTa
 }
 
 // execWrap runs the guard (its arguments after the mark) as the exec's
-// process, then ends stdout and stderr with the mark and waits for the end
+// process, then ends stdout and stderr with the mark and the guard's
+// status and waits for the end
 // of its stdin before it ends: the coordinator ends the stream once it has
 // read both marks, so the exec does not end while the runtime still holds
 // output (endmark.go). Reading stdin to its end also drains what a command
@@ -707,7 +716,7 @@ func (e *Node) runError(ctx context.Context, command string, err error, stderrTa
 // wrapper's own (bash's notice of a guard that died by a signal) goes
 // nowhere. The guard's status is the exec's.
 const execWrap = `m=$1; shift; exec 3>&2 2>/dev/null; bash -c "$@" 2>&3; r=$?
-printf '%s\n' "$m"; printf '%s\n' "$m" >&3; exec 3>&-
+printf '%s %d\n' "$m" $r; printf '%s %d\n' "$m" $r >&3; exec 3>&-
 timeout 60 cat <&0 >/dev/null; exit $r`
 
 // executor is an exec of argv in the pod: over WebSocket, falling back to
