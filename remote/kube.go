@@ -108,6 +108,23 @@ type KubeTransport interface {
 	// node, in k's namespace), waits until the API lists none and returns
 	// the names it deleted.
 	DeletePods(ctx context.Context, k KubeConfig) ([]string, error)
+	// Nodes lists the cluster's nodes that carry every label of selector
+	// (all of them for none), with k.GPUResource counted.
+	Nodes(ctx context.Context, k KubeConfig, selector map[string]string) ([]KubeNode, error)
+}
+
+// KubeNode is a node of the cluster as its API describes it: what an
+// inventory's nodes are made of and what preflight holds to the quote.
+type KubeNode struct {
+	Name   string
+	Labels map[string]string
+	// GPUs is how many of the GPU resource the node's device plugin
+	// advertises as allocatable, GPUCapacity as its capacity.
+	GPUs, GPUCapacity int64
+	// Ready is the node's Ready condition; Unschedulable its cordon.
+	Ready, Unschedulable bool
+	// Taints as kubectl shows them: key[=value]:effect.
+	Taints []string
 }
 
 var kubeTransport atomic.Pointer[KubeTransport]
@@ -146,6 +163,16 @@ func DeleteKubePods(ctx context.Context, k KubeConfig) ([]string, error) {
 		return nil, &SetupError{Err: fmt.Errorf("kubernetes: %w", ErrNoKube)}
 	}
 	return t.DeletePods(ctx, k)
+}
+
+// ListKubeNodes lists the nodes of k's cluster that carry every label of
+// selector, through the registered transport.
+func ListKubeNodes(ctx context.Context, k KubeConfig, selector map[string]string) ([]KubeNode, error) {
+	t, ok := registeredKube()
+	if !ok {
+		return nil, &SetupError{Err: fmt.Errorf("kubernetes: %w", ErrNoKube)}
+	}
+	return t.Nodes(ctx, k, selector)
 }
 
 func (k KubeConfig) reachWithin() time.Duration {

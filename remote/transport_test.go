@@ -68,6 +68,9 @@ func TestKubeWithoutItsTransport(t *testing.T) {
 	if _, err := DeleteKubePods(t.Context(), k); !errors.Is(err, ErrNoKube) {
 		t.Fatalf("DeleteKubePods = %v; want ErrNoKube", err)
 	}
+	if _, err := ListKubeNodes(t.Context(), k, nil); !errors.Is(err, ErrNoKube) {
+		t.Fatalf("ListKubeNodes = %v; want ErrNoKube", err)
+	}
 	c := Config{Name: "gpu-03", Kube: &k}
 	if c.Address() != "k8s-node-3" || !strings.Contains(c.Via(), "Kubernetes API") || c.ReachWithin() != DefaultPodStart+30*time.Second {
 		t.Errorf("address %q, via %q, reach within %s", c.Address(), c.Via(), c.ReachWithin())

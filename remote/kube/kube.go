@@ -65,6 +65,57 @@ func (transport) DeletePods(ctx context.Context, k remote.KubeConfig) ([]string,
 	return DeletePods(ctx, k)
 }
 
+func (transport) Nodes(ctx context.Context, k remote.KubeConfig, selector map[string]string) ([]remote.KubeNode, error) {
+	return Nodes(ctx, k, selector)
+}
+
+// Nodes is remote.ListKubeNodes: the cluster's nodes that carry every
+// label of selector, sorted by name, with k's GPU resource counted.
+func Nodes(ctx context.Context, k remote.KubeConfig, selector map[string]string) ([]remote.KubeNode, error) {
+	k = k.WithDefaults()
+	sel, err := labels.ValidatedSelectorFromSet(selector)
+	if err != nil {
+		return nil, &remote.SetupError{Err: fmt.Errorf("kubernetes: node selector: %w", err)}
+	}
+	_, cs, _, err := kubeClient(k, "kubernetes")
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list nodes (selector %q): %w", sel.String(), err)
+	}
+	out := make([]remote.KubeNode, 0, len(list.Items))
+	for _, n := range list.Items {
+		out = append(out, kubeNode(&n, corev1.ResourceName(k.GPUResource)))
+	}
+	slices.SortFunc(out, func(a, b remote.KubeNode) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func kubeNode(n *corev1.Node, gpu corev1.ResourceName) remote.KubeNode {
+	kn := remote.KubeNode{Name: n.Name, Labels: maps.Clone(n.Labels), Unschedulable: n.Spec.Unschedulable}
+	if q, ok := n.Status.Allocatable[gpu]; ok {
+		kn.GPUs = q.Value()
+	}
+	if q, ok := n.Status.Capacity[gpu]; ok {
+		kn.GPUCapacity = q.Value()
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			kn.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		s := t.Key
+		if t.Value != "" {
+			s += "=" + t.Value
+		}
+		kn.Taints = append(kn.Taints, s+":"+string(t.Effect))
+	}
+	return kn
+}
+
 // quietKlog keeps client-go's own log lines (a stream copy that failed as
 // its command was cancelled) off the coordinator's stderr: every error
 // that matters comes back through the executor.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gpuaccept/remote"
@@ -97,5 +98,34 @@ func TestKubePodGone(t *testing.T) {
 		if got := podGone(&c.p, "u"); c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("podGone(%+v) = %q, want %q", c.p.Status, got, c.want)
 		}
+	}
+}
+
+// A node as the inventory and preflight read it: the GPU resource the
+// window asks for (not another one), readiness, cordon and taints.
+func TestKubeNodeFromTheAPI(t *testing.T) {
+	n := corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-a.zone1", Labels: map[string]string{"topology.kubernetes.io/zone": "z1"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
+			{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "dedicated", Value: "acceptance", Effect: corev1.TaintEffectNoExecute},
+		}},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), "amd.com/gpu": resource.MustParse("2")},
+			Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("7")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	got := kubeNode(&n, "nvidia.com/gpu")
+	if got.Name != "gpu-a.zone1" || got.Labels["topology.kubernetes.io/zone"] != "z1" || got.GPUs != 7 || got.GPUCapacity != 8 ||
+		!got.Ready || !got.Unschedulable || strings.Join(got.Taints, ",") != "nvidia.com/gpu:NoSchedule,dedicated=acceptance:NoExecute" {
+		t.Errorf("%+v", got)
+	}
+	n.Status.Conditions = nil
+	if got := kubeNode(&n, "amd.com/gpu"); got.GPUs != 0 || got.GPUCapacity != 2 || got.Ready {
+		t.Errorf("amd.com/gpu, no conditions: %+v", got)
+	}
+	if _, err := Nodes(t.Context(), remote.KubeConfig{Kubeconfig: "/nonexistent"}, map[string]string{"a b": "c"}); err == nil || !strings.Contains(err.Error(), "node selector") {
+		t.Errorf("a selector that is no label: %v", err)
 	}
 }

@@ -141,3 +141,29 @@ func TestKubeAPISilentIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The cluster's nodes through the seam (what an inventory's kubernetes:
+// section is made of): the lab's one node, Ready, with the GPUs its status
+// patch advertises; a selector chooses by label, one no node carries
+// chooses none.
+func TestKubeNodes(t *testing.T) {
+	k := needKube(t)
+	cfg := remote.KubeConfig{Kubeconfig: k.Kubeconfig}
+	nodes, err := remote.ListKubeNodes(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || nodes[0].Name != k.Node || !nodes[0].Ready || nodes[0].GPUs != int64(k.GPUs) || nodes[0].GPUCapacity != int64(k.GPUs) {
+		t.Fatalf("nodes %+v; want %s, Ready, %d nvidia.com/gpu", nodes, k.Node, k.GPUs)
+	}
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, map[string]string{"kubernetes.io/hostname": nodes[0].Labels["kubernetes.io/hostname"]}); err != nil || len(nodes) != 1 {
+		t.Errorf("by its hostname label: %+v, %v", nodes, err)
+	}
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, map[string]string{"gpuaccept/none": "x"}); err != nil || len(nodes) != 0 {
+		t.Errorf("by a label no node has: %+v, %v", nodes, err)
+	}
+	cfg.GPUResource = "example.com/none"
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, nil); err != nil || len(nodes) != 1 || nodes[0].GPUs != 0 {
+		t.Errorf("another GPU resource: %+v, %v", nodes, err)
+	}
+}
