@@ -74,6 +74,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	before := len(c.list)
 	v.expandNodes()
 	v.nodesLost = len(c.list) > before
+	v.kubernetes()
 	v.nodes()
 	v.image()
 	v.quote()
@@ -320,8 +321,8 @@ func (v *validator) users() {
 	var missing []int
 	overSSH := 0 // the nodes reached over SSH (a local one has its user)
 	for i := range nodes {
-		if v.inv.TransportOf(nodes[i]) == TransportLocal {
-			continue // its user is the one running gpuaccept (localNodes)
+		if t := v.inv.TransportOf(nodes[i]); t == TransportLocal || t == TransportKubernetes {
+			continue // its user is the one running gpuaccept (localNodes), or the pod's
 		}
 		overSSH++
 		if nodes[i].User == "" {
