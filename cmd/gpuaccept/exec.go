@@ -53,6 +53,9 @@ be reached.`,
 			if err != nil {
 				return err
 			}
+			if inv, err = inv.WithKubeNodes(contextOf(cmd)); err != nil {
+				return exitWith(exitCouldNotRun, err)
+			}
 			if inv, err = orchestrator.SelectNodes(inv, o.nodes); err != nil {
 				return exitWith(exitBadInput, err)
 			}

@@ -1,8 +1,10 @@
 package inventory
 
 import (
+	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gpuaccept/hostlist"
@@ -24,6 +26,11 @@ type Kubernetes struct {
 	// API (host ranges allowed): each is a node of the inventory named by
 	// the first label of its name.
 	Nodes []string `mapstructure:"nodes" json:"nodes,omitempty"`
+	// NodeSelector adds every node of the cluster that carries all of
+	// its labels, as the API lists them when the window starts
+	// (WithKubeNodes): kubectl's equality selector, KEY=VALUE[,...] (a
+	// string: viper would split a mapping's dotted label keys).
+	NodeSelector string `mapstructure:"node_selector" json:"node_selector,omitempty"`
 	// Tolerations let the window's pods onto tainted nodes.
 	Tolerations []KubeToleration `mapstructure:"tolerations" json:"tolerations,omitempty"`
 	// GPUResource is the extended resource the nodes' GPUs are advertised
@@ -104,13 +111,55 @@ func (v *validator) kubernetes() {
 	for i, t := range k.Tolerations {
 		v.toleration(fmt.Sprintf("%stolerations[%d]", p, i), &k.Tolerations[i], t)
 	}
+	if v.given(p + "node_selector") {
+		if _, err := ParseSelector(k.NodeSelector); err != nil {
+			v.problem(p+"node_selector", "%v", err)
+		}
+		// The selector's nodes are known when the window starts: what
+		// needs their count waits for them.
+		v.nodesLater = true
+	}
 	v.kubeNodes()
 }
+
+// ParseSelector reads kubectl's equality selector, KEY=VALUE[,KEY=VALUE...]
+// (== for = too): the labels a node must carry, each key once.
+func ParseSelector(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("empty: give KEY=VALUE[,KEY=VALUE...], e.g. nvidia.com/gpu.present=true")
+	}
+	out := map[string]string{}
+	for _, term := range strings.Split(s, ",") {
+		term = strings.TrimSpace(term)
+		key, val, ok := strings.Cut(term, "=")
+		val = strings.TrimPrefix(val, "=")
+		key = strings.TrimSpace(key)
+		switch {
+		case !ok || strings.HasSuffix(key, "!"):
+			return nil, fmt.Errorf("%q: each term is KEY=VALUE (only equality: a node carries every label given)", short(term))
+		case !labelKey.MatchString(key) || len(key) > 253+1+63:
+			return nil, fmt.Errorf("%q is not a label's key: [PREFIX/]NAME, NAME at most 63 letters, digits, '-', '_' and '.'", short(key))
+		case val != "" && !labelValue.MatchString(val):
+			return nil, fmt.Errorf("%s: %q is not a label's value: at most 63 letters, digits, '-', '_' and '.'", key, short(val))
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("%s given twice", key)
+		}
+		out[key] = val
+	}
+	return out, nil
+}
+
+// The syntax of a label's key and value, as Kubernetes checks them.
+var (
+	labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelKey   = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+)
 
 // kubeImage asks for the image that transport kubernetes runs its pods
 // from, and for nodes to reach where the section is given.
 func (v *validator) kubeImage() {
-	reached := false
+	reached := v.nodesLater
 	for _, n := range v.inv.Nodes {
 		reached = reached || v.inv.TransportOf(n) == TransportKubernetes
 	}
@@ -186,4 +235,73 @@ func (v *validator) kubeNodes() {
 			v.origins = append(v.origins, nodeOrigin{key: ek, member: member})
 		}
 	}
+}
+
+// WithKubeNodes is inv with the nodes kubernetes.node_selector chooses, as
+// the cluster's API lists them now: each named by the first label of its
+// name, reached by transport kubernetes, its zone, region and rack from
+// its topology.kubernetes.io labels. A node the inventory names already
+// (by its name in the API) is not added twice. inv itself without a
+// selector. The window, `check --connect` and `exec` call it before they
+// reach a node; `check` alone reads no API.
+func (inv *Inventory) WithKubeNodes(ctx context.Context) (*Inventory, error) {
+	if inv.Kubernetes.NodeSelector == "" {
+		return inv, nil
+	}
+	where := fmt.Sprintf("%s: kubernetes.node_selector %s", inv.Path, inv.Kubernetes.NodeSelector)
+	sel, err := ParseSelector(inv.Kubernetes.NodeSelector)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	listed, err := remote.ListKubeNodes(ctx, *inv.KubeConfig(Node{}, nil), sel)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	out := *inv
+	out.Nodes = slices.Clone(inv.Nodes)
+	names := map[string]string{}
+	known := map[string]bool{}
+	for _, n := range out.Nodes {
+		names[n.Name] = n.Address
+		if inv.TransportOf(n) == TransportKubernetes {
+			known[n.Address] = true
+		}
+	}
+	added := 0
+	for _, kn := range listed {
+		if known[kn.Name] {
+			continue
+		}
+		name, _, _ := strings.Cut(kn.Name, ".")
+		if other, dup := names[name]; dup {
+			return nil, fmt.Errorf("%s: node %s is named %s, as %s is: name one of them in nodes with a name of its own", where, kn.Name, name, other)
+		}
+		if !dnsLabel.MatchString(name) {
+			return nil, fmt.Errorf("%s: node %s: %q is no node name gpuaccept takes (a DNS label)", where, kn.Name, name)
+		}
+		names[name] = kn.Name
+		out.Nodes = append(out.Nodes, Node{Name: name, Address: kn.Name, Transport: TransportKubernetes, Labels: topologyLabels(kn.Labels)})
+		added++
+	}
+	if added == 0 && len(inv.Nodes) == 0 {
+		return nil, fmt.Errorf("%s: the cluster has no such node", where)
+	}
+	return &out, nil
+}
+
+// topologyLabels are a node's place as Kubernetes' well-known labels say
+// it, under the names the reports and the bisection group by.
+func topologyLabels(l map[string]string) map[string]string {
+	out := map[string]string{}
+	for key, name := range map[string]string{
+		"topology.kubernetes.io/zone": "zone", "topology.kubernetes.io/region": "region", "topology.kubernetes.io/rack": "rack",
+	} {
+		if v := l[key]; v != "" {
+			out[name] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -1,8 +1,11 @@
 package inventory
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"gpuaccept/remote"
@@ -59,5 +62,90 @@ kubernetes:
 	}
 	if inv.NeedsHostKeys() || inv.FanOut() != DefaultConcurrency || cfg.Address() != "gpu-01.pool-a.example" {
 		t.Errorf("host keys %v, fan-out %d, address %q", inv.NeedsHostKeys(), inv.FanOut(), cfg.Address())
+	}
+}
+
+func TestParseSelector(t *testing.T) {
+	got, err := ParseSelector(" nvidia.com/gpu.present=true, pool==a,empty=")
+	if err != nil || len(got) != 3 || got["nvidia.com/gpu.present"] != "true" || got["pool"] != "a" || got["empty"] != "" {
+		t.Fatalf("%v, %v", got, err)
+	}
+	for _, bad := range []string{"", "pool", "pool!=a", "pool=a,pool=b", "a b=c", "pool=a b", "x/y/z=1"} {
+		if _, err := ParseSelector(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// fakeCluster answers ListKubeNodes from a list, as the API would for a
+// selector of one label.
+type fakeCluster struct{ nodes []remote.KubeNode }
+
+func (fakeCluster) Dial(context.Context, string, remote.KubeConfig) (remote.Executor, error) {
+	return nil, errors.New("not dialled here")
+}
+
+func (fakeCluster) DeletePods(context.Context, remote.KubeConfig) ([]string, error) { return nil, nil }
+
+func (f fakeCluster) Nodes(_ context.Context, _ remote.KubeConfig, sel map[string]string) ([]remote.KubeNode, error) {
+	var out []remote.KubeNode
+	for _, n := range f.nodes {
+		match := true
+		for k, v := range sel {
+			match = match && n.Labels[k] == v
+		}
+		if match {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// The selector's nodes join the inventory's when the window starts: by
+// the first label of their names, their zone and rack from the topology
+// labels, a node named already not twice; two first labels alike, or no
+// node at all, are errors naming the file and the selector.
+func TestWithKubeNodes(t *testing.T) {
+	gpu := map[string]string{"gpu": "yes", "topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/rack": "r7"}
+	remote.RegisterKube(fakeCluster{nodes: []remote.KubeNode{
+		{Name: "gpu-1.pool-a", Labels: gpu}, {Name: "gpu-2.pool-a", Labels: map[string]string{"gpu": "yes"}},
+		{Name: "cpu-1.pool-a", Labels: map[string]string{"gpu": "no"}}, {Name: "gpu-1.pool-b", Labels: map[string]string{"gpu": "twin"}},
+	}})
+	load := func(extra string) *Inventory {
+		t.Helper()
+		inv, err := parseText(t, `provider: vendor-k
+image: {reference: "`+kubeImage+`"}
+phases: {failure: {enabled: true, dir: /shared}}
+kubernetes:
+  node_selector: "gpu=`+extra+`"
+  nodes: [gpu-2.pool-a]
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	inv := load("yes")
+	got, err := inv.WithKubeNodes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Nodes) != 2 || got.Nodes[0].Address != "gpu-2.pool-a" || got.Nodes[1].Name != "gpu-1" || got.Nodes[1].Address != "gpu-1.pool-a" ||
+		got.TransportOf(got.Nodes[1]) != TransportKubernetes || got.Nodes[1].Labels["zone"] != "z1" || got.Nodes[1].Labels["rack"] != "r7" || len(inv.Nodes) != 1 {
+		t.Fatalf("nodes %+v (the inventory's %d)", got.Nodes, len(inv.Nodes))
+	}
+	inv.Kubernetes.NodeSelector = "gpu in (yes,twin)"
+	if _, err := inv.WithKubeNodes(t.Context()); err == nil || !strings.Contains(err.Error(), "kubernetes.node_selector") {
+		t.Errorf("a selector that is no equality: %v", err)
+	}
+	inv.Kubernetes.NodeSelector = "topology.kubernetes.io/zone=z1"
+	inv.Nodes = append(inv.Nodes, Node{Name: "gpu-1", Address: "10.0.0.9"})
+	if _, err := inv.WithKubeNodes(t.Context()); err == nil || !strings.Contains(err.Error(), "node gpu-1.pool-a is named gpu-1, as 10.0.0.9 is") {
+		t.Errorf("a name taken: %v", err)
+	}
+	none := load("none")
+	none.Nodes = nil
+	if _, err := none.WithKubeNodes(t.Context()); err == nil || !strings.HasPrefix(err.Error(), none.Path+": kubernetes.node_selector gpu=none: ") {
+		t.Errorf("no node: %v", err)
 	}
 }

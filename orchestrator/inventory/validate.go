@@ -44,6 +44,9 @@ type validator struct {
 	// mismatch also said "at least one node is required" and "the failure
 	// test needs at least 2 nodes, got 0").
 	nodesLost bool
+	// nodesLater: nodes come when the window starts (kubernetes.
+	// node_selector); what needs their count cannot be judged yet.
+	nodesLater bool
 }
 
 // sshConfig is the ssh_config the dial will read (ssh.config, else
@@ -209,8 +212,8 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (v *validator) nodes() {
 	if len(v.inv.Nodes) == 0 {
-		if v.inv.Slurm.Allocate != nil {
-			return // the allocation's nodes, known once Slurm grants it
+		if v.inv.Slurm.Allocate != nil || v.nodesLater {
+			return // the allocation's nodes, or the selector's, known once the window starts
 		}
 		if !v.nodesLost && !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {
 			v.problem("nodes", "at least one node is required (nodes:, or nodes_from: a file of host names or a nodelist)")

@@ -17,8 +17,9 @@ import (
 )
 
 // An inventory's kubernetes section reaches the lab's node as a window
-// does (orchestrator.Probe, what `check --connect` runs): the node named by
-// the first label of its name in the API, a pod of the run's own on it
+// does (orchestrator.Probe, what `check --connect` runs): the node chosen
+// by node_selector through the API (the kubelet's own kubernetes.io/os
+// label), named by the first label of its name, a pod of the run's own on it
 // with the quote's GPUs, the command run in it, and the run's pods deleted
 // before Probe returns, the API listing none with its label. The pod's
 // image is the lab's (imported, never pulled), given by the Dialer: the
@@ -34,13 +35,19 @@ quote: {gpus_per_node: 2}
 kubernetes:
   kubeconfig: ` + k.Kubeconfig + `
   namespace: default
-  nodes: [` + k.Node + `]
+  node_selector: kubernetes.io/os=linux
 `
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	inv, err := inventory.Load(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Nodes) != 0 {
+		t.Fatalf("nodes before the API was asked: %+v", inv.Nodes)
+	}
+	if inv, err = inv.WithKubeNodes(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	first, _, _ := strings.Cut(k.Node, ".")
