@@ -4,7 +4,7 @@ LAB_HOSTS ?= 4
 LAB_CAP   ?=
 LAB       := bash scripts/lab/lab.sh
 
-.PHONY: build demo test unit lint deps lab-up lab-down bench
+.PHONY: build demo test unit lint deps lab-up lab-down bench kubetest
 
 # -buildvcs=auto: the commit goes into the binary (and the reports' sign-off)
 # whatever GOFLAGS says, when there is a git checkout to read it from.
@@ -24,6 +24,17 @@ demo: build
 test: deps
 	@rc=0; GO=$(GO) bash scripts/test.sh || rc=$$?; \
 	  bash scripts/lab/cleanup-test-labs.sh || rc=1; exit $$rc
+
+# The Kubernetes transport against the lab's one-node cluster: the executor
+# contract, a resumed window's pod found by label, teardown by label. Not
+# yet part of make test: its binaries take 6-7 minutes to build on a fresh
+# 2-core machine (cached in /var/cache/gpuaccept after), and the contract's
+# output-bounds item loses the exec stream in about 1 run of 2 under load
+# (containerd's streaming server closes it first), reported as a lost
+# node, never as short output.
+kubetest:
+	@bash scripts/deps.sh kube
+	$(GO) test -race -count=1 ./remote/kubetest
 
 # Pure and in-process tests only: no root, no lab.
 unit:

@@ -39,6 +39,7 @@ func Probe(ctx context.Context, inv *inventory.Inventory, o Options, command str
 	if err != nil {
 		return nil, err
 	}
+	defer w.releasePods() // the probe's own pods, on a managed cluster
 	res := remote.Each(ctx, len(w.Nodes), remote.FanOut{Limit: w.FanOut(), Timeout: timeout},
 		func(ctx context.Context, i int) (Probed, error) {
 			n := w.Nodes[i]

@@ -2,6 +2,10 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
 	"sync"
 
 	"gpuaccept/orchestrator/inventory"
@@ -21,6 +25,53 @@ type Reach struct {
 
 	mu     sync.Mutex
 	logins *remote.Logins // the login node's connections, shared by every node srun reaches
+	// run marks every pod that transport kubernetes makes (KubeRunLabel):
+	// a resumed window finds its pods by it, and ReleasePods deletes by it.
+	run string
+}
+
+// KubeRunLabel is the label that marks a window's pods with its run ID.
+const KubeRunLabel = "gpuaccept/run"
+
+// ForRun marks the pods that reaching a node by transport kubernetes
+// makes as run's: a window's ID, or a one-off name for `exec` and `check
+// --connect`, which release them before they return.
+func (r *Reach) ForRun(run string) { r.run = labelValue(run) }
+
+// labelValue is run as a label's value, at most 63 characters: a run ID
+// with a long window name is longer, and is then cut and given a hash of
+// the whole, so that two runs stay two values.
+func labelValue(run string) string {
+	if len(run) <= 63 {
+		return run
+	}
+	sum := sha256.Sum256([]byte(run))
+	return strings.TrimRight(run[:50], "-_.") + "-" + hex.EncodeToString(sum[:6])
+}
+
+// kubePods is the settings that find and delete the run's pods, nil when
+// no node is reached by transport kubernetes.
+func (r *Reach) kubePods() *remote.KubeConfig {
+	for _, n := range r.inv.Nodes {
+		if c := r.Config(n); c.Kube != nil {
+			return c.Kube
+		}
+	}
+	return nil
+}
+
+// ReleasePods deletes every pod of the run in the cluster and waits until
+// the API lists none (bounded by ctx); it returns the pods it deleted.
+// Nothing to do without a node reached by transport kubernetes.
+func (r *Reach) ReleasePods(ctx context.Context) ([]string, error) {
+	k := r.kubePods()
+	if k == nil {
+		return nil, nil
+	}
+	if r.run == "" {
+		return nil, errors.New("kubernetes: no run to find the pods by")
+	}
+	return remote.DeleteKubePods(ctx, *k)
 }
 
 // NewReach reaches inv's nodes with dial (remote.DialNode when nil; tests
@@ -41,6 +92,9 @@ func NewReach(inv *inventory.Inventory, dial remote.Dialer) (*Reach, error) {
 // connections to the login node.
 func (r *Reach) Config(n inventory.Node) remote.Config {
 	c := r.inv.NodeConfig(n, r.keys)
+	if c.Kube != nil && r.run != "" {
+		c.Kube.Labels = map[string]string{KubeRunLabel: r.run}
+	}
 	if c.Srun != nil {
 		r.mu.Lock()
 		if r.logins == nil {

@@ -227,6 +227,15 @@ func newWindow(inv *inventory.Inventory, dir string, o Options) (*Window, error)
 		p = NewProgress(nil, false)
 	}
 	p.Addresses(inv.Nodes)
+	// The run's pods on a managed cluster carry its ID; a window without a
+	// directory (Probe's) has one of its own and releases them itself.
+	run := filepath.Base(dir)
+	if dir == "" {
+		var salt [4]byte
+		rand.Read(salt[:])
+		run = fmt.Sprintf("probe-%x", salt)
+	}
+	reach.ForRun(run)
 	w := &Window{Inv: inv, Dir: dir, Progress: p, reach: reach, Executable: o.Executable}
 	if w.Executable == "" {
 		// Not fatal here: only a phase that uploads it needs it, and
@@ -275,8 +284,9 @@ func plan(inv *inventory.Inventory, phases []Phase) []record.PlannedPhase {
 
 // execute runs the phases not yet done, then teardown, then judges.
 func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done map[string]bool, o Options) (*record.Run, string, error) {
-	// Given back after teardown below; this one is for a panic past it.
+	// Given back after teardown below; these are for a panic past it.
 	defer w.releaseAllocation(j)
+	defer w.releasePods()
 	defer w.closeClients()
 	defer w.stopBackground() // whichever way the window ends
 	defer w.Progress.Flush() // no node's line held past the window
@@ -351,8 +361,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		}
 	}
 	// The allocation outlives nothing of the window: given back once its
-	// teardown ran, an interrupted window's too.
+	// teardown ran, an interrupted window's too. So do its pods.
 	w.releaseAllocation(j)
+	w.releasePods()
 	if err := w.bundleError(); err != nil {
 		ioErr = w.bundleLost(phases, err)
 	}
@@ -643,6 +654,26 @@ func (w *Window) judge(phases []Phase) {
 // why, no figure.
 func notRun(v record.Verdict, why string) record.Verdict {
 	return record.Verdict{ID: v.ID, Title: v.Title, Node: v.Node, Status: record.Skip, Detail: why}
+}
+
+// releasePods deletes the window's pods on a managed cluster (every pod
+// with its run's label, whichever coordinator made it) once its teardown
+// ran, with a budget of its own, and waits until the API lists none.
+func (w *Window) releasePods() {
+	if w.podsReleased {
+		return
+	}
+	w.podsReleased = true
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	names, err := w.reach.ReleasePods(ctx)
+	switch {
+	case err != nil:
+		w.Progress.Line("kubernetes: the window's pods NOT all deleted: %s; delete them with kubectl delete pods -l %s=%s",
+			clipText(err.Error(), 200), KubeRunLabel, w.reach.run)
+	case len(names) > 0:
+		w.Progress.Line("kubernetes: %d pod(s) of the window deleted; the API lists none with %s=%s", len(names), KubeRunLabel, w.reach.run)
+	}
 }
 
 func (w *Window) closeClients() {

@@ -37,6 +37,7 @@ type Window struct {
 	// its journal did not hold yet (journaled once the journal is open).
 	slurmUnjournaled *slurm.Allocation
 	reach            *Reach
+	podsReleased     bool // releasePods ran
 	j                *journal
 	ends             time.Time
 	// bundleErr: the first write of the bundle (journal, raw log) that

@@ -4,8 +4,10 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,5 +65,58 @@ func TestOnlyRemoteTouchesSSH(t *testing.T) {
 		if s := string(b); strings.Contains(s, "remote.Dial(") || strings.Contains(s, "remote.DialSSH") {
 			t.Errorf("%s dials a node: phases reach nodes through the window (Connect, Reconnect)", p)
 		}
+	}
+}
+
+// clientGoLinkers are the only packages that may import client-go or
+// remote/kube, which links it: it made every binary linking remote 2.6
+// times as big (orchestrator/phases' race test binary 44 MB -> 113 MB).
+var clientGoLinkers = map[string]bool{"remote/kube": true, "remote/kubetest": true, "cmd/gpuaccept": true}
+
+// TestOnlyTheCommandLinksClientGo keeps the Kubernetes transport out of
+// every binary but the command's and the Kubernetes tests': package remote
+// holds its settings and the seam, remote/kube the client-go code.
+func TestOnlyTheCommandLinksClientGo(t *testing.T) {
+	root := ".."
+	fset := token.NewFileSet()
+	commandLinks := false
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel != "." && strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if !strings.HasPrefix(p, "k8s.io/") && p != "gpuaccept/remote/kube" {
+				continue
+			}
+			if !clientGoLinkers[dir] {
+				t.Errorf("%s imports %s: only %v may", rel, p, slices.Sorted(maps.Keys(clientGoLinkers)))
+			}
+			if dir == "cmd/gpuaccept" && p == "gpuaccept/remote/kube" && !strings.HasSuffix(path, "_test.go") {
+				commandLinks = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !commandLinks {
+		t.Error("cmd/gpuaccept does not import gpuaccept/remote/kube: the command could not reach a Kubernetes node")
 	}
 }

@@ -27,7 +27,7 @@ type ExitError struct {
 
 func (e *ExitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s: ", e.Node, shorten(e.Command, 120))
+	fmt.Fprintf(&b, "%s: %s: ", e.Node, Shorten(e.Command, 120))
 	if e.Signal != "" {
 		fmt.Fprintf(&b, "killed by signal %s", e.Signal)
 	} else {
@@ -142,7 +142,9 @@ func (e *HostKeyChangedError) Error() string {
 		e.Node, e.Host, e.KeyType, e.Fingerprint, strings.Join(known, ", "), fix)
 }
 
-func shorten(s string, n int) string {
+// Shorten is s on one line, cut to n bytes with "..." where it was longer:
+// a command as an error or a verdict names it.
+func Shorten(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s

@@ -56,10 +56,10 @@ type Cmd struct {
 	Lasting bool
 }
 
-const (
-	stdinFrameBytes = 1 << 20 // few forks per MiB on the node (guard.sh reads a frame with head)
-	defaultGrace    = 5 * time.Second
-)
+const stdinFrameBytes = 1 << 20 // few forks per MiB on the node (guard.sh reads a frame with head)
+
+// DefaultGrace is Cmd.Grace when it is not given.
+const DefaultGrace = 5 * time.Second
 
 // Run runs cmd on the node and waits for it. The command runs under a
 // guard (guard.sh): when ctx is cancelled, or the coordinator or the
@@ -94,17 +94,17 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) error {
 		return c.connectionError("stdin", err)
 	}
 	for k := range cmd.Env {
-		if !isEnvName(k) {
+		if !IsEnvName(k) {
 			return fmt.Errorf("%s: environment variable name %q is not a valid shell name", c.cfg.Name, k)
 		}
 	}
 	grace := cmd.Grace
 	if grace <= 0 {
-		grace = defaultGrace
+		grace = DefaultGrace
 	}
 	line := guardedCommand(cmd, c.cfg.GuardLease, grace)
 	if err := sess.Start(line); err != nil {
-		return c.connectionError("start "+shorten(cmd.Command, 60), err)
+		return c.connectionError("start "+Shorten(cmd.Command, 60), err)
 	}
 
 	ctl, stopControl := streamControl(stdin, c.cfg.KeepaliveInterval, cmd.Stdin)
@@ -130,7 +130,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) error {
 		}
 		sess.Close()
 		stopControl()
-		return fmt.Errorf("%s: %s: %w", c.cfg.Name, shorten(cmd.Command, 120), ctx.Err())
+		return fmt.Errorf("%s: %s: %w", c.cfg.Name, Shorten(cmd.Command, 120), ctx.Err())
 	}
 	stopControl()
 	sess.Close()
@@ -166,6 +166,16 @@ func streamControl(w io.WriteCloser, every time.Duration, stdin io.Reader) (ctl 
 	}
 }
 
+// ControlStream is streamControl for a transport outside this package
+// (remote/kube), whose exec's stdin is w: end closes the stream once the
+// frame being written is out (the guard then stops a command still
+// running, or its caller's wrapper ends the exec), stop ends the heartbeat
+// and the stream.
+func ControlStream(w io.WriteCloser, every time.Duration, stdin io.Reader) (end, stop func()) {
+	ctl, stop := streamControl(w, every, stdin)
+	return ctl.close, stop
+}
+
 // Output runs command and returns its stdout; stderr's tail is in the
 // error when it fails.
 func (c *Client) Output(ctx context.Context, command string) ([]byte, error) {
@@ -184,7 +194,7 @@ func (c *Client) exitError(command string, err error, stderrTail string) error {
 			Node: c.cfg.Name, Command: command, Status: ee.ExitStatus(), Signal: ee.Signal(), StderrTail: stderrTail,
 		}
 	}
-	return c.connectionError(shorten(command, 60), err)
+	return c.connectionError(Shorten(command, 60), err)
 }
 
 // newSession opens a channel under the session deadline.
@@ -203,17 +213,18 @@ func (c *Client) newSession(ctx context.Context) (*ssh.Session, error) {
 
 // guardedCommand is the line sshd hands to the login shell.
 func guardedCommand(cmd Cmd, lease, grace time.Duration) string {
-	args := guardArgs(cmd, lease, grace)
+	args := GuardArgs(cmd, lease, grace)
 	for i, a := range args {
 		args[i] = Quote(a)
 	}
 	return "exec bash " + strings.Join(args, " ")
 }
 
-// guardArgs are bash's arguments that run cmd under the guard: the SSH
+// GuardArgs are bash's arguments that run cmd under the guard: the SSH
 // path hands them to the login shell quoted, the local one to exec as
-// they are, so that both run the very same guard.
-func guardArgs(cmd Cmd, lease, grace time.Duration) []string {
+// they are, so that both run the very same guard; a transport outside
+// this package (remote/kube) runs them as its exec's command.
+func GuardArgs(cmd Cmd, lease, grace time.Duration) []string {
 	var b strings.Builder
 	for _, k := range sortedKeys(cmd.Env) {
 		fmt.Fprintf(&b, "export %s=%s; ", k, Quote(cmd.Env[k]))

@@ -149,19 +149,19 @@ func (l *Local) begin(what string) error {
 // Run runs cmd here under the guard and waits for it.
 func (l *Local) Run(ctx context.Context, cmd Cmd) error {
 	for k := range cmd.Env {
-		if !isEnvName(k) {
+		if !IsEnvName(k) {
 			return fmt.Errorf("%s: environment variable name %q is not a valid shell name", l.name, k)
 		}
 	}
-	if err := l.begin(shorten(cmd.Command, 60)); err != nil {
+	if err := l.begin(Shorten(cmd.Command, 60)); err != nil {
 		return err
 	}
 	defer l.running.Done()
 	grace := cmd.Grace
 	if grace <= 0 {
-		grace = defaultGrace
+		grace = DefaultGrace
 	}
-	c := exec.Command("bash", guardArgs(cmd, l.lease, grace)...)
+	c := exec.Command("bash", GuardArgs(cmd, l.lease, grace)...)
 	// A login on a node starts in its home directory.
 	c.Dir, c.Env = l.home, l.env
 	// The guard in a process group of its own: a Ctrl-C at the terminal is
@@ -183,10 +183,10 @@ func (l *Local) Run(ctx context.Context, cmd Cmd) error {
 	c.WaitDelay = grace + 5*time.Second
 	stdin, err := c.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("%s: %s: %w", l.name, shorten(cmd.Command, 60), err)
+		return fmt.Errorf("%s: %s: %w", l.name, Shorten(cmd.Command, 60), err)
 	}
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("%s: start %s: %w", l.name, shorten(cmd.Command, 60), err)
+		return fmt.Errorf("%s: start %s: %w", l.name, Shorten(cmd.Command, 60), err)
 	}
 	ctl, stopControl := streamControl(stdin, l.beat, cmd.Stdin)
 	waited := make(chan error, 1)
@@ -215,7 +215,7 @@ func (l *Local) Run(ctx context.Context, cmd Cmd) error {
 		<-waited
 	}
 	stopControl()
-	return fmt.Errorf("%s: %s: %w", l.name, shorten(cmd.Command, 120), werr)
+	return fmt.Errorf("%s: %s: %w", l.name, Shorten(cmd.Command, 120), werr)
 }
 
 func (l *Local) exitError(command string, err error, stderrTail string) error {
@@ -230,13 +230,13 @@ func (l *Local) exitError(command string, err error, stderrTail string) error {
 		}
 		return &ExitError{Node: l.name, Command: command, Status: ee.ExitCode(), StderrTail: stderrTail}
 	}
-	return fmt.Errorf("%s: %s: %w", l.name, shorten(command, 120), err)
+	return fmt.Errorf("%s: %s: %w", l.name, Shorten(command, 120), err)
 }
 
 // Upload copies a local file to remotePath, as UploadFrom does; Mode 0
 // keeps the file's permission bits.
 func (l *Local) Upload(ctx context.Context, local, remotePath string, o TransferOptions) (TransferResult, error) {
-	return uploadLocalFile(ctx, l, local, remotePath, o)
+	return UploadLocalFile(ctx, l, local, remotePath, o)
 }
 
 // UploadFrom writes size bytes that src serves to remotePath: into a part

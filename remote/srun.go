@@ -210,17 +210,17 @@ func (s *Srun) markLost(reason string, err error) error {
 // Run runs cmd as a step on the node under the guard and waits for it.
 func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 	for k := range cmd.Env {
-		if !isEnvName(k) {
+		if !IsEnvName(k) {
 			return fmt.Errorf("%s: environment variable name %q is not a valid shell name", s.name, k)
 		}
 	}
-	if err := s.begin(shorten(cmd.Command, 60)); err != nil {
+	if err := s.begin(Shorten(cmd.Command, 60)); err != nil {
 		return err
 	}
 	defer s.running.Done()
 	grace := cmd.Grace
 	if grace <= 0 {
-		grace = defaultGrace
+		grace = DefaultGrace
 	}
 	if s.shares(cmd) {
 		if err, alone := s.steps.run(ctx, s, cmd, grace); !alone {
@@ -359,14 +359,14 @@ func (s *Srun) runAlone(ctx context.Context, cmd Cmd, grace time.Duration, begun
 		}
 		select {
 		case <-started:
-			return fmt.Errorf("%s: %s: the job step said nothing for %s, and was ended%s", s.name, shorten(cmd.Command, 120), s.stepStart, said)
+			return fmt.Errorf("%s: %s: the job step said nothing for %s, and was ended%s", s.name, Shorten(cmd.Command, 120), s.stepStart, said)
 		default:
 		}
-		return &StepNotStartedError{Node: s.name, Command: shorten(cmd.Command, 120), After: s.stepStart, Said: srunErr.String()}
+		return &StepNotStartedError{Node: s.name, Command: Shorten(cmd.Command, 120), After: s.stepStart, Said: srunErr.String()}
 	case ctx.Err() != nil:
-		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
+		return fmt.Errorf("%s: %s: %w", s.name, Shorten(cmd.Command, 120), ctx.Err())
 	case s.closing.Err() != nil:
-		return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
+		return &ConnectionLostError{Node: s.name, Reason: Shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
 	}
 	// srun may exit 0 after a node failure: its words raise the question,
 	// Slurm's view of the job answers it (a command could print srun's
@@ -465,9 +465,9 @@ func (s *Srun) loginError(ctx context.Context, cmd Cmd, err error) error {
 	var te *TimeoutError
 	switch {
 	case ctx.Err() != nil:
-		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
+		return fmt.Errorf("%s: %s: %w", s.name, Shorten(cmd.Command, 120), ctx.Err())
 	case s.closing.Err() != nil:
-		return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
+		return &ConnectionLostError{Node: s.name, Reason: Shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
 	case errors.As(err, &cl):
 		return s.markLost("the login node "+s.logins.Name()+": "+cl.Reason, cl.Err)
 	case errors.As(err, &te):
@@ -499,7 +499,7 @@ func (s *Srun) stepLine(cmd Cmd, grace time.Duration) string {
 	// rank of srun's and fail in MPI_Init.
 	words = append(words, "sh", "-c", Quote(`printf '%s\n' '`+stepStarted+`' >&2; exec "$@"`), "gpuaccept-step",
 		"bash", "-c", Quote(stepClean), "gpuaccept-step", "bash")
-	for _, a := range guardArgs(cmd, s.lease, grace) {
+	for _, a := range GuardArgs(cmd, s.lease, grace) {
 		words = append(words, Quote(a))
 	}
 	return strings.Join(words, " ")
@@ -515,17 +515,17 @@ const stepClean = `cd "$HOME" 2>/dev/null || cd /; for v in ${!SLURM@} ${!PMI@} 
 
 // Upload copies a local file to remotePath on the node, as UploadFrom.
 func (s *Srun) Upload(ctx context.Context, local, remotePath string, o TransferOptions) (TransferResult, error) {
-	return uploadLocalFile(ctx, s, local, remotePath, o)
+	return UploadLocalFile(ctx, s, local, remotePath, o)
 }
 
 // UploadFrom sends the bytes as a step's stdin; the node checks their size
-// and sha256 before the file takes its place (uploadByCommand).
+// and sha256 before the file takes its place (UploadByCommand).
 func (s *Srun) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remotePath string, o TransferOptions) (TransferResult, error) {
 	if err := s.begin("upload " + remotePath); err != nil {
 		return TransferResult{}, err
 	}
 	defer s.running.Done()
-	return uploadByCommand(ctx, s, src, size, remotePath, o)
+	return UploadByCommand(ctx, s, src, size, remotePath, o)
 }
 
 // srunSplit passes the command's stderr on and keeps Slurm's own lines

@@ -168,7 +168,7 @@ var errStepAlone = errors.New("the node runs the command as a step of its own")
 // run runs cmd in a shared step; alone reports that it did not and the
 // caller must run it as a step of its own.
 func (p *stepper) run(ctx context.Context, s *Srun, cmd Cmd, grace time.Duration) (err error, alone bool) {
-	t := &stepTask{s: s, ctx: ctx, cmd: cmd, line: guardArgs(cmd, 0, 0)[3], grace: grace, tail: NewStderrTail(),
+	t := &stepTask{s: s, ctx: ctx, cmd: cmd, line: GuardArgs(cmd, 0, 0)[3], grace: grace, tail: NewStderrTail(),
 		result: make(chan error, 1)}
 	b := p.add(t)
 	defer t.leave()
@@ -197,9 +197,9 @@ func (p *stepper) run(ctx context.Context, s *Srun, cmd Cmd, grace time.Duration
 // endedEarly is the error of a command the coordinator ended.
 func (s *Srun) endedEarly(ctx context.Context, cmd Cmd) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%s: %s: %w", s.name, shorten(cmd.Command, 120), ctx.Err())
+		return fmt.Errorf("%s: %s: %w", s.name, Shorten(cmd.Command, 120), ctx.Err())
 	}
-	return &ConnectionLostError{Node: s.name, Reason: shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
+	return &ConnectionLostError{Node: s.name, Reason: Shorten(cmd.Command, 60) + ": closed by gpuaccept", Err: net.ErrClosed}
 }
 
 // add puts t into the step being gathered; that step starts once every

@@ -247,7 +247,7 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 	case ts.cancelled:
 		return s.endedEarly(t.ctx, t.cmd)
 	case notStarted && !ts.started:
-		return &StepNotStartedError{Node: s.name, Command: shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
+		return &StepNotStartedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
 	case err != nil && !errors.As(err, &ee):
 		return s.loginError(t.ctx, t.cmd, err)
 	case !started:
@@ -259,13 +259,13 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 	case aborted:
 		// Another node's I/O failure may be all it was: the node's next
 		// command shows whether it is still the job's.
-		return &StepAbortedError{Node: s.name, Command: shorten(t.cmd.Command, 120), Said: said.steps()}
+		return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), Said: said.steps()}
 	case why != "" || !ts.started:
 		gone, state, cerr := s.leftTheJob(t.ctx)
 		switch {
 		case cerr != nil:
 			// The controller's silence says nothing of the node.
-			return &StepAbortedError{Node: s.name, Command: shorten(t.cmd.Command, 120),
+			return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120),
 				Said: said.steps() + "and Slurm could not be asked about the node: " + cerr.Error()}
 		case gone:
 			return s.markLost("srun: "+why+" ("+state+")", nil)

@@ -22,6 +22,7 @@ type Config struct {
 	SSH   *SSHConfig
 	Local *LocalConfig
 	Srun  *SrunConfig
+	Kube  *KubeConfig
 }
 
 // transport is what every transport's settings do for the window.
@@ -37,7 +38,7 @@ type transport interface {
 	via() string
 }
 
-var errNoTransport = errors.New("no transport: give the settings of exactly one (SSH, Local, Srun)")
+var errNoTransport = errors.New("no transport: give the settings of exactly one (SSH, Local, Srun, Kube)")
 
 // transport is the one transport c sets.
 func (c Config) transport() (transport, error) {
@@ -50,6 +51,9 @@ func (c Config) transport() (transport, error) {
 	}
 	if c.Srun != nil {
 		set = append(set, *c.Srun)
+	}
+	if c.Kube != nil {
+		set = append(set, *c.Kube)
 	}
 	switch len(set) {
 	case 1:

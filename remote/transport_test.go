@@ -54,3 +54,30 @@ func TestTransportsSayHowLongReachingANodeTakes(t *testing.T) {
 		t.Errorf("local: within %s, address %q, port %d, via %q", local.ReachWithin(), local.Address(), local.SSHPort(), local.Via())
 	}
 }
+
+// Package remote does not link client-go: a binary that does not import
+// remote/kube (this test's) says so for the node, before the window tries
+// anything else, and teardown by label says the same.
+func TestKubeWithoutItsTransport(t *testing.T) {
+	k := KubeConfig{Node: "k8s-node-3", Image: "img@sha256:00", Labels: map[string]string{"gpuaccept/window": "w"}}
+	e, err := DialNode(t.Context(), Config{Name: "gpu-03", Kube: &k})
+	var se *SetupError
+	if e != nil || !errors.As(err, &se) || !errors.Is(err, ErrNoKube) || !strings.HasPrefix(err.Error(), "gpu-03: kubernetes: ") {
+		t.Fatalf("DialNode = %v, %v; want a setup error naming gpu-03 and ErrNoKube", e, err)
+	}
+	if _, err := DeleteKubePods(t.Context(), k); !errors.Is(err, ErrNoKube) {
+		t.Fatalf("DeleteKubePods = %v; want ErrNoKube", err)
+	}
+	if _, err := ListKubeNodes(t.Context(), k, nil); !errors.Is(err, ErrNoKube) {
+		t.Fatalf("ListKubeNodes = %v; want ErrNoKube", err)
+	}
+	c := Config{Name: "gpu-03", Kube: &k}
+	if c.Address() != "k8s-node-3" || !strings.Contains(c.Via(), "Kubernetes API") || c.ReachWithin() != DefaultPodStart+30*time.Second {
+		t.Errorf("address %q, via %q, reach within %s", c.Address(), c.Via(), c.ReachWithin())
+	}
+	d := k.WithDefaults()
+	if d.GPUResource != DefaultGPUResource || d.PullPolicy != "IfNotPresent" || d.ActiveDeadline != DefaultActiveDeadline ||
+		d.StartTimeout != DefaultPodStart || d.GuardLease < 10*time.Second {
+		t.Errorf("defaults %+v", d)
+	}
+}

@@ -40,11 +40,11 @@ chmod "$mode" -- "$part" && mv -f -T -- "$part" "$t" || exit 96
 trap - EXIT
 `
 
-// uploadByCommand is UploadFrom for an executor that reaches its node
+// UploadByCommand is UploadFrom for an executor that reaches its node
 // only through commands: the bytes travel as the command's stdin, and the
 // node checks them (uploadScript). No part is resumed: the part has a
 // random name and goes with a failure.
-func uploadByCommand(ctx context.Context, e Executor, src io.ReaderAt, size int64, remotePath string, o TransferOptions) (TransferResult, error) {
+func UploadByCommand(ctx context.Context, e Executor, src io.ReaderAt, size int64, remotePath string, o TransferOptions) (TransferResult, error) {
 	start := time.Now()
 	name := e.Name()
 	if size < 0 {
@@ -85,15 +85,15 @@ func uploadByCommand(ctx context.Context, e Executor, src io.ReaderAt, size int6
 	case err != nil:
 		return TransferResult{}, withNode(name, "upload "+remotePath, err)
 	case len(got) != 2 || len(got[1]) != 64:
-		return TransferResult{}, fmt.Errorf("%s: upload %s: the node's check said %q", name, remotePath, shorten(out.String(), 200))
+		return TransferResult{}, fmt.Errorf("%s: upload %s: the node's check said %q", name, remotePath, Shorten(out.String(), 200))
 	}
 	p.finish()
 	return TransferResult{Files: 1, Bytes: size, SHA256: got[1], Elapsed: time.Since(start)}, nil
 }
 
-// uploadLocalFile is Upload for the executors that send a local file as
+// UploadLocalFile is Upload for the executors that send a local file as
 // UploadFrom sends its source; Mode 0 keeps the file's permission bits.
-func uploadLocalFile(ctx context.Context, e Executor, local, remotePath string, o TransferOptions) (TransferResult, error) {
+func UploadLocalFile(ctx context.Context, e Executor, local, remotePath string, o TransferOptions) (TransferResult, error) {
 	f, err := os.Open(local)
 	if err != nil {
 		return TransferResult{}, fmt.Errorf("%s: upload: %w", e.Name(), err)

@@ -61,7 +61,9 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-func isEnvName(s string) bool {
+// IsEnvName says whether s may be exported by a shell: every executor
+// refuses a Cmd.Env name that would change the command's meaning.
+func IsEnvName(s string) bool {
 	if s == "" || (s[0] >= '0' && s[0] <= '9') {
 		return false
 	}

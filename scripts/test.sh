@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 flags=(-race -count=1 -p 1 -timeout 40m)
 torch='^(TestFailure|TestTraining|TestBurnin)'
+# remote/kubetest is make kubetest's, not yet the suite's (Makefile).
 labpkgs=(./remote ./remote/labtest ./scripts/lab ./scripts/standins)
 mapfile -t pure < <($GO list ./... | grep -v -x -e gpuaccept/orchestrator/labtest -e gpuaccept/remote \
-	-e gpuaccept/remote/labtest -e gpuaccept/scripts/lab -e gpuaccept/scripts/standins)
+	-e gpuaccept/remote/labtest -e gpuaccept/remote/kubetest -e gpuaccept/scripts/lab -e gpuaccept/scripts/standins)
 [ ${#pure[@]} -gt 0 ] || { echo "test.sh: go list found no packages" >&2; exit 1; }
 
 log=$(mktemp -d)

@@ -75,6 +75,10 @@ of it, the quote lint's warnings too, as one JSON object. A node not reached exi
 				} else {
 					fmt.Fprintln(out)
 				}
+				inv, err := inv.WithKubeNodes(contextOf(cmd))
+				if err != nil {
+					return exitWith(exitCouldNotRun, err)
+				}
 				unreached, err := checkConnect(contextOf(cmd), out, cmd.ErrOrStderr(), inv, phases.All(), asJSON)
 				if err != nil {
 					return exitWith(exitCouldNotRun, err)

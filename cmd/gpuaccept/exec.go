@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +52,9 @@ be reached.`,
 			inv, err := inventory.Load(args[0])
 			if err != nil {
 				return err
+			}
+			if inv, err = inv.WithKubeNodes(contextOf(cmd)); err != nil {
+				return exitWith(exitCouldNotRun, err)
 			}
 			if inv, err = orchestrator.SelectNodes(inv, o.nodes); err != nil {
 				return exitWith(exitBadInput, err)
@@ -106,6 +111,18 @@ func execAll(ctx context.Context, out io.Writer, inv *inventory.Inventory, comma
 	if err != nil {
 		return exitWith(exitBadInput, err)
 	}
+	// On a managed cluster the command runs in pods of exec's own, deleted
+	// before it returns, with a budget of their own.
+	var salt [4]byte
+	rand.Read(salt[:])
+	reach.ForRun(fmt.Sprintf("exec-%x", salt))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, err := reach.ReleasePods(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "gpuaccept exec: %v\n", err)
+		}
+	}()
 	if o.timeout <= 0 {
 		o.timeout = defaultExecTimeout
 	}

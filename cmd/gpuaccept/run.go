@@ -95,7 +95,15 @@ are not run again.`,
 				if f.selection() != nil {
 					return exitWith(exitBadInput, fmt.Errorf("--resume runs the nodes and phases the window started with: give no --nodes, --only or --skip"))
 				}
-				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, inventory.Load, phases.All(), o)
+				// The selector's nodes as the cluster's API lists them now.
+				load := func(path string) (*inventory.Inventory, error) {
+					inv, err := inventory.Load(path)
+					if err != nil {
+						return nil, err
+					}
+					return inv.WithKubeNodes(cmd.Context())
+				}
+				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, load, phases.All(), o)
 				if rec == nil {
 					// Nothing ran: DIR is not a resumable window, or its
 					// inventory changed or is gone.
@@ -106,6 +114,9 @@ are not run again.`,
 			inv, err := inventory.LoadContext(contextOf(cmd), args[0])
 			if err != nil {
 				return err
+			}
+			if inv, err = inv.WithKubeNodes(contextOf(cmd)); err != nil {
+				return exitWith(exitCouldNotRun, err)
 			}
 			o.Selection = f.selection()
 			if err := orchestrator.CheckSelection(inv, phases.All(), o.Selection); err != nil {

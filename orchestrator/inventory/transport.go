@@ -12,16 +12,20 @@ import (
 // The transports that reach a node: its settings are the inventory's
 // section of the same name (ssh:); local has none; srun reaches the nodes
 // of the window's own Slurm allocation by job steps from the login node
-// (the slurm section). A new transport is a name here, its section, and
+// (the slurm section); kubernetes reaches a managed cluster's nodes
+// through its API, a pod of the window's on each (the kubernetes
+// section). A new transport is a name here, its section, and
 // its case in NodeConfig, FanOut and NeedsHostKeys: the window, its
 // phases and the CLI take what these say.
 const (
 	TransportSSH   = "ssh"
 	TransportLocal = "local"
 	TransportSrun  = "srun"
+	// TransportKubernetes: the node's address is its name in the API.
+	TransportKubernetes = "kubernetes"
 )
 
-var transports = []string{TransportSSH, TransportLocal, TransportSrun}
+var transports = []string{TransportSSH, TransportLocal, TransportSrun, TransportKubernetes}
 
 // slurm.steps: the commands the nodes start together share one job step
 // (remote.SrunConfig), or each command is a step of its own.
@@ -57,8 +61,14 @@ func (inv *Inventory) TransportOf(n Node) string {
 // NodeConfig is how to reach node n: the settings of its transport's
 // section, the node's own values first. keys are the window's host keys
 // (NeedsHostKeys), shared by every node reached over SSH.
+//
+// A node reached by transport kubernetes gets no labels here: the window
+// marks its pods with its run (orchestrator's Reach), and a Config
+// without them is refused when dialled.
 func (inv *Inventory) NodeConfig(n Node, keys *remote.HostKeys) remote.Config {
 	switch inv.TransportOf(n) {
+	case TransportKubernetes:
+		return remote.Config{Name: n.Name, Kube: inv.KubeConfig(n, nil)}
 	case TransportLocal:
 		// This machine: nothing to reach, the guard's defaults.
 		return remote.Config{Name: n.Name, Local: &remote.LocalConfig{}}
@@ -138,7 +148,8 @@ func (inv *Inventory) FanOut() int {
 		return inv.SSH.Concurrency
 	}
 	for _, n := range inv.Nodes {
-		if inv.TransportOf(n) == TransportSSH {
+		if t := inv.TransportOf(n); t == TransportSSH || t == TransportKubernetes {
+			// The API's execs and pods as wide as SSH's sessions.
 			return inv.SSH.Concurrency
 		}
 	}
@@ -236,6 +247,15 @@ func (v *validator) nodeTransport(i int) {
 	}
 	if n.Transport == TransportSrun {
 		v.problem(key+".transport", "%ssrun reaches only the nodes of the window's own allocation, which the inventory does not list: set transport: srun at the top level with slurm.allocate", who)
+		return
+	}
+	if v.inv.TransportOf(*n) == TransportKubernetes {
+		if n.Address == "" {
+			n.Address = n.Name // the node's name in the API
+		}
+		if !validKubeName(n.Address) {
+			v.problem(key+".address", "%s%q is not a Kubernetes node's name (transport kubernetes reaches a node by its name in the API): lowercase letters, digits, '-' and '.'", who, short(n.Address))
+		}
 		return
 	}
 	switch {

@@ -33,8 +33,11 @@ type Inventory struct {
 	// NodesFrom names more nodes: a file of host names (one per line, #
 	// comments, host ranges allowed) or a Slurm nodelist. Each host is a
 	// node named by its first label, dialled at the host.
-	NodesFrom  string     `mapstructure:"nodes_from" json:"nodes_from,omitempty"`
-	Slurm      Slurm      `mapstructure:"slurm" json:"slurm"`
+	NodesFrom string `mapstructure:"nodes_from" json:"nodes_from,omitempty"`
+	Slurm     Slurm  `mapstructure:"slurm" json:"slurm"`
+	// Kubernetes is the cluster whose nodes transport kubernetes reaches
+	// through its API.
+	Kubernetes Kubernetes `mapstructure:"kubernetes" json:"kubernetes"`
 	Image      Image      `mapstructure:"image" json:"image"`
 	Quote      Quote      `mapstructure:"quote" json:"quote"`
 	Acceptance Acceptance `mapstructure:"acceptance" json:"acceptance"`

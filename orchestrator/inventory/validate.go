@@ -44,6 +44,9 @@ type validator struct {
 	// mismatch also said "at least one node is required" and "the failure
 	// test needs at least 2 nodes, got 0").
 	nodesLost bool
+	// nodesLater: nodes come when the window starts (kubernetes.
+	// node_selector); what needs their count cannot be judged yet.
+	nodesLater bool
 }
 
 // sshConfig is the ssh_config the dial will read (ssh.config, else
@@ -74,6 +77,7 @@ func validate(inv *Inventory, c *collector, dir string) {
 	before := len(c.list)
 	v.expandNodes()
 	v.nodesLost = len(c.list) > before
+	v.kubernetes()
 	v.nodes()
 	v.image()
 	v.quote()
@@ -210,8 +214,8 @@ func (v *validator) nodes() {
 	if len(v.inv.Nodes) == 0 {
 		// slurm.allocate given but not decoded (a value of the wrong
 		// type in it) is still the allocation: its own error says what.
-		if v.inv.Slurm.Allocate != nil || v.given("slurm.allocate") {
-			return // the allocation's nodes, known once Slurm grants it
+		if v.inv.Slurm.Allocate != nil || v.given("slurm.allocate") || v.nodesLater {
+			return // the allocation's nodes, or the selector's, known once the window starts
 		}
 		if !v.nodesLost && !v.c.blocked("nodes_from") && !v.c.blocked("nodes[0].name") {
 			v.problem("nodes", "at least one node is required (nodes:, or nodes_from: a file of host names or a nodelist)")
@@ -322,8 +326,8 @@ func (v *validator) users() {
 	var missing []int
 	overSSH := 0 // the nodes reached over SSH (a local one has its user)
 	for i := range nodes {
-		if v.inv.TransportOf(nodes[i]) == TransportLocal {
-			continue // its user is the one running gpuaccept (localNodes)
+		if t := v.inv.TransportOf(nodes[i]); t == TransportLocal || t == TransportKubernetes {
+			continue // its user is the one running gpuaccept (localNodes), or the pod's
 		}
 		overSSH++
 		if nodes[i].User == "" {

@@ -71,7 +71,7 @@ func (v *validator) idle() {
 		case d > maxProviderIdleShutdown:
 			v.problem(pk+"enabled", "holds a node idle for quote.terms.idle_shutdown_after (%s): at most %s", d, maxProviderIdleShutdown)
 		}
-		if v.inv.PlannedNodes() < 2 && !v.nodesLost {
+		if v.inv.PlannedNodes() < 2 && !v.nodesLost && !v.nodesLater {
 			v.problem(pk+"enabled", "needs at least 2 nodes: the node it holds idle is lost to the window's other phases")
 		}
 	}

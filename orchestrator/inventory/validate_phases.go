@@ -390,7 +390,7 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 	} else if strings.ContainsAny(f.Dir, "'\"\n$`") {
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(f.Dir))
 	}
-	if v.nodesLost {
+	if v.nodesLost || v.nodesLater {
 		return
 	}
 	if n := v.inv.PlannedNodes(); n < 2 {

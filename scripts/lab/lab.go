@@ -405,6 +405,11 @@ func runFiles(ctx context.Context, errOut *string, args ...string) (string, erro
 	if err != nil {
 		return "", err
 	}
+	return runCmdFiles(ctx, cmd, errOut)
+}
+
+// runCmdFiles is runFiles for any script's command (made with ctx).
+func runCmdFiles(ctx context.Context, cmd *exec.Cmd, errOut *string) (string, error) {
 	outF, err := os.CreateTemp("", "gpuaccept-lab-out-*")
 	if err != nil {
 		return "", err

@@ -1,0 +1,169 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gpuaccept/remote"
+	"gpuaccept/remote/kube"
+	"gpuaccept/scripts/lab"
+)
+
+func dialKube(t *testing.T, cfg remote.KubeConfig) *kube.Node {
+	t.Helper()
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: "kn1", Kube: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e.(*kube.Node)
+}
+
+func alive(marker string) bool {
+	out, _ := exec.Command("pgrep", "-f", "["+marker[:1]+"]"+marker[1:]).Output()
+	return strings.TrimSpace(string(out)) != ""
+}
+
+// A resumed window finds its pod by its labels: a second executor for the
+// node reaches the same pod, with what the first left in it; teardown by
+// label removes it, and the API lists none of the window's pods after.
+func TestKubeResumeFindsThePod(t *testing.T) {
+	k := needKube(t)
+	cfg := window(k, "resume")
+	cs := clientset(t, k)
+	first := dialKube(t, cfg)
+	if err := first.Run(t.Context(), remote.Cmd{Command: "echo left > /tmp/resume-mark"}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	again := dialKube(t, cfg)
+	_, p1 := first.Pod()
+	_, p2 := again.Pod()
+	if p1 != p2 {
+		t.Fatalf("the resumed window made pod %s beside %s", p2, p1)
+	}
+	var out bytes.Buffer
+	if err := again.Run(t.Context(), remote.Cmd{Command: "cat /tmp/resume-mark", Stdout: &out}); err != nil || out.String() != "left\n" {
+		t.Fatalf("the resumed pod: %q, %v", out.String(), err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	names, err := remote.DeleteKubePods(ctx, cfg) // the window's way, through the seam
+	if err != nil || len(names) != 1 || names[0] != p1 {
+		t.Fatalf("teardown deleted %v, %v; want [%s]", names, err, p1)
+	}
+	if left := windowPods(t, cs, cfg); len(left) > 0 {
+		t.Fatalf("after teardown the API still lists %v", left)
+	}
+	if err := again.Run(t.Context(), remote.Cmd{Command: "true"}); !errors.Is(err, remote.ErrConnectionLost) {
+		t.Errorf("a command after teardown: %v; want the node lost", err)
+	}
+}
+
+// A pod that asks for more GPUs than the node advertises is not scheduled:
+// Dial gives up at StartTimeout and says what the scheduler said.
+func TestKubeTooManyGPUs(t *testing.T) {
+	k := needKube(t)
+	cfg := window(k, "toomany")
+	cfg.GPUs = k.GPUs + 1
+	cfg.StartTimeout = 5 * time.Second
+	t.Cleanup(func() { _, _ = kube.DeletePods(context.Background(), cfg) })
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: "kn1", Kube: &cfg})
+	if err == nil {
+		e.Close()
+		t.Fatal("a pod asking for more GPUs than the node has ran")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "kn1: ") ||
+		!strings.Contains(err.Error(), "Insufficient nvidia.com/gpu") {
+		t.Fatalf("want a timeout naming the node and the scheduler's reason, got %T %v", err, err)
+	}
+	t.Log(err)
+}
+
+// An API server that stops answering (SIGSTOP: its connections stay open
+// and silent, as behind a cut link) loses the node within the keepalive
+// bound, and the guard in the pod, whose heartbeats stopped with it, ends
+// the command's whole group within its lease although nobody told it; the
+// pod itself stays, and once the API is back a fresh executor finds it.
+func TestKubeAPISilentIsLost(t *testing.T) {
+	k := needKube(t)
+	cfg := window(k, "silent")
+	t.Cleanup(func() { _, _ = kube.DeletePods(context.Background(), cfg) })
+	e := dialKube(t, cfg)
+	_, pod := e.Pod()
+	m := fmt.Sprintf("sleep 600.%06d", time.Now().UnixNano()%1000000)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(t.Context(), remote.Cmd{Command: "trap '' TERM; " + m + " & " + m + "; wait", Grace: time.Second})
+	}()
+	lab.Eventually(t, 10*time.Second, "the command started", func() bool { return alive(m) })
+	pid, err := k.Pid("kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	defer cont()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after the API went silent")
+	}
+	var lost *remote.ConnectionLostError
+	if !errors.As(err, &lost) || lost.Node != "kn1" || !e.Lost() {
+		t.Fatalf("want kn1 lost, got %T %v (Lost %v)", err, err, e.Lost())
+	}
+	t.Logf("lost after %s: %v", time.Since(stopped).Round(100*time.Millisecond), err)
+	lab.Eventually(t, 15*time.Second, "the guard ended the command's group", func() bool { return !alive(m) })
+	t.Logf("the command's processes were gone %s after the API went silent", time.Since(stopped).Round(100*time.Millisecond))
+	cont()
+	lab.Eventually(t, 30*time.Second, "the API answers again", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err := kube.DeletePods(ctx, remote.KubeConfig{Kubeconfig: k.Kubeconfig, Labels: map[string]string{"gpuaccept/none": "x"}})
+		return err == nil
+	})
+	again := dialKube(t, cfg)
+	if _, p := again.Pod(); p != pod {
+		t.Errorf("after the API came back the window's pod is %s, want %s", p, pod)
+	}
+	if err := again.Run(t.Context(), remote.Cmd{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The cluster's nodes through the seam (what an inventory's kubernetes:
+// section is made of): the lab's one node, Ready, with the GPUs its status
+// patch advertises; a selector chooses by label, one no node carries
+// chooses none.
+func TestKubeNodes(t *testing.T) {
+	k := needKube(t)
+	cfg := remote.KubeConfig{Kubeconfig: k.Kubeconfig}
+	nodes, err := remote.ListKubeNodes(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || nodes[0].Name != k.Node || !nodes[0].Ready || nodes[0].GPUs != int64(k.GPUs) || nodes[0].GPUCapacity != int64(k.GPUs) {
+		t.Fatalf("nodes %+v; want %s, Ready, %d nvidia.com/gpu", nodes, k.Node, k.GPUs)
+	}
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, map[string]string{"kubernetes.io/hostname": nodes[0].Labels["kubernetes.io/hostname"]}); err != nil || len(nodes) != 1 {
+		t.Errorf("by its hostname label: %+v, %v", nodes, err)
+	}
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, map[string]string{"gpuaccept/none": "x"}); err != nil || len(nodes) != 0 {
+		t.Errorf("by a label no node has: %+v, %v", nodes, err)
+	}
+	cfg.GPUResource = "example.com/none"
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, nil); err != nil || len(nodes) != 1 || nodes[0].GPUs != 0 {
+		t.Errorf("another GPU resource: %+v, %v", nodes, err)
+	}
+}
