@@ -49,11 +49,6 @@ type Cmd struct {
 	// Grace is how long the command may take to exit after TERM when it
 	// is cancelled, before KILL. Default 5s.
 	Grace time.Duration
-	// Lasting marks a command that runs for long beside the others (a
-	// node's telemetry for the window): a transport that would carry many
-	// nodes' commands together (srun's shared job steps) gives it a way
-	// of its own, so that another node's failure cannot end it.
-	Lasting bool
 }
 
 const stdinFrameBytes = 1 << 20 // few forks per MiB on the node (guard.sh reads a frame with head)

@@ -247,11 +247,15 @@ func (s *Srun) Run(ctx context.Context, cmd Cmd) error {
 }
 
 // shares says whether cmd goes into a step shared with the job's other
-// nodes: not with stdin (its bytes are the node's alone), not a command
-// that lasts (another node's failure could end it), not where the node or
-// the job cannot, and not with a NUL, which the step's table cannot carry.
+// nodes: not with stdin (its bytes are the node's alone), not where the
+// node or the job cannot, and not with a NUL, which the step's table
+// cannot carry. A command that lasts the window (a node's telemetry)
+// shares too: a step of its own per node would be a thousand sruns held
+// on the login node for the window, which the lab's 127 hosts showed
+// slurmctld cannot bear (its job not given back); another node's failure
+// ends it with at most 63 others, NOT MEASURED.
 func (s *Srun) shares(cmd Cmd) bool {
-	if s.each || cmd.Stdin != nil || cmd.Lasting || s.alone.Load() || s.steps.isUnshared() || strings.ContainsRune(cmd.Command, 0) {
+	if s.each || cmd.Stdin != nil || s.alone.Load() || s.steps.isUnshared() || strings.ContainsRune(cmd.Command, 0) {
 		return false
 	}
 	for k, v := range cmd.Env {

@@ -165,7 +165,6 @@ func streamTelemetry(ctx context.Context, abort <-chan struct{}, e remote.Execut
 	return e.Run(ctx, remote.Cmd{
 		Command: command,
 		Env:     env,
-		Lasting: true,
 		Stdout:  sink,
 		Stderr:  log,
 		Grace:   3 * time.Second,
