@@ -223,17 +223,3 @@ func (s *srunLines) aborted() bool { return s.abort }
 // taskEnded is srun's report of how tasks ended ("srun: error: h3: task
 // 2: Exited with exit code 1", "srun: error: h[3-4]: tasks 2-3: Killed").
 var taskEnded = regexp.MustCompile(`^srun: error: \S+: tasks? [0-9,-]+: `)
-
-// steps is srun's lines about a shared step worth a node's error: its
-// reports of how the tasks ended are about every node, and say nothing a
-// node's exit status does not.
-func (s *srunLines) steps() string {
-	var b strings.Builder
-	for _, l := range s.lines {
-		if !taskEnded.MatchString(l) {
-			b.WriteString(l)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
-}

@@ -247,7 +247,7 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 	case ts.cancelled:
 		return s.endedEarly(t.ctx, t.cmd)
 	case notStarted && !ts.started:
-		return &StepNotStartedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.steps()}
+		return &StepNotStartedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), After: b.p.stepStart, Said: said.String()}
 	case err != nil && !errors.As(err, &ee):
 		return s.loginError(t.ctx, t.cmd, err)
 	case !started:
@@ -259,14 +259,14 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 	case aborted:
 		// Another node's I/O failure may be all it was: the node's next
 		// command shows whether it is still the job's.
-		return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), Said: said.steps()}
+		return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), Said: said.String()}
 	case why != "" || !ts.started:
 		gone, state, cerr := s.leftTheJob(t.ctx)
 		switch {
 		case cerr != nil:
 			// The controller's silence says nothing of the node.
 			return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120),
-				Said: said.steps() + "and Slurm could not be asked about the node: " + cerr.Error()}
+				Said: said.String() + "and Slurm could not be asked about the node: " + cerr.Error()}
 		case gone:
 			return s.markLost("srun: "+why+" ("+state+")", nil)
 		}
@@ -277,9 +277,9 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 	if ee != nil && ee.Status > 0 {
 		status = ee.Status
 	}
-	tail := said.steps() + ts.said + t.tail.String()
+	tail := said.String() + ts.said + t.tail.String()
 	if !started {
-		tail = said.steps() + stderr
+		tail = said.String() + stderr
 	}
 	if strings.TrimSpace(tail) == "" {
 		tail = "the node's task in the shared job step ended without the command's end, and srun said nothing"
