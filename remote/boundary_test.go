@@ -13,20 +13,21 @@ import (
 	"testing"
 )
 
-// TestOnlyRemoteTouchesSSH keeps the package boundary DESIGN.md draws: no
-// Go file outside remote/ imports the SSH or SFTP libraries, and no file
-// under orchestrator/phases dials a node (the window does).
-func TestOnlyRemoteTouchesSSH(t *testing.T) {
+// eachImport calls fn with every import of every Go file of the module
+// (outside hidden directories, testdata, and the directories skip names),
+// its path relative to the module root and its directory.
+func eachImport(t *testing.T, skip map[string]bool, fn func(rel, dir, imp string)) {
+	t.Helper()
 	root := ".."
 	fset := token.NewFileSet()
-	checked := 0
+	files := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			if rel == "remote" || rel != "." && strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+			if skip[rel] || rel != "." && strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
 				return filepath.SkipDir
 			}
 			return nil
@@ -38,21 +39,31 @@ func TestOnlyRemoteTouchesSSH(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		checked++
+		files++
+		dir := filepath.ToSlash(filepath.Dir(rel))
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
-			if strings.HasPrefix(p, "golang.org/x/crypto/ssh") || p == "github.com/pkg/sftp" {
-				t.Errorf("%s imports %s: only package remote may", rel, p)
-			}
+			fn(rel, dir, p)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if checked < 50 {
-		t.Fatalf("checked %d Go files: is the module root at %s?", checked, root)
+	if files < 50 {
+		t.Fatalf("read %d Go files: is the module root at %s?", files, root)
 	}
+}
+
+// TestOnlyRemoteTouchesSSH keeps the package boundary DESIGN.md draws: no
+// Go file outside remote/ imports the SSH or SFTP libraries, and no file
+// under orchestrator/phases dials a node (the window does).
+func TestOnlyRemoteTouchesSSH(t *testing.T) {
+	eachImport(t, map[string]bool{"remote": true}, func(rel, _, p string) {
+		if strings.HasPrefix(p, "golang.org/x/crypto/ssh") || p == "github.com/pkg/sftp" {
+			t.Errorf("%s imports %s: only package remote may", rel, p)
+		}
+	})
 	phases, _ := filepath.Glob("../orchestrator/phases/*.go")
 	if len(phases) == 0 {
 		t.Fatal("no files under orchestrator/phases")
@@ -77,45 +88,18 @@ var clientGoLinkers = map[string]bool{"remote/kube": true, "remote/kubetest": tr
 // every binary but the command's and the Kubernetes tests': package remote
 // holds its settings and the seam, remote/kube the client-go code.
 func TestOnlyTheCommandLinksClientGo(t *testing.T) {
-	root := ".."
-	fset := token.NewFileSet()
 	commandLinks := false
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	eachImport(t, nil, func(rel, dir, p string) {
+		if !strings.HasPrefix(p, "k8s.io/") && p != "gpuaccept/remote/kube" {
+			return
 		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if rel != "." && strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
+		if !clientGoLinkers[dir] {
+			t.Errorf("%s imports %s: only %v may", rel, p, slices.Sorted(maps.Keys(clientGoLinkers)))
 		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
+		if dir == "cmd/gpuaccept" && p == "gpuaccept/remote/kube" && !strings.HasSuffix(rel, "_test.go") {
+			commandLinks = true
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		dir := filepath.ToSlash(filepath.Dir(rel))
-		for _, im := range f.Imports {
-			p, _ := strconv.Unquote(im.Path.Value)
-			if !strings.HasPrefix(p, "k8s.io/") && p != "gpuaccept/remote/kube" {
-				continue
-			}
-			if !clientGoLinkers[dir] {
-				t.Errorf("%s imports %s: only %v may", rel, p, slices.Sorted(maps.Keys(clientGoLinkers)))
-			}
-			if dir == "cmd/gpuaccept" && p == "gpuaccept/remote/kube" && !strings.HasSuffix(path, "_test.go") {
-				commandLinks = true
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !commandLinks {
 		t.Error("cmd/gpuaccept does not import gpuaccept/remote/kube: the command could not reach a Kubernetes node")
 	}
