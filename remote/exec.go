@@ -220,17 +220,23 @@ func guardedCommand(cmd Cmd, lease, grace time.Duration) string {
 // they are, so that both run the very same guard; a transport outside
 // this package (remote/kube) runs them as its exec's command.
 func GuardArgs(cmd Cmd, lease, grace time.Duration) []string {
+	withStdin := "0"
+	if cmd.Stdin != nil {
+		withStdin = "1"
+	}
+	return []string{"-c", guardScript, "gpuaccept-guard", guardCommand(cmd),
+		strconv.Itoa(ceilSeconds(lease)), strconv.Itoa(ceilSeconds(grace)), withStdin}
+}
+
+// guardCommand is the guard's COMMAND for cmd: its exports, then the
+// command.
+func guardCommand(cmd Cmd) string {
 	var b strings.Builder
 	for _, k := range sortedKeys(cmd.Env) {
 		fmt.Fprintf(&b, "export %s=%s; ", k, Quote(cmd.Env[k]))
 	}
 	b.WriteString(cmd.Command)
-	withStdin := "0"
-	if cmd.Stdin != nil {
-		withStdin = "1"
-	}
-	return []string{"-c", guardScript, "gpuaccept-guard", b.String(),
-		strconv.Itoa(ceilSeconds(lease)), strconv.Itoa(ceilSeconds(grace)), withStdin}
+	return b.String()
 }
 
 func ceilSeconds(d time.Duration) int {

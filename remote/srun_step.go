@@ -168,7 +168,7 @@ var errStepAlone = errors.New("the node runs the command as a step of its own")
 // run runs cmd in a shared step; alone reports that it did not and the
 // caller must run it as a step of its own.
 func (p *stepper) run(ctx context.Context, s *Srun, cmd Cmd, grace time.Duration) (err error, alone bool) {
-	t := &stepTask{s: s, ctx: ctx, cmd: cmd, line: GuardArgs(cmd, 0, 0)[3], grace: grace, tail: NewStderrTail(),
+	t := &stepTask{s: s, ctx: ctx, cmd: cmd, line: guardCommand(cmd), grace: grace, tail: NewStderrTail(),
 		result: make(chan error, 1)}
 	b := p.add(t)
 	defer t.leave()
