@@ -122,6 +122,7 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 		return nil, dir, fmt.Errorf("resume %s: %s changed since the window started (sha256 %s, now %s); a resumed window must use the same inventory",
 			dir, r.run.Inventory.Path, r.run.Inventory.Digest, inv.Digest)
 	}
+	inv = recordedKubeNodes(inv, r.run.Nodes)
 	// The nodes and phases the window was narrowed to, as it started.
 	if inv, phases, err = applySelection(inv, phases, r.run.Selection); err != nil {
 		return nil, dir, fmt.Errorf("resume %s: %w", dir, err)
@@ -306,6 +307,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 	w.mu.Lock()
 	w.ends = ends
 	w.mu.Unlock()
+	if ctx.Err() == nil && w.rec.Aborted == "" {
+		w.readKube(ctx)
+	}
 	var ioErr error
 	for i := range phases {
 		p := &phases[i]
@@ -643,6 +647,7 @@ func (w *Window) judge(phases []Phase) {
 	}
 	w.rec.Verdicts = append(w.rec.Verdicts, w.idleVerdicts()...)
 	w.rec.Verdicts = append(w.rec.Verdicts, w.judgeAllocation()...)
+	w.rec.Verdicts = append(w.rec.Verdicts, w.judgeKube()...)
 	for _, n := range w.Nodes {
 		rn := &w.rec.Nodes[n.Index]
 		rn.Quarantined, rn.Reason, rn.QuarantinedAt = n.quarantined, n.reason, n.quarantinedAt
@@ -667,6 +672,9 @@ func (w *Window) releasePods() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	names, err := w.reach.ReleasePods(ctx)
+	if w.reach.kubePods() != nil && w.rec != nil {
+		w.recordPodsDeleted(names, err)
+	}
 	switch {
 	case err != nil:
 		w.Progress.Line("kubernetes: the window's pods NOT all deleted: %s; delete them with kubectl delete pods -l %s=%s",

@@ -111,6 +111,19 @@ type KubeTransport interface {
 	// Nodes lists the cluster's nodes that carry every label of selector
 	// (all of them for none), with k.GPUResource counted.
 	Nodes(ctx context.Context, k KubeConfig, selector map[string]string) ([]KubeNode, error)
+	// GPUSoftware is what the API shows of the software that gives pods
+	// their GPUs: the device plugin's pods by node, the GPU Operator's.
+	GPUSoftware(ctx context.Context, k KubeConfig) (KubeGPUSoftware, error)
+}
+
+// KubeGPUSoftware is the GPU software a cluster runs as pods, by the
+// images of their containers (the image's tag is its version): the
+// device plugin's on each node (DevicePlugins, by node name) and the GPU
+// Operator's anywhere. A cluster that lets the buyer list no pods beyond
+// the namespace shows none of it (the error says so).
+type KubeGPUSoftware struct {
+	DevicePlugins map[string][]string
+	Operator      []string
 }
 
 // KubeNode is a node of the cluster as its API describes it: what an
@@ -125,6 +138,13 @@ type KubeNode struct {
 	Ready, Unschedulable bool
 	// Taints as kubectl shows them: key[=value]:effect.
 	Taints []string
+	// NotReady is the Ready condition's reason and message when it is not
+	// True; Pressure the other conditions that are True and should not be
+	// (MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable).
+	NotReady string
+	Pressure []string
+	// What the node's kubelet reports of itself (status.nodeInfo).
+	Kubelet, Runtime, Kernel, OS string
 }
 
 var kubeTransport atomic.Pointer[KubeTransport]
@@ -173,6 +193,16 @@ func ListKubeNodes(ctx context.Context, k KubeConfig, selector map[string]string
 		return nil, &SetupError{Err: fmt.Errorf("kubernetes: %w", ErrNoKube)}
 	}
 	return t.Nodes(ctx, k, selector)
+}
+
+// ReadKubeGPUSoftware asks k's cluster for the GPU software its pods run,
+// through the registered transport.
+func ReadKubeGPUSoftware(ctx context.Context, k KubeConfig) (KubeGPUSoftware, error) {
+	t, ok := registeredKube()
+	if !ok {
+		return KubeGPUSoftware{}, &SetupError{Err: fmt.Errorf("kubernetes: %w", ErrNoKube)}
+	}
+	return t.GPUSoftware(ctx, k)
 }
 
 func (k KubeConfig) reachWithin() time.Duration {

@@ -95,15 +95,9 @@ are not run again.`,
 				if f.selection() != nil {
 					return exitWith(exitBadInput, fmt.Errorf("--resume runs the nodes and phases the window started with: give no --nodes, --only or --skip"))
 				}
-				// The selector's nodes as the cluster's API lists them now.
-				load := func(path string) (*inventory.Inventory, error) {
-					inv, err := inventory.Load(path)
-					if err != nil {
-						return nil, err
-					}
-					return inv.WithKubeNodes(cmd.Context())
-				}
-				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, load, phases.All(), o)
+				// The selector's nodes are the ones the window recorded
+				// (orchestrator.Resume), not asked of the API again.
+				rec, dir, err := orchestrator.Resume(cmd.Context(), resume, inventory.Load, phases.All(), o)
 				if rec == nil {
 					// Nothing ran: DIR is not a resumable window, or its
 					// inventory changed or is gone.

@@ -87,6 +87,10 @@ func (fakeCluster) Dial(context.Context, string, remote.KubeConfig) (remote.Exec
 
 func (fakeCluster) DeletePods(context.Context, remote.KubeConfig) ([]string, error) { return nil, nil }
 
+func (fakeCluster) GPUSoftware(context.Context, remote.KubeConfig) (remote.KubeGPUSoftware, error) {
+	return remote.KubeGPUSoftware{}, nil
+}
+
 func (f fakeCluster) Nodes(_ context.Context, _ remote.KubeConfig, sel map[string]string) ([]remote.KubeNode, error) {
 	var out []remote.KubeNode
 	for _, n := range f.nodes {

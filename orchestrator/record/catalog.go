@@ -91,6 +91,12 @@ var catalog = []Requirement{
 	req("SLURM-004", "the partition lets the window run as planned (state, time and node limits)", ""),
 	req("SLURM-005", "node has the features the allocation asked for (slurm.allocate.constraint)", ""),
 
+	// A managed Kubernetes cluster's nodes (transport kubernetes), as its
+	// API says them.
+	req("KUBE-001", "node ready and schedulable in Kubernetes (no pressure, not cordoned)", CardHealth),
+	req("KUBE-002", "the GPUs Kubernetes schedules (allocatable) match its capacity, the quote and nvidia-smi", CardGPU),
+	req("KUBE-003", "the window's pods removed at its end (the API lists none with its label)", ""),
+
 	req("GPU-001", "GPU model matches the quote", CardGPU).quoted(preflight, "gpu_model"),
 	req("GPU-002", "GPUs per node match the quote", CardGPU).quoted(preflight, "gpus_per_node"),
 	req("GPU-003", "GPU memory matches the quote", CardGPU).againstQuote().quoted(preflight, "gpu_memory_gib"),

@@ -83,6 +83,10 @@ type Run struct {
 	// Slurm is the window's own allocation (slurm.allocate); nil when the
 	// inventory named its nodes.
 	Slurm *SlurmAllocation `json:"slurm,omitempty"`
+	// Kubernetes is what the API said of the window's nodes and what
+	// became of its pods; nil when no node is reached by transport
+	// kubernetes.
+	Kubernetes *KubeCluster `json:"kubernetes,omitempty"`
 	// Telemetry is each node's GPUs summarised per phase (min / median /
 	// max of what the window's sampler recorded; the series itself is
 	// raw/<node>/telemetry.txt.gz). Absent when the sampler did not run.

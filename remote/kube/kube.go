@@ -65,6 +65,10 @@ func (transport) DeletePods(ctx context.Context, k remote.KubeConfig) ([]string,
 	return DeletePods(ctx, k)
 }
 
+func (transport) GPUSoftware(ctx context.Context, k remote.KubeConfig) (remote.KubeGPUSoftware, error) {
+	return GPUSoftware(ctx, k)
+}
+
 func (transport) Nodes(ctx context.Context, k remote.KubeConfig, selector map[string]string) ([]remote.KubeNode, error) {
 	return Nodes(ctx, k, selector)
 }
@@ -102,10 +106,19 @@ func kubeNode(n *corev1.Node, gpu corev1.ResourceName) remote.KubeNode {
 		kn.GPUCapacity = q.Value()
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
+		switch {
+		case c.Type == corev1.NodeReady:
 			kn.Ready = c.Status == corev1.ConditionTrue
+			if !kn.Ready {
+				kn.NotReady = strings.TrimSpace(fmt.Sprintf("Ready %s: %s %s", c.Status, c.Reason, c.Message))
+			}
+		case c.Status == corev1.ConditionTrue:
+			// Every other condition a kubelet sets is a trouble when True.
+			kn.Pressure = append(kn.Pressure, strings.TrimSpace(string(c.Type)+": "+c.Reason))
 		}
 	}
+	i := n.Status.NodeInfo
+	kn.Kubelet, kn.Runtime, kn.Kernel, kn.OS = i.KubeletVersion, i.ContainerRuntimeVersion, i.KernelVersion, i.OSImage
 	for _, t := range n.Spec.Taints {
 		s := t.Key
 		if t.Value != "" {
@@ -114,6 +127,71 @@ func kubeNode(n *corev1.Node, gpu corev1.ResourceName) remote.KubeNode {
 		kn.Taints = append(kn.Taints, s+":"+string(t.Effect))
 	}
 	return kn
+}
+
+// GPUSoftware is remote.ReadKubeGPUSoftware: every pod of the cluster
+// (all namespaces, read in pages) whose container image is a device
+// plugin's (its name ends in device-plugin, as NVIDIA's, GKE's and AMD's
+// do) or the NVIDIA GPU Operator's, by image and, when it is not running,
+// its phase.
+func GPUSoftware(ctx context.Context, k remote.KubeConfig) (remote.KubeGPUSoftware, error) {
+	k = k.WithDefaults()
+	out := remote.KubeGPUSoftware{DevicePlugins: map[string][]string{}}
+	_, cs, _, err := kubeClient(k, "kubernetes")
+	if err != nil {
+		return out, err
+	}
+	opts := metav1.ListOptions{Limit: 500}
+	for pages := 0; ; pages++ {
+		if pages == 200 {
+			return out, fmt.Errorf("kubernetes: list pods: more than %d pods", 200*opts.Limit)
+		}
+		list, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return out, fmt.Errorf("kubernetes: list pods in all namespaces (for the device plugin's): %w", err)
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			for _, c := range p.Spec.Containers {
+				what := c.Image
+				if p.Status.Phase != corev1.PodRunning {
+					what += " (" + string(p.Status.Phase) + ")"
+				}
+				switch imageKind(c.Image) {
+				case "plugin":
+					if p.Spec.NodeName != "" && !slices.Contains(out.DevicePlugins[p.Spec.NodeName], what) {
+						out.DevicePlugins[p.Spec.NodeName] = append(out.DevicePlugins[p.Spec.NodeName], what)
+					}
+				case "operator":
+					if !slices.Contains(out.Operator, what) {
+						out.Operator = append(out.Operator, what)
+					}
+				}
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	slices.Sort(out.Operator)
+	return out, nil
+}
+
+// imageKind is "plugin" for a device plugin's image, "operator" for the
+// GPU Operator's, "" for any other.
+func imageKind(image string) string {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	name = name[strings.LastIndex(name, "/")+1:]
+	switch {
+	case strings.HasSuffix(name, "device-plugin"):
+		return "plugin"
+	case name == "gpu-operator":
+		return "operator"
+	}
+	return ""
 }
 
 // quietKlog keeps client-go's own log lines (a stream copy that failed as

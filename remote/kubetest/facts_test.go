@@ -1,0 +1,128 @@
+package kubetest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/orchestrator/phases"
+	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
+)
+
+// A window through the API reads what the cluster says of its node before
+// the first phase: KUBE-002 passes while the node offers the quote's four
+// GPUs and names the device plugin's pod on it (an image the lab does not
+// hold, so it stays Pending, as a plugin that cannot start would), and
+// names the node once the plugin offers three, a node whose pod asking for
+// four is then never scheduled (CONN-001). Either way the window's pods are
+// gone at its end, run.json lists them and KUBE-003 passes.
+func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
+	k := needKube(t)
+	cs := clientset(t, k)
+	plugin := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nvidia-device-plugin-daemonset-lab", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: k.Node, Containers: []corev1.Container{{
+			Name: "nvidia-device-plugin", Image: "localhost/nvidia/k8s-device-plugin:v0.17.0", ImagePullPolicy: corev1.PullNever,
+		}}},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(t.Context(), plugin, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = cs.CoreV1().Pods("default").Delete(ctx, plugin.Name, *metav1.NewDeleteOptions(0))
+		if err := k.SetGPUs(ctx, 4); err != nil {
+			t.Errorf("the node's 4 GPUs again: %v", err)
+		}
+	})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "inventory.yaml")
+	text := `provider: lab
+image: {reference: "localhost/gpuaccept-kube@sha256:0000000000000000000000000000000000000000000000000000000000000000"}
+quote: {gpus_per_node: 4}
+kubernetes:
+  kubeconfig: ` + k.Kubeconfig + `
+  namespace: default
+  nodes: [` + k.Node + `]
+`
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
+		kc := *c.Kube
+		kc.Image, kc.PullPolicy, kc.StartTimeout = k.Image, "Never", 20*time.Second
+		c.Kube = &kc
+		return remote.DialNode(ctx, c)
+	}
+	window := func(t *testing.T) *record.Run {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		rec, runDir, err := orchestrator.Start(ctx, inv, phases.All(), orchestrator.Options{
+			RunsDir: filepath.Join(dir, "runs"), Dial: dial, Selection: &orchestrator.Selection{Only: []string{"preflight"}},
+		})
+		if rec == nil {
+			t.Fatalf("no run: %v", err)
+		}
+		k8s := rec.Kubernetes
+		if k8s == nil || len(k8s.Nodes) != 1 || k8s.ReadError != "" || k8s.Nodes[0].APIName != k.Node || k8s.Nodes[0].Kubelet != "v1.31.4" ||
+			!strings.HasPrefix(k8s.Nodes[0].Runtime, "containerd://") || !k8s.Nodes[0].Ready {
+			t.Fatalf("run.json kubernetes %+v (%s)", k8s, runDir)
+		}
+		list, err := cs.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{LabelSelector: k8s.Label})
+		if err != nil || len(list.Items) != 0 {
+			t.Errorf("after the window the API lists %d pods with %s (%v)", len(list.Items), k8s.Label, err)
+		}
+		return rec
+	}
+	verdict := func(rec *record.Run, id string) record.Verdict {
+		for _, v := range rec.Verdicts {
+			if v.ID == id {
+				return v
+			}
+		}
+		t.Fatalf("no %s in %+v", id, rec.Verdicts)
+		return record.Verdict{}
+	}
+
+	rec := window(t)
+	v := verdict(rec, "KUBE-002")
+	t.Logf("four GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	if v.Status != record.Pass || v.Measured != "nvidia.com/gpu: 4 allocatable of 4" ||
+		!strings.Contains(v.Detail, "device plugin localhost/nvidia/k8s-device-plugin:v0.17.0 (Pending)") {
+		t.Errorf("four GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdict(rec, "KUBE-003"); v.Status != record.Pass || len(rec.Kubernetes.PodsDeleted) != 1 {
+		t.Errorf("four GPUs: KUBE-003 %s %s | %s (%v)", v.Status, v.Measured, v.Detail, rec.Kubernetes.PodsDeleted)
+	}
+	if v := verdict(rec, "KUBE-001"); v.Status != record.Pass {
+		t.Errorf("KUBE-001 %s | %s", v.Status, v.Detail)
+	}
+
+	if err := k.SetGPUs(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	rec = window(t)
+	v = verdict(rec, "KUBE-002")
+	t.Logf("three GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	if v.Status != record.Fail || v.Node != inv.Nodes[0].Name || !strings.Contains(v.Detail, "pods can ask for 3; the quote says 4") {
+		t.Errorf("three GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	}
+	if v := verdict(rec, "CONN-001"); v.Status != record.Fail || !strings.Contains(v.Detail, "nvidia.com/gpu") {
+		t.Errorf("three GPUs: CONN-001 %s | %s", v.Status, v.Detail)
+	}
+}
