@@ -214,3 +214,20 @@ func (k KubeConfig) address() string { return k.Node }
 func (k KubeConfig) via() string {
 	return "through the Kubernetes API (a pod of the window's on node " + k.Node + "), no host key of its own"
 }
+
+// PodImager is an executor whose commands run in a container that a
+// cluster started from an image (the Kubernetes transport's pod): the
+// image phase checks what the runtime says it runs, since the pod is the
+// container.
+type PodImager interface {
+	PodImage(ctx context.Context) (PodImage, error)
+}
+
+// PodImage is the runtime's word on a pod's container: the image as
+// asked for, its imageID (REPO@sha256:DIGEST for a pulled image, the
+// config digest sha256:ID for one only present locally), when the pod was
+// made and when the container started (the API's whole seconds).
+type PodImage struct {
+	Image, ImageID   string
+	Created, Started time.Time
+}

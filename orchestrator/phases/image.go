@@ -70,6 +70,9 @@ type NodeImage struct {
 	// ran but Pyxis named no image, so the pin is not checked.
 	Imported   string `json:"pyxis_imported,omitempty"`
 	Unverified string `json:"unverified,omitempty"`
+	// Pod is the imageID the cluster's runtime reports for the pod's
+	// container (transport kubernetes); ID is then its digest.
+	Pod string `json:"pod_image_id,omitempty"`
 }
 
 // Smoke is the container smoke test on a node.
@@ -103,6 +106,11 @@ var Image = orchestrator.Phase{
 		for _, n := range nodes {
 			res.Nodes[n.Name] = &NodeImage{}
 		}
+		all, onHosts := nodes, podImages(ctx, w, nodes, &res)
+		if len(onHosts) == 0 {
+			return res, lostImages(all, &res)
+		}
+		nodes = onHosts
 		if im.Runtime == "enroot" {
 			return res, fmt.Errorf("image.runtime enroot: loading and checking images with enroot is not supported yet; use docker or podman")
 		}
@@ -110,7 +118,7 @@ var Image = orchestrator.Phase{
 			if err := pyxisImage(ctx, w, nodes, &res); err != nil || res.Pyxis.Skip != "" {
 				return res, err
 			}
-			return res, lostImages(nodes, &res)
+			return res, lostImages(all, &res)
 		}
 		if im.Mode == "push" {
 			res.Relay = im.Relay
@@ -137,7 +145,7 @@ var Image = orchestrator.Phase{
 			}
 			return nil, nil
 		})
-		return res, lostImages(nodes, &res)
+		return res, lostImages(all, &res)
 	},
 	Judge: judgeImage,
 }

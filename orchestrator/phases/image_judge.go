@@ -80,6 +80,13 @@ func judgeImage(w *orchestrator.Window) []record.Verdict {
 			if ni.LoadSecs > 0 {
 				match.Measure(ni.LoadSecs, record.UnitSeconds)
 			}
+		case ni.Match && ni.Pod != "":
+			// The cluster's word on the container the window's commands
+			// ran in; the pod's start holds the pull, in whole seconds.
+			match.Status, match.Measured = record.Pass, fmt.Sprintf("the pod's imageID sha256:%s (pod started in %.0f s)", shortHex(ni.ID), ni.LoadSecs)
+			if ni.LoadSecs > 0 {
+				match.Measure(ni.LoadSecs, record.UnitSeconds)
+			}
 		case ni.Match:
 			match.Status, match.Measured = record.Pass, fmt.Sprintf("image ID sha256:%s (%s %.1f s)", shortHex(ni.ID), loadVerb(res.Mode), ni.LoadSecs)
 			if ni.LoadSecs > 0 {

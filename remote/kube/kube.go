@@ -414,6 +414,28 @@ func (e *Node) check(ctx context.Context) (gone string, err error) {
 	return podGone(p, e.uid), nil
 }
 
+// PodImage implements remote.PodImager: the window's container in the pod
+// as the API's status says it.
+func (e *Node) PodImage(ctx context.Context) (remote.PodImage, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, e.pod, metav1.GetOptions{})
+	if err != nil {
+		return remote.PodImage{}, fmt.Errorf("%s: kubernetes: pod %s: %w", e.name, e.pod, err)
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name != container {
+			continue
+		}
+		pi := remote.PodImage{Image: c.Image, ImageID: c.ImageID, Created: p.CreationTimestamp.Time}
+		if r := c.State.Running; r != nil {
+			pi.Started = r.StartedAt.Time
+		}
+		return pi, nil
+	}
+	return remote.PodImage{}, fmt.Errorf("%s: kubernetes: pod %s has no status of its container %s", e.name, e.pod, container)
+}
+
 // watch asks about the pod every KeepaliveInterval until Close: the node
 // is lost when the pod is gone or the API misses KeepaliveMisses answers
 // in a row.

@@ -1,0 +1,104 @@
+package phases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuaccept/orchestrator"
+	"gpuaccept/remote"
+)
+
+// A node reached through a cluster's API (transport kubernetes) runs the
+// window's commands in a container the cluster started from the pinned
+// reference: nothing is pulled or loaded on it. IMG-001 holds the image
+// the runtime reports it ran (the pod's imageID) to the pin, and IMG-002
+// is the smoke command run in that container, which already holds the
+// node's GPUs.
+
+// podImager is n's executor as a pod's, nil for any other.
+func podImager(n *orchestrator.Node) remote.PodImager {
+	if pi, ok := n.Exec().(remote.PodImager); ok {
+		return pi
+	}
+	return nil
+}
+
+// podImages checks the pods' images of the nodes that are pods, all at
+// once, and returns the others: the nodes the image is pulled or pushed to.
+func podImages(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) []*orchestrator.Node {
+	var pods, rest []*orchestrator.Node
+	for _, n := range nodes {
+		if podImager(n) != nil {
+			pods = append(pods, n)
+		} else {
+			rest = append(rest, n)
+		}
+	}
+	remote.Each(ctx, len(pods), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
+		n := pods[i]
+		podImage(ctx, w, n, podImager(n), res, res.Nodes[n.Name])
+		return nil, nil
+	})
+	return rest
+}
+
+// podImage checks the image of n's pod against the pin and runs the smoke
+// command in it.
+func podImage(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, pi remote.PodImager, res *Imaged, ni *NodeImage) {
+	img, err := pi.PodImage(ctx)
+	if err != nil {
+		ni.NotMeasured = "the pod's image not read from the API: " + firstLine(err.Error())
+		return
+	}
+	ni.Via, ni.Pod = "pod", img.ImageID
+	if !img.Started.IsZero() && !img.Created.IsZero() && img.Started.After(img.Created) {
+		// The API's whole seconds: the pull (if any) and the start.
+		ni.LoadSecs = img.Started.Sub(img.Created).Seconds()
+	}
+	ni.ID = podDigest(img.ImageID)
+	if repo, _, ok := strings.Cut(img.ImageID, "@sha256:"); ok && repo != "" {
+		ni.RepoDigests = []string{img.ImageID}
+	}
+	switch {
+	case ni.ID == "":
+		ni.NotMeasured = fmt.Sprintf("the runtime reports no image ID for the pod's container (image %q): the pin not checked", img.Image)
+		return
+	case ni.ID != res.Pin:
+		ni.Error = fmt.Sprintf("the pod runs %s (imageID %s), not the pin sha256:%s", img.Image, img.ImageID, shortHex(res.Pin))
+		return
+	}
+	ni.Match = true
+	s := &Smoke{Command: strings.Join(quoteAll(w.Inv.Image.Smoke), " ")}
+	start := time.Now()
+	out, err := runOn(ctx, w, n, s.Command+" 2>&1")
+	s.Secs, s.Ready, s.Output = time.Since(start).Seconds(), time.Now().UTC(), strings.TrimSpace(string(out))
+	if err != nil {
+		s.Error = err.Error()
+	}
+	ni.Smoke = s
+}
+
+// podDigest is the 64 hex digits of a container status's imageID:
+// REPO@sha256:HEX, sha256:HEX, or docker-pullable://REPO@sha256:HEX as
+// dockershim wrote it; "" when it names none.
+func podDigest(imageID string) string {
+	i := strings.LastIndex(imageID, "sha256:")
+	if i < 0 {
+		return ""
+	}
+	h := imageID[i+len("sha256:"):]
+	if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return ""
+	}
+	return h
+}
+
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = remote.Quote(a)
+	}
+	return out
+}
