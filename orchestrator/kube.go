@@ -137,17 +137,20 @@ func kubeReadyVerdict(n record.KubeNode) record.Verdict {
 		v.Status, v.Measured, v.Detail = record.Fail, "not listed", "the API lists no node "+n.APIName
 		return v
 	}
-	var wrong []string
+	var short, wrong []string
 	if !n.Ready {
-		wrong = append(wrong, "not Ready ("+n.NotReady+")")
+		short, wrong = append(short, "NotReady"), append(wrong, "not Ready ("+n.NotReady+")")
 	}
 	if n.Unschedulable {
-		wrong = append(wrong, "cordoned (unschedulable)")
+		short, wrong = append(short, "cordoned"), append(wrong, "unschedulable: the scheduler places no new pod on it")
 	}
-	wrong = append(wrong, n.Pressure...)
+	for _, p := range n.Pressure {
+		kind, _, _ := strings.Cut(p, ":")
+		short, wrong = append(short, kind), append(wrong, p)
+	}
 	v.Measured = "Ready"
 	if len(wrong) > 0 {
-		v.Measured = "not fit"
+		v.Measured = clipText(strings.Join(short, ", "), 100)
 		v.Status, v.Detail = record.Fail, clipText(strings.Join(wrong, "; "), 300)
 		return v
 	}

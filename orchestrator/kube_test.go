@@ -71,7 +71,7 @@ func TestKubeReadyVerdict(t *testing.T) {
 		want string
 	}{
 		{record.KubeNode{Name: "a", NotReady: "Ready False: KubeletNotReady PLEG is not healthy"}, "not Ready (Ready False: KubeletNotReady PLEG is not healthy)"},
-		{record.KubeNode{Name: "b", Ready: true, Unschedulable: true}, "cordoned"},
+		{record.KubeNode{Name: "b", Ready: true, Unschedulable: true}, "unschedulable: the scheduler places no new pod on it"},
 		{record.KubeNode{Name: "c", Ready: true, Pressure: []string{"DiskPressure: KubeletHasDiskPressure"}}, "DiskPressure: KubeletHasDiskPressure"},
 		{record.KubeNode{Name: "d", APIName: "d.pool", Missing: true}, "the API lists no node d.pool"},
 	} {

@@ -125,8 +125,9 @@ func (f fleet) run() *record.Run {
 			}
 		}
 		for _, q := range record.Catalog() {
-			if f.workload != "" && record.FamilyOf(q.ID) == "WORK" || record.FamilyOf(q.ID) == "SLURM" {
-				// (These fleets name their nodes: no Slurm allocation.)
+			if f.workload != "" && record.FamilyOf(q.ID) == "WORK" || transportOwn(q.ID) {
+				// (These fleets name their nodes and reach them over SSH:
+				// no Slurm allocation, no Kubernetes API.)
 				continue
 			}
 			if !modelled[q.ID] && !clusterWide[q.ID] {
@@ -158,7 +159,7 @@ func (f fleet) run() *record.Run {
 		}
 		r.Verdicts = append(r.Verdicts, inter, v("NCCL-001", "", record.Pass, "0 wrong", ""))
 		for _, q := range record.Catalog() {
-			if clusterWide[q.ID] && !modelled[q.ID] && record.FamilyOf(q.ID) != "SLURM" {
+			if clusterWide[q.ID] && !modelled[q.ID] && !transportOwn(q.ID) {
 				r.Verdicts = append(r.Verdicts, v(q.ID, "", record.Pass, "as required", ""))
 			}
 		}
@@ -286,4 +287,10 @@ func TestReportOf256NodesPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	browser.CheckPrint(t, path, "report-256-nodes.pdf", 1000)
+}
+
+// transportOwn: requirements judged only where the nodes are a Slurm
+// allocation's or a Kubernetes cluster's.
+func transportOwn(id string) bool {
+	return record.FamilyOf(id) == "SLURM" || record.FamilyOf(id) == "KUBE"
 }

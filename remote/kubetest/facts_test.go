@@ -3,6 +3,7 @@ package kubetest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,10 +46,20 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 			t.Errorf("the node's 4 GPUs again: %v", err)
 		}
 	})
+	// The pin: the digest containerd holds the lab's image by (its
+	// manifest's, as ctr lists it), which the runtime reports as the
+	// pod's imageID.
+	out, err := exec.CommandContext(t.Context(), "ctr", "--address", filepath.Join(k.Dir, "containerd", "containerd.sock"),
+		"-n", "k8s.io", "images", "ls", "name=="+k.Image).Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) != 2 || len(strings.Fields(lines[1])) < 3 || !strings.HasPrefix(strings.Fields(lines[1])[2], "sha256:") {
+		t.Fatalf("ctr images ls %s: %v\n%s", k.Image, err, out)
+	}
+	pin := strings.Fields(lines[1])[2]
 	dir := t.TempDir()
 	path := filepath.Join(dir, "inventory.yaml")
 	text := `provider: lab
-image: {reference: "localhost/gpuaccept-kube@sha256:0000000000000000000000000000000000000000000000000000000000000000"}
+image: {reference: "localhost/gpuaccept-kube@` + pin + `", smoke: [echo, "GPU 0: the lab's stand-in"]}
 quote: {gpus_per_node: 4}
 kubernetes:
   kubeconfig: ` + k.Kubeconfig + `
@@ -73,7 +84,7 @@ kubernetes:
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
 		rec, runDir, err := orchestrator.Start(ctx, inv, phases.All(), orchestrator.Options{
-			RunsDir: filepath.Join(dir, "runs"), Dial: dial, Selection: &orchestrator.Selection{Only: []string{"preflight"}},
+			RunsDir: filepath.Join(dir, "runs"), Dial: dial, Selection: &orchestrator.Selection{Only: []string{"preflight", "image"}},
 		})
 		if rec == nil {
 			t.Fatalf("no run: %v", err)
@@ -111,6 +122,15 @@ kubernetes:
 	}
 	if v := verdict(rec, "KUBE-001"); v.Status != record.Pass {
 		t.Errorf("KUBE-001 %s | %s", v.Status, v.Detail)
+	}
+	if v := verdict(rec, "IMG-002"); v.Status != record.Pass || !strings.Contains(v.Measured, "GPU 0: the lab's stand-in") {
+		t.Errorf("IMG-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	}
+	// The pod is the container: its imageID is the pin, nothing pulled.
+	v = verdict(rec, "IMG-001")
+	t.Logf("IMG-001 %s %s | %s", v.Status, v.Measured, v.Detail)
+	if v.Status != record.Pass || !strings.HasPrefix(v.Measured, "the pod's imageID sha256:"+strings.TrimPrefix(pin, "sha256:")[:12]) {
+		t.Errorf("IMG-001 %s %s | %s", v.Status, v.Measured, v.Detail)
 	}
 
 	if err := k.SetGPUs(t.Context(), 3); err != nil {

@@ -26,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(runChild(spec))
+	}
 	os.Exit(run(m))
 }
 
