@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -359,12 +360,43 @@ func printNodes(w io.Writer, inv *inventory.Inventory) {
 	if len(inv.SSH.Jump) > 0 {
 		fmt.Fprintf(w, "through jump host(s) %s\n", strings.Join(inv.SSH.Jump, " -> "))
 	}
-	if len(inv.Nodes) == 1 && inv.Nodes[0].Local() {
+	pods := 0
+	for _, n := range inv.Nodes {
+		if inv.TransportOf(n) == inventory.TransportKubernetes {
+			pods++
+		}
+	}
+	switch {
+	case len(inv.Nodes) == 1 && inv.Nodes[0].Local():
 		// No SSH: known_hosts and the rest of ssh do not apply.
 		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
-	} else {
+	case pods > 0:
+		fmt.Fprintf(w, "%s\n", kubeReach(inv, pods))
+		if pods < len(inv.Nodes) {
+			fmt.Fprintf(w, "the others: known_hosts %s, accept-new %v\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew)
+		}
+		fmt.Fprintf(w, "nodes %s\n\n", atATime(inv.FanOut()))
+	default:
 		fmt.Fprintf(w, "known_hosts %s, accept-new %v, nodes %s\n\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew, atATime(inv.FanOut()))
 	}
+}
+
+// kubeReach says how the plan reaches the pods nodes of inv that are a
+// Kubernetes cluster's: the kubeconfig, the pods it makes and what it
+// reads of the cluster, so the buyer sees what the window will create.
+func kubeReach(inv *inventory.Inventory, pods int) string {
+	k := inv.KubeConfig(inventory.Node{}, nil).WithDefaults()
+	where := "kubeconfig " + cmp.Or(k.Kubeconfig, "from KUBECONFIG or ~/.kube/config")
+	if k.Context != "" {
+		where += ", context " + k.Context
+	}
+	where += ", namespace " + cmp.Or(k.Namespace, "the context's")
+	sel := ""
+	if inv.Kubernetes.NodeSelector != "" {
+		sel = "; more nodes from node_selector " + inv.Kubernetes.NodeSelector + " when the window starts"
+	}
+	return fmt.Sprintf("%d node(s) through the Kubernetes API (%s)%s: one pod each of %s asking for %d %s, "+
+		"deleted at the window's end; KUBE-001..003 from the API", pods, where, sel, inv.Image.Reference, k.GPUs, k.GPUResource)
 }
 
 // atATime says how many nodes the window works on at once (0: all).

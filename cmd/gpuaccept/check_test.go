@@ -207,3 +207,28 @@ func TestCheckErrorsFitTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+// The plan of an inventory of a managed Kubernetes cluster says how its
+// nodes are reached (the kubeconfig, the namespace, the pods it makes and
+// what they ask for), not the SSH settings it never uses; check alone
+// reads no API, so the kubeconfig need not exist yet.
+func TestCheckSaysThePodsOfAKubernetesWindow(t *testing.T) {
+	work := t.TempDir()
+	inv := filepath.Join(work, "k.yaml")
+	os.WriteFile(inv, []byte(`provider: vendor-k
+transport: kubernetes
+image: {reference: "registry.example/train@sha256:`+strings.Repeat("0", 64)+`"}
+quote: {gpus_per_node: 8}
+kubernetes:
+  kubeconfig: `+filepath.Join(work, "kubeconfig")+`
+  namespace: gpu
+  nodes: ["gpu-[01-04].pool-a"]
+`), 0o644)
+	res := gpuaccept(t, work, "check", inv)
+	flat := strings.Join(strings.Fields(res.stdout), " ")
+	want := "4 node(s) through the Kubernetes API (kubeconfig " + filepath.Join(work, "kubeconfig") + ", namespace gpu): one pod each of registry.example/train@sha256:"
+	if res.code != 0 || !strings.Contains(flat, want) || !strings.Contains(flat, "asking for 8 nvidia.com/gpu, deleted at the window's end") ||
+		strings.Contains(res.stdout, "known_hosts") {
+		t.Errorf("exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}

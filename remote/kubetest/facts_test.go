@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,15 +18,21 @@ import (
 	"gpuaccept/orchestrator/phases"
 	"gpuaccept/orchestrator/record"
 	"gpuaccept/remote"
+	"gpuaccept/scripts/lab"
+	"gpuaccept/scripts/standins"
 )
 
-// A window through the API reads what the cluster says of its node before
-// the first phase: KUBE-002 passes while the node offers the quote's four
-// GPUs and names the device plugin's pod on it (an image the lab does not
-// hold, so it stays Pending, as a plugin that cannot start would), and
-// names the node once the plugin offers three, a node whose pod asking for
-// four is then never scheduled (CONN-001). Either way the window's pods are
-// gone at its end, run.json lists them and KUBE-003 passes.
+// A window through the API on the lab's node, its pod given the stand-ins
+// of an 8-GPU H100 node (nvidia-smi, dcgmi, ibstat; run.json says
+// simulated): preflight, the diagnostic and the image phase run in the pod.
+// The window reads what the cluster says of its node before the first
+// phase: KUBE-002 passes while the node offers the quote's eight GPUs, as
+// nvidia-smi in the pod counts them, and names the device plugin's pod on
+// it (an image the lab does not hold, so it stays Pending, as a plugin that
+// cannot start would); IMG-001 holds the pod's imageID to the pin. Once the
+// plugin offers seven, KUBE-002 names the node, whose pod asking for eight
+// is then never scheduled (CONN-001). Either way the window's pods are gone
+// at its end, run.json lists them and KUBE-003 passes.
 func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 	k := needKube(t)
 	cs := clientset(t, k)
@@ -42,10 +49,17 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = cs.CoreV1().Pods("default").Delete(ctx, plugin.Name, *metav1.NewDeleteOptions(0))
-		if err := k.SetGPUs(ctx, 4); err != nil {
-			t.Errorf("the node's 4 GPUs again: %v", err)
+		if err := k.SetGPUs(ctx, k.GPUs); err != nil {
+			t.Errorf("the node's %d GPUs again: %v", k.GPUs, err)
 		}
 	})
+	if err := k.SetGPUs(t.Context(), 8); err != nil {
+		t.Fatal(err)
+	}
+	standin := filepath.Join(t.TempDir(), "standin")
+	if err := lab.BuildStandin(t.Context(), standin); err != nil {
+		t.Fatal(err)
+	}
 	// The pin: the digest containerd holds the lab's image by (its
 	// manifest's, as ctr lists it), which the runtime reports as the
 	// pod's imageID.
@@ -60,7 +74,8 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 	path := filepath.Join(dir, "inventory.yaml")
 	text := `provider: lab
 image: {reference: "localhost/gpuaccept-kube@` + pin + `", smoke: [echo, "GPU 0: the lab's stand-in"]}
-quote: {gpus_per_node: 4}
+simulated: true
+quote: {gpus_per_node: 8}
 kubernetes:
   kubeconfig: ` + k.Kubeconfig + `
   namespace: default
@@ -77,14 +92,22 @@ kubernetes:
 		kc := *c.Kube
 		kc.Image, kc.PullPolicy, kc.StartTimeout = k.Image, "Never", 20*time.Second
 		c.Kube = &kc
-		return remote.DialNode(ctx, c)
+		e, err := remote.DialNode(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if err := installStandins(ctx, e, standin, "h100"); err != nil {
+			e.Close()
+			return nil, err
+		}
+		return e, nil
 	}
 	window := func(t *testing.T) *record.Run {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
 		rec, runDir, err := orchestrator.Start(ctx, inv, phases.All(), orchestrator.Options{
-			RunsDir: filepath.Join(dir, "runs"), Dial: dial, Selection: &orchestrator.Selection{Only: []string{"preflight", "image"}},
+			RunsDir: filepath.Join(dir, "runs"), Dial: dial, Selection: &orchestrator.Selection{Only: []string{"preflight", "diag", "image"}},
 		})
 		if rec == nil {
 			t.Fatalf("no run: %v", err)
@@ -112,13 +135,22 @@ kubernetes:
 
 	rec := window(t)
 	v := verdict(rec, "KUBE-002")
-	t.Logf("four GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
-	if v.Status != record.Pass || v.Measured != "nvidia.com/gpu: 4 allocatable of 4" ||
-		!strings.Contains(v.Detail, "device plugin localhost/nvidia/k8s-device-plugin:v0.17.0 (Pending)") {
-		t.Errorf("four GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	t.Logf("eight GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	if v.Status != record.Pass || v.Measured != "nvidia.com/gpu: 8 allocatable of 8" ||
+		!strings.Contains(v.Detail, "as quoted and as nvidia-smi saw; device plugin localhost/nvidia/k8s-device-plugin:v0.17.0 (Pending)") {
+		t.Errorf("eight GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
 	}
 	if v := verdict(rec, "KUBE-003"); v.Status != record.Pass || len(rec.Kubernetes.PodsDeleted) != 1 {
-		t.Errorf("four GPUs: KUBE-003 %s %s | %s (%v)", v.Status, v.Measured, v.Detail, rec.Kubernetes.PodsDeleted)
+		t.Errorf("eight GPUs: KUBE-003 %s %s | %s (%v)", v.Status, v.Measured, v.Detail, rec.Kubernetes.PodsDeleted)
+	}
+	// Preflight and the diagnostic ran in the pod, on its stand-ins.
+	for _, id := range []string{"GPU-002", "DIAG-001"} {
+		if v := verdict(rec, id); v.Status != record.Pass {
+			t.Errorf("%s %s %s | %s", id, v.Status, v.Measured, v.Detail)
+		}
+	}
+	if !rec.Simulated {
+		t.Error("run.json of stand-ins not marked simulated")
 	}
 	if v := verdict(rec, "KUBE-001"); v.Status != record.Pass {
 		t.Errorf("KUBE-001 %s | %s", v.Status, v.Detail)
@@ -133,16 +165,49 @@ kubernetes:
 		t.Errorf("IMG-001 %s %s | %s", v.Status, v.Measured, v.Detail)
 	}
 
-	if err := k.SetGPUs(t.Context(), 3); err != nil {
+	if err := k.SetGPUs(t.Context(), 7); err != nil {
 		t.Fatal(err)
 	}
 	rec = window(t)
 	v = verdict(rec, "KUBE-002")
-	t.Logf("three GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
-	if v.Status != record.Fail || v.Node != inv.Nodes[0].Name || !strings.Contains(v.Detail, "pods can ask for 3; the quote says 4") {
-		t.Errorf("three GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	t.Logf("seven GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
+	if v.Status != record.Fail || v.Node != inv.Nodes[0].Name || !strings.Contains(v.Detail, "pods can ask for 7; the quote says 8") {
+		t.Errorf("seven GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
 	}
 	if v := verdict(rec, "CONN-001"); v.Status != record.Fail || !strings.Contains(v.Detail, "nvidia.com/gpu") {
-		t.Errorf("three GPUs: CONN-001 %s | %s", v.Status, v.Detail)
+		t.Errorf("seven GPUs: CONN-001 %s | %s", v.Status, v.Detail)
 	}
+}
+
+// installStandins gives the pod behind e the stand-in binary and the
+// wrappers of profile's tools (scripts/standins), on its PATH: what the
+// lab's hosts have, so that the window's phases run in the pod as on them.
+func installStandins(ctx context.Context, e remote.Executor, bin, profile string) error {
+	if err := e.Run(ctx, remote.Cmd{Command: "mkdir -p /usr/local/bin"}); err != nil {
+		return fmt.Errorf("%s: stand-ins: %w", e.Name(), err)
+	}
+	if _, err := e.Upload(ctx, bin, lab.TestImageStandin, remote.TransferOptions{Mode: 0o755}); err != nil {
+		return fmt.Errorf("%s: stand-ins: %w", e.Name(), err)
+	}
+	dir, err := os.MkdirTemp("", "kube-standins-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := standins.Install(dir, profile, []string{lab.TestImageStandin}); err != nil {
+		return err
+	}
+	tools, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range tools {
+		if f.Name() == standins.ProfileFile {
+			continue
+		}
+		if _, err := e.Upload(ctx, filepath.Join(dir, f.Name()), "/usr/local/bin/"+f.Name(), remote.TransferOptions{Mode: 0o755}); err != nil {
+			return fmt.Errorf("%s: stand-ins: %w", e.Name(), err)
+		}
+	}
+	return nil
 }
