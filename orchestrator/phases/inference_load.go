@@ -71,7 +71,7 @@ func (s *infNode) put(ctx context.Context, local string, a *Archive, path string
 // (each already a shell word) after checking its sha256: exit 96 when
 // the copy is missing or not the one this window sent.
 func (s *infNode) lg(args ...string) string {
-	return fmt.Sprintf(`f=%s; { printf '%%s  %%s\n' %s "$f" | sha256sum -c --status 2>/dev/null || { echo "gpuaccept: $f is missing or is not the load generator this window uploaded (sha256 %s)" >&2; exit 96; }; } && "$f" loadgen %s`,
+	return fmt.Sprintf(`f=%s; { printf '%%s  %%s\n' %s "$f" | sha256sum -c >/dev/null 2>&1 || { echo "gpuaccept: $f is missing or is not the load generator this window uploaded (sha256 %s)" >&2; exit 96; }; } && "$f" loadgen %s`,
 		remote.Quote(s.loadgen), s.sum, s.sum, strings.Join(args, " "))
 }
 

@@ -193,6 +193,6 @@ func toolCheck(runID, node, name string) string {
 	}
 	sum := scripts.SHA256(body)
 	file := `"$HOME/` + toolsDir(runID, node) + "/" + name + `"`
-	return fmt.Sprintf(`f=%s; { printf '%%s  %%s\n' %s "$f" | sha256sum -c --status 2>/dev/null || { echo "gpuaccept: $f is missing or is not the copy pushed at the start of the window (sha256 %s)" >&2; exit 96; }; } &&`,
+	return fmt.Sprintf(`f=%s; { printf '%%s  %%s\n' %s "$f" | sha256sum -c >/dev/null 2>&1 || { echo "gpuaccept: $f is missing or is not the copy pushed at the start of the window (sha256 %s)" >&2; exit 96; }; } &&`,
 		file, sum, sum)
 }

@@ -865,8 +865,11 @@ func (e *Node) runError(ctx context.Context, command string, err error, stderrTa
 // left unread: containerd 1.6 holds an exec open until its copy of stdin
 // returns. A minute bounds the wait. The guard has the exec's stderr; the
 // wrapper's own (bash's notice of a guard that died by a signal) goes
-// nowhere. The guard's status is the exec's.
-const execWrap = `m=$1; shift; exec 3>&2 2>/dev/null; bash -c "$@" 2>&3; r=$?
+// nowhere. The guard's status is the exec's. The command starts in the
+// home directory, as over SSH: a relative path (an upload's, the window's
+// .gpuaccept) names the same file for every command, whatever the image's
+// working directory.
+const execWrap = `m=$1; shift; cd 2>/dev/null; exec 3>&2 2>/dev/null; bash -c "$@" 2>&3; r=$?
 printf '%s %d\n' "$m" $r; printf '%s %d\n' "$m" $r >&3; exec 3>&-
 timeout 60 cat <&0 >/dev/null; exit $r`
 

@@ -276,9 +276,10 @@ build_image() {
 	command -v podman >/dev/null || die "podman missing (apt-get install podman)"
 	rm -rf "$st"
 	R=$st/rootfs
-	mkdir -p "$R/bin" "$R/usr/bin" "$R/usr/local/bin" "$R/etc" "$R/tmp" "$R/root" "$R/proc" "$R/dev" "$R/sys" "$st/root" \
-		"$st/run" "$st/tmp"
-	chmod 1777 "$R/tmp"
+	mkdir -p "$R/bin" "$R/usr/bin" "$R/usr/local/bin" "$R/etc" "$R/tmp" "$R/var/tmp" "$R/root" "$R/proc" "$R/dev" "$R/sys" \
+		"$st/root" "$st/run" "$st/tmp"
+	# /var/tmp as every distribution's image has it: the window's private directories go there
+	chmod 1777 "$R/tmp" "$R/var/tmp"
 	cp "$bb" "$R/bin/busybox"
 	for a in $("$bb" --list); do [[ $a == busybox || -e $R/bin/$a ]] || ln -s busybox "$R/bin/$a"; done
 	# bash for the guard, and GNU head: the guard reads each stdin frame with head -c N, which must read exactly N

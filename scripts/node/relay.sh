@@ -39,7 +39,7 @@ if [ $# -gt 0 ]; then
   rel=${0#"$HOME"/}
   rel="${rel%/*/relay.sh}/$name/relay.sh"
   sum=$(sha256sum <"$0" | cut -d' ' -f1)
-  next="f=\"\$HOME\"/$(printf '%q' "$rel"); printf '%s  %s\\n' $sum \"\$f\" | sha256sum -c --status 2>/dev/null || { echo \"relay: \$f is missing or is not the window's copy\" >&2; exit 96; }"
+  next="f=\"\$HOME\"/$(printf '%q' "$rel"); printf '%s  %s\\n' $sum \"\$f\" | sha256sum -c >/dev/null 2>&1 || { echo \"relay: \$f is missing or is not the window's copy\" >&2; exit 96; }"
   next="$next; export GPUACCEPT_RUN=$(printf '%q' "${GPUACCEPT_RUN:-}"); bash \"\$f\"$args"
   # Hashed as it arrives: the node's CPU works while the link does.
   tee "$tmp" >(sha >"$tmp.sum") | ssh -F "$cfg" "$host" "$next"
