@@ -10,14 +10,26 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 flags=(-race -count=1 -p 1 -timeout 40m)
 torch='^(TestFailure|TestTraining|TestBurnin)'
-# remote/kubetest is make kubetest's, not yet the suite's (Makefile).
 labpkgs=(./remote ./remote/labtest ./scripts/lab ./scripts/standins)
+# The Kubernetes lab (remote/kubetest) comes last in the window half, without the executor contract's
+# output-bounds item: under this suite's load the lab's containerd (Debian's 1.6) cuts an exec carrying 16 MiB
+# in most runs, which the transport reports as a lost node, never as short output. make kubetest runs it whole.
+kubeskip='^TestContractKube$/^output-bounds$'
+
 mapfile -t pure < <($GO list ./... | grep -v -x -e gpuaccept/orchestrator/labtest -e gpuaccept/remote \
 	-e gpuaccept/remote/labtest -e gpuaccept/remote/kubetest -e gpuaccept/scripts/lab -e gpuaccept/scripts/standins)
 [ ${#pure[@]} -gt 0 ] || { echo "test.sh: go list found no packages" >&2; exit 1; }
 
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
+# Its binaries are built once per machine (scripts/lab/kube.sh build, cached under /var/cache/gpuaccept): on a
+# fresh machine that is 6-7 minutes of compiling at nice 19, done here beside the first lab tests, which mostly
+# wait on links and timeouts. remote/kubetest waits for it; a build that failed makes those tests skip, saying why.
+kb=""
+if [ "$(id -u)" = 0 ] && command -v go >/dev/null; then
+	nice -n 19 bash scripts/lab/kube.sh build >"$log/kube-build" 2>&1 &
+	kb=$!
+fi
 (
 	rc=0
 	GPUACCEPT_LABTEST_SHARD=2 $GO test "${flags[@]}" -run "$torch" ./orchestrator/labtest || rc=1
@@ -29,6 +41,11 @@ a=$!
 rc=0
 $GO test "${flags[@]}" -skip "$torch" ./orchestrator/labtest || rc=1
 $GO test "${flags[@]}" "${labpkgs[@]}" || rc=1
+if [ -n "$kb" ] && ! wait "$kb"; then
+	echo "test.sh: the lab's Kubernetes binaries were not built:"
+	tail -n 5 "$log/kube-build"
+fi
+$GO test "${flags[@]}" -skip "$kubeskip" ./remote/kubetest || rc=1
 wait "$a" || rc=1
 echo "== the other half: the PyTorch lab tests, then the packages that need no lab"
 cat "$log/a"
