@@ -104,7 +104,7 @@ func (f File) is(data []byte) bool { return f.Size == int64(len(data)) && f.SHA2
 
 // Items are the contract's items, by name.
 var Items = []string{
-	"run", "exit-error", "signal", "env", "stdin", "stream", "upload", "upload-failure",
+	"run", "exit-error", "signal", "env", "home", "stdin", "stream", "upload", "upload-failure",
 	"cancel", "cancel-ignores-term", "cancel-grace", "lost", "output-bounds", "close", "concurrency",
 }
 
@@ -112,7 +112,7 @@ var Items = []string{
 func Run(t *testing.T, tg Target) {
 	tg.fill()
 	items := map[string]func(*testing.T, *Target){
-		"run": itemRun, "exit-error": itemExit, "signal": itemSignal, "env": itemEnv,
+		"run": itemRun, "exit-error": itemExit, "signal": itemSignal, "env": itemEnv, "home": itemHome,
 		"stdin": itemStdin, "stream": itemStream, "upload": itemUpload, "upload-failure": itemUploadFailure,
 		"cancel":              func(t *testing.T, tg *Target) { itemCancel(t, tg, false) },
 		"cancel-ignores-term": func(t *testing.T, tg *Target) { itemCancel(t, tg, true) },
@@ -266,6 +266,35 @@ func itemEnv(t *testing.T, tg *Target) {
 	err := e.Run(t.Context(), remote.Cmd{Command: CmdEnv, Env: map[string]string{"A;touch x": "1"}})
 	if err == nil || !strings.Contains(err.Error(), "not a valid shell name") || !strings.HasPrefix(err.Error(), e.Name()+": ") {
 		t.Fatalf("a bad variable name: %v", err)
+	}
+}
+
+// CmdHome prints the directory a command starts in, then the home
+// directory, one a line.
+const CmdHome = `pwd -P; cd && pwd -P`
+
+// home: a command starts in the node user's home directory, as an SSH
+// session does, and an upload to a relative path lands there: the window
+// names its files on a node relative to it (.gpuaccept/RUN/...), so every
+// command and every upload must mean the same file by them, whatever
+// directory a transport's process would start in (a pod's image sets its
+// own).
+func itemHome(t *testing.T, tg *Target) {
+	e := tg.open(t)
+	dirs := strings.Fields(output(t, e, CmdHome))
+	if len(dirs) != 2 || dirs[0] != dirs[1] {
+		t.Fatalf("a command starts in %q, the home directory is the second of %q", dirs, output(t, e, CmdHome))
+	}
+	name := fmt.Sprintf(".gpuaccept-contract-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		_ = e.Run(context.Background(), remote.Cmd{Command: "rm -rf " + remote.Quote(name)})
+	})
+	data := []byte("found by its relative path\n")
+	if _, err := e.UploadFrom(t.Context(), bytes.NewReader(data), int64(len(data)), name+"/file", remote.TransferOptions{Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	if got := output(t, e, `cat "$HOME"/`+remote.Quote(name+"/file")); got != string(data) {
+		t.Fatalf("the upload to %s/file, read as $HOME/%s/file: %q", name, name, got)
 	}
 }
 

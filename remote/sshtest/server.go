@@ -50,8 +50,9 @@ type Options struct {
 	// Shell runs each exec request as `Shell -c COMMAND`; /bin/bash when
 	// empty.
 	Shell string
-	// Dir is the working directory of commands and of the SFTP subsystem;
-	// the test process's own when empty.
+	// Dir is the user's home: the working directory of commands (and
+	// their HOME) and of the SFTP subsystem; the test process's own when
+	// empty.
 	Dir string
 	// Env is appended to the environment of commands, after os.Environ()
 	// and the variables the client sent, so it wins over both.

@@ -156,7 +156,12 @@ func (sess *session) exec(command string) error {
 
 	cmd := exec.Command(s.opts.Shell, "-c", command)
 	cmd.Dir = s.opts.Dir
-	cmd.Env = append(append(os.Environ(), sess.env...), s.opts.Env...)
+	cmd.Env = os.Environ()
+	if s.opts.Dir != "" {
+		// sshd starts a session in the user's home and says which it is.
+		cmd.Env = append(cmd.Env, "HOME="+s.opts.Dir)
+	}
+	cmd.Env = append(append(cmd.Env, sess.env...), s.opts.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	// sshd puts a pty-less command into a session of its own.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
