@@ -34,7 +34,7 @@ test: deps
 # in /var/cache/gpuaccept after).
 kubetest:
 	@bash scripts/deps.sh kube
-	$(GO) test -race -count=1 ./remote/kubetest
+	$(GO) test -race -count=1 -timeout 40m ./remote/kubetest
 
 # Pure and in-process tests only: no root, no lab.
 unit:

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/inventory"
@@ -585,6 +586,11 @@ func reasonText(r string) string {
 func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	// Cut on a character's start: a cut inside one would be written as
+	// U+FFFD.
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -29,12 +29,9 @@ func (w *Window) readKube(ctx context.Context) {
 	if k == nil {
 		return
 	}
-	kc := k.WithDefaults()
-	rec := &record.KubeCluster{Read: time.Now().UTC(), GPUResource: kc.GPUResource, Label: KubeRunLabel + "=" + w.reach.run}
-	if old := w.rec.Kubernetes; old != nil {
-		rec.PodsDeleted, rec.DeleteError, rec.Deleted = old.PodsDeleted, old.DeleteError, old.Deleted
-	}
-	w.rec.Kubernetes = rec
+	w.rec.Kubernetes = w.newKubeRecord(*k)
+	rec := w.rec.Kubernetes
+	rec.Read = time.Now().UTC()
 	ctx, cancel := context.WithTimeout(ctx, kubeReadBudget)
 	defer cancel()
 	listed, err := remote.ListKubeNodes(ctx, *k, nil)
@@ -49,9 +46,12 @@ func (w *Window) readKube(ctx context.Context) {
 	}
 	sw, err := remote.ReadKubeGPUSoftware(ctx, *k)
 	if err != nil {
+		// A page read before the error is no list of the cluster's.
+		sw = remote.KubeGPUSoftware{}
 		rec.SoftwareError = clipText(err.Error(), 300)
+		w.Progress.Line("kubernetes: the cluster's pods NOT listed, so no device plugin is named: %s", rec.SoftwareError)
 	}
-	rec.Operator = sw.Operator
+	rec.Operator = apiList(sw.Operator)
 	for _, n := range w.Nodes {
 		if n.Config.Kube == nil {
 			continue
@@ -60,24 +60,72 @@ func (w *Window) readKube(ctx context.Context) {
 		kn, ok := byName[api]
 		rn := record.KubeNode{Name: n.Name, APIName: api, Missing: !ok}
 		if ok {
+			// What the API says of a node is the node's (its kubelet
+			// writes its status): bounded like anything a node says.
 			rn.Ready, rn.NotReady, rn.Unschedulable = kn.Ready, clipText(kn.NotReady, 200), kn.Unschedulable
-			rn.Pressure, rn.Taints = kn.Pressure, kn.Taints
+			rn.Pressure, rn.Taints = apiList(kn.Pressure), apiList(kn.Taints)
 			rn.Allocatable, rn.Capacity = kn.GPUs, kn.GPUCapacity
-			rn.Kubelet, rn.Runtime, rn.Kernel, rn.OS = kn.Kubelet, kn.Runtime, kn.Kernel, kn.OS
-			rn.DevicePlugin = sw.DevicePlugins[api]
+			rn.Kubelet, rn.Runtime, rn.Kernel, rn.OS = clipText(kn.Kubelet, apiText), clipText(kn.Runtime, apiText),
+				clipText(kn.Kernel, apiText), clipText(kn.OS, apiText)
+			rn.DevicePlugin = apiList(sw.DevicePlugins[api])
 		}
 		rec.Nodes = append(rec.Nodes, rn)
 	}
+}
+
+// apiText and apiItems bound one string the API gives and a list of them.
+const (
+	apiText  = 120
+	apiItems = 16
+)
+
+// apiList is l bounded: each item apiText bytes at most, apiItems items
+// and a last saying how many more.
+func apiList(l []string) []string {
+	var out []string
+	for i, x := range l {
+		if i == apiItems {
+			out = append(out, fmt.Sprintf("and %d more", len(l)-apiItems))
+			break
+		}
+		out = append(out, clipText(x, apiText))
+	}
+	return out
+}
+
+// newKubeRecord is run.json's record of the window's cluster before
+// anything was read: what finds its pods, and what the pods ask for.
+func (w *Window) newKubeRecord(k remote.KubeConfig) *record.KubeCluster {
+	kc := k.WithDefaults()
+	return &record.KubeCluster{GPUResource: kc.GPUResource, PodGPUs: kc.GPUs, Label: KubeRunLabel + "=" + w.reach.run,
+		Delete: kubectlDelete(kc, KubeRunLabel+"="+w.reach.run)}
+}
+
+// kubectlDelete is the kubectl line that deletes the window's pods, as
+// the window reached the cluster: its kubeconfig, context and namespace.
+func kubectlDelete(k remote.KubeConfig, label string) string {
+	args := []string{"kubectl"}
+	if k.Kubeconfig != "" {
+		args = append(args, "--kubeconfig", remote.Quote(k.Kubeconfig))
+	}
+	if k.Context != "" {
+		args = append(args, "--context", remote.Quote(k.Context))
+	}
+	if k.Namespace != "" {
+		args = append(args, "-n", remote.Quote(k.Namespace))
+	}
+	return strings.Join(append(args, "delete", "pods", "-l", remote.Quote(label)), " ")
 }
 
 // recordPodsDeleted keeps the end of the window's pods in run.json.
 func (w *Window) recordPodsDeleted(names []string, err error) {
 	rec := w.rec.Kubernetes
 	if rec == nil {
-		rec = &record.KubeCluster{Label: KubeRunLabel + "=" + w.reach.run}
-		if k := w.reach.kubePods(); k != nil {
-			rec.GPUResource = k.WithDefaults().GPUResource
+		k := w.reach.kubePods()
+		if k == nil {
+			return
 		}
+		rec = w.newKubeRecord(*k)
 		w.rec.Kubernetes = rec
 	}
 	rec.PodsDeleted = append(rec.PodsDeleted, names...)
@@ -112,13 +160,13 @@ func (w *Window) judgeKube() []record.Verdict {
 		}
 	}
 	for _, n := range rec.Nodes {
-		out = append(out, kubeReadyVerdict(n), kubeGPUVerdict(n, rec.GPUResource, w.Inv.Quote, w.rec.NodeFacts(n.Name)))
+		out = append(out, kubeReadyVerdict(n), kubeGPUVerdict(n, rec, w.Inv.Quote, w.rec.NodeFacts(n.Name)))
 	}
 	v := record.NewVerdict("KUBE-003", "")
 	switch {
 	case rec.DeleteError != "":
 		v.Status, v.Measured = record.Warn, "pods left"
-		v.Detail = clipText(fmt.Sprintf("NOT all deleted (%s): kubectl delete pods -l %s", rec.DeleteError, rec.Label), 300)
+		v.Detail = clipText(fmt.Sprintf("NOT all deleted (%s): %s", rec.DeleteError, rec.Delete), 400)
 	case rec.Deleted.IsZero():
 		v.Status, v.Measured, v.Detail = record.Skip, "not deleted yet", "the window did not reach its end"
 	default:
@@ -134,7 +182,11 @@ func (w *Window) judgeKube() []record.Verdict {
 func kubeReadyVerdict(n record.KubeNode) record.Verdict {
 	v := record.NewVerdict("KUBE-001", n.Name)
 	if n.Missing {
-		v.Status, v.Measured, v.Detail = record.Fail, "not listed", "the API lists no node "+n.APIName
+		// A name in kubernetes.nodes the cluster does not know may be the
+		// inventory's slip as well as a node gone: CONN-001 fails it, this
+		// is not judged.
+		v.Status, v.Measured, v.Detail = record.Skip, "not listed", "the API lists no node "+n.APIName
+		v.Incomplete = "Kubernetes node " + n.APIName + " not listed"
 		return v
 	}
 	var short, wrong []string
@@ -166,9 +218,11 @@ func kubeReadyVerdict(n record.KubeNode) record.Verdict {
 }
 
 // kubeGPUVerdict is KUBE-002 for n: the GPU resource it offers pods
-// (allocatable) held to what its device plugin found (capacity), the
-// quote's GPUs per node and nvidia-smi's count from preflight.
-func kubeGPUVerdict(n record.KubeNode, resource string, q inventory.Quote, facts json.RawMessage) record.Verdict {
+// (allocatable) held to what its device plugin found (capacity) and to
+// the quote's GPUs per node, and the pod's GPUs as nvidia-smi in it saw
+// them (preflight) held to what the pod asked for: inside a pod nvidia-smi
+// sees the GPUs the device plugin gave it, not the node's.
+func kubeGPUVerdict(n record.KubeNode, k *record.KubeCluster, q inventory.Quote, facts json.RawMessage) record.Verdict {
 	v := record.NewVerdict("KUBE-002", n.Name)
 	if n.Missing {
 		v.Status, v.Measured, v.Detail = record.Skip, "not listed", "the API lists no node "+n.APIName
@@ -181,8 +235,8 @@ func kubeGPUVerdict(n record.KubeNode, resource string, q inventory.Quote, facts
 	if len(facts) > 0 {
 		_ = json.Unmarshal(facts, &f)
 	}
-	seen, quoted := int64(f.GPUCount), int64(q.GPUsPerNode)
-	v.Measured = fmt.Sprintf("%s: %d allocatable of %d", resource, n.Allocatable, n.Capacity)
+	seen, quoted, asked := int64(f.GPUCount), int64(q.GPUsPerNode), int64(k.PodGPUs)
+	v.Measured = fmt.Sprintf("%s: %d allocatable of %d", k.GPUResource, n.Allocatable, n.Capacity)
 	if quoted > 0 {
 		v.Quoted = fmt.Sprint(quoted)
 	}
@@ -193,25 +247,31 @@ func kubeGPUVerdict(n record.KubeNode, resource string, q inventory.Quote, facts
 	if quoted > 0 && n.Allocatable != quoted {
 		wrong = append(wrong, fmt.Sprintf("the quote says %d", quoted))
 	}
-	if seen > 0 && n.Allocatable != seen {
-		wrong = append(wrong, fmt.Sprintf("nvidia-smi saw %d", seen))
+	if seen > 0 && asked > 0 && seen != asked {
+		wrong = append(wrong, fmt.Sprintf("the pod asked for %d and nvidia-smi in it saw %d", asked, seen))
 	}
 	plugin := "no device plugin pod seen on it"
-	if len(n.DevicePlugin) > 0 {
+	switch {
+	case k.SoftwareError != "":
+		plugin = "its device plugin not read (the cluster's pods could not be listed)"
+	case len(n.DevicePlugin) > 0:
 		plugin = "device plugin " + strings.Join(n.DevicePlugin, ", ")
+	}
+	smi := fmt.Sprintf("the pod's %d as nvidia-smi saw them", seen)
+	if seen == 0 {
+		smi = "nvidia-smi's count in the pod not measured (preflight)"
 	}
 	switch {
 	case len(wrong) > 0:
 		v.Status = record.Fail
 		v.Detail = fmt.Sprintf("pods can ask for %d; %s; %s", n.Allocatable, strings.Join(wrong, ", "), plugin)
-	case quoted == 0 && seen == 0:
-		v.Status, v.Detail = record.Skip, "nothing to hold it to: no quote.gpus_per_node, and nvidia-smi's count not measured (preflight); "+plugin
-	case seen == 0:
-		v.Status, v.Detail = record.Pass, "as quoted (nvidia-smi's count not measured); "+plugin
+	case quoted == 0:
+		// What the node offers pods is held to nothing: no PASS.
+		v.Status, v.Detail = record.Skip, "nothing to hold it to: no quote.gpus_per_node; "+smi+"; "+plugin
 	default:
-		v.Status, v.Detail = record.Pass, "as quoted and as nvidia-smi saw; "+plugin
+		v.Status, v.Detail = record.Pass, "as quoted, all allocatable; "+smi+"; "+plugin
 	}
-	v.Detail = clipText(v.Detail, 300)
+	v.Detail = clipText(v.Detail, 400)
 	return v
 }
 

@@ -5,17 +5,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
 )
 
-// KUBE-002 holds what pods can ask for to what the device plugin found,
-// to the quote and to nvidia-smi: each disagreement is named in one line
-// with the plugin's image; with nothing to hold it to it is no PASS.
+// KUBE-002 holds what pods can ask for to what the device plugin found
+// and to the quote, and the pod's GPUs as nvidia-smi saw them to what the
+// pod asked for: each disagreement is named in one line with the plugin's
+// image; with no quote to hold it to it is no PASS.
 func TestKubeGPUVerdict(t *testing.T) {
-	plugin := []string{"nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}
-	smi := func(n int) json.RawMessage { return json.RawMessage(`{"gpu_count":` + string(rune('0'+n)) + `}`) }
+	plugin := []string{"nvcr.example/nvidia/k8s-device-plugin:v0.17.0"}
+	smi := func(n int) json.RawMessage { return json.RawMessage(`{"gpu_count":` + itoa(int64(n)) + `}`) }
+	k := &record.KubeCluster{GPUResource: "nvidia.com/gpu", PodGPUs: 8}
 	for _, c := range []struct {
 		name        string
 		alloc, capa int64
@@ -24,16 +27,16 @@ func TestKubeGPUVerdict(t *testing.T) {
 		want        record.Status
 		detail      []string
 	}{
-		{"as quoted and seen", 8, 8, 8, smi(8), record.Pass, []string{"as quoted and as nvidia-smi saw", "k8s-device-plugin:v0.17.0"}},
-		{"one held back", 7, 8, 8, smi(8), record.Fail, []string{"pods can ask for 7", "1 of the 8 its device plugin found are not allocatable", "the quote says 8", "nvidia-smi saw 8"}},
-		{"plugin found fewer", 4, 4, 8, smi(8), record.Fail, []string{"the quote says 8", "nvidia-smi saw 8"}},
+		{"as quoted and seen", 8, 8, 8, smi(8), record.Pass, []string{"as quoted, all allocatable; the pod's 8 as nvidia-smi saw them", "k8s-device-plugin:v0.17.0"}},
+		{"one held back", 7, 8, 8, smi(8), record.Fail, []string{"pods can ask for 7", "1 of the 8 its device plugin found are not allocatable", "the quote says 8"}},
+		{"plugin found fewer", 4, 4, 8, smi(8), record.Fail, []string{"pods can ask for 4; the quote says 8;"}},
 		{"no resource", 0, 0, 8, nil, record.Fail, []string{"pods can ask for 0", "the quote says 8"}},
-		{"smi not measured", 8, 8, 8, nil, record.Pass, []string{"as quoted (nvidia-smi's count not measured)"}},
-		{"nothing to hold", 8, 8, 0, nil, record.Skip, []string{"nothing to hold it to"}},
-		{"smi alone", 4, 4, 0, smi(8), record.Fail, []string{"nvidia-smi saw 8"}},
+		{"the pod got fewer", 8, 8, 8, smi(4), record.Fail, []string{"the pod asked for 8 and nvidia-smi in it saw 4"}},
+		{"smi not measured", 8, 8, 8, nil, record.Pass, []string{"nvidia-smi's count in the pod not measured"}},
+		{"nothing to hold", 8, 8, 0, smi(8), record.Skip, []string{"nothing to hold it to"}},
 	} {
 		n := record.KubeNode{Name: "gpu-01", APIName: "gpu-01.pool", Allocatable: c.alloc, Capacity: c.capa, DevicePlugin: plugin}
-		v := kubeGPUVerdict(n, "nvidia.com/gpu", inventory.Quote{GPUsPerNode: c.quoted}, c.facts)
+		v := kubeGPUVerdict(n, k, inventory.Quote{GPUsPerNode: c.quoted}, c.facts)
 		if v.ID != "KUBE-002" || v.Node != "gpu-01" || v.Status != c.want {
 			t.Errorf("%s: %s %s %s | %s", c.name, v.ID, v.Status, v.Measured, v.Detail)
 			continue
@@ -47,11 +50,16 @@ func TestKubeGPUVerdict(t *testing.T) {
 			t.Errorf("%s: measured %q, want %q", c.name, v.Measured, want)
 		}
 	}
-	none := kubeGPUVerdict(record.KubeNode{Name: "gpu-02", Allocatable: 8, Capacity: 8}, "nvidia.com/gpu", inventory.Quote{GPUsPerNode: 8}, nil)
+	none := kubeGPUVerdict(record.KubeNode{Name: "gpu-02", Allocatable: 8, Capacity: 8}, k, inventory.Quote{GPUsPerNode: 8}, nil)
 	if !strings.Contains(none.Detail, "no device plugin pod seen on it") {
 		t.Errorf("no plugin: %s", none.Detail)
 	}
-	gone := kubeGPUVerdict(record.KubeNode{Name: "gpu-03", APIName: "gpu-03.pool", Missing: true}, "nvidia.com/gpu", inventory.Quote{GPUsPerNode: 8}, nil)
+	unread := *k
+	unread.SoftwareError = "pods is forbidden: User \"buyer\" cannot list resource \"pods\" at the cluster scope"
+	if v := kubeGPUVerdict(record.KubeNode{Name: "gpu-02", Allocatable: 8, Capacity: 8}, &unread, inventory.Quote{GPUsPerNode: 8}, nil); !strings.Contains(v.Detail, "its device plugin not read") {
+		t.Errorf("pods not listed: %s", v.Detail)
+	}
+	gone := kubeGPUVerdict(record.KubeNode{Name: "gpu-03", APIName: "gpu-03.pool", Missing: true}, k, inventory.Quote{GPUsPerNode: 8}, nil)
 	if gone.Status != record.Skip || gone.Incomplete == "" {
 		t.Errorf("a node the API does not list: %+v", gone)
 	}
@@ -59,8 +67,9 @@ func TestKubeGPUVerdict(t *testing.T) {
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
-// KUBE-001 fails a node not Ready, cordoned, under pressure, or not listed,
-// naming each; a fit node passes with its taints and versions said.
+// KUBE-001 fails a node not Ready, cordoned or under pressure, naming
+// each; a fit node passes with its taints and versions said; a node the
+// API does not list is not judged (the inventory may have misnamed it).
 func TestKubeReadyVerdict(t *testing.T) {
 	fit := record.KubeNode{Name: "gpu-01", Ready: true, Taints: []string{"nvidia.com/gpu=present:NoSchedule"}, Kubelet: "v1.31.4", Runtime: "containerd://1.6.20"}
 	if v := kubeReadyVerdict(fit); v.Status != record.Pass || !strings.Contains(v.Detail, "taints nvidia.com/gpu=present:NoSchedule") || !strings.Contains(v.Detail, "kubelet v1.31.4, containerd://1.6.20") {
@@ -73,11 +82,21 @@ func TestKubeReadyVerdict(t *testing.T) {
 		{record.KubeNode{Name: "a", NotReady: "Ready False: KubeletNotReady PLEG is not healthy"}, "not Ready (Ready False: KubeletNotReady PLEG is not healthy)"},
 		{record.KubeNode{Name: "b", Ready: true, Unschedulable: true}, "unschedulable: the scheduler places no new pod on it"},
 		{record.KubeNode{Name: "c", Ready: true, Pressure: []string{"DiskPressure: KubeletHasDiskPressure"}}, "DiskPressure: KubeletHasDiskPressure"},
-		{record.KubeNode{Name: "d", APIName: "d.pool", Missing: true}, "the API lists no node d.pool"},
 	} {
 		if v := kubeReadyVerdict(c.n); v.Status != record.Fail || !strings.Contains(v.Detail, c.want) {
 			t.Errorf("%s: %s %s, want FAIL with %q", c.n.Name, v.Status, v.Detail, c.want)
 		}
+	}
+	if v := kubeReadyVerdict(record.KubeNode{Name: "d", APIName: "d.pool", Missing: true}); v.Status != record.Skip || v.Incomplete == "" ||
+		!strings.Contains(v.Detail, "the API lists no node d.pool") {
+		t.Errorf("not listed: %+v", v)
+	}
+	long := apiList(append(make([]string, 20), strings.Repeat("é", 100)))
+	if len(long) != apiItems+1 || long[apiItems] != "and 5 more" {
+		t.Errorf("apiList of 21: %d items, last %q", len(long), long[len(long)-1])
+	}
+	if c := clipText(strings.Repeat("é", 100), apiText); !utf8.ValidString(c) || len(c) > apiText+len("…") {
+		t.Errorf("clipText cut a character: %q", c)
 	}
 }
 
@@ -87,7 +106,8 @@ func TestKubeReadyVerdict(t *testing.T) {
 // pods' deletion as run.json records it.
 func TestJudgeKube(t *testing.T) {
 	inv := &inventory.Inventory{Transport: inventory.TransportKubernetes, Quote: inventory.Quote{GPUsPerNode: 8},
-		Nodes: []inventory.Node{{Name: "gpu-01", Address: "gpu-01.pool"}, {Name: "gpu-02", Address: "gpu-02.pool"}}}
+		Kubernetes: inventory.Kubernetes{Kubeconfig: "/k/config", Context: "lab", Namespace: "gpu"},
+		Nodes:      []inventory.Node{{Name: "gpu-01", Address: "gpu-01.pool"}, {Name: "gpu-02", Address: "gpu-02.pool"}}}
 	w, err := newWindow(inv, "/runs/20261206T190000Z-k-0001", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +131,7 @@ func TestJudgeKube(t *testing.T) {
 		t.Errorf("before any deletion: %+v", v)
 	}
 	w.recordPodsDeleted(nil, errTest("pods \"gpuaccept-gpu-01\" is forbidden"))
-	if v := w.judgeKube()[4]; v.Status != record.Warn || !strings.Contains(v.Detail, "kubectl delete pods -l gpuaccept/run=20261206T190000Z-k-0001") {
+	if v := w.judgeKube()[4]; v.Status != record.Warn || !strings.Contains(v.Detail, "kubectl --kubeconfig /k/config --context lab -n gpu delete pods -l gpuaccept/run=20261206T190000Z-k-0001") {
 		t.Errorf("not deleted: %s %s", v.Status, v.Detail)
 	}
 	w.recordPodsDeleted([]string{"gpuaccept-gpu-01-x", "gpuaccept-gpu-02-y"}, nil)

@@ -139,8 +139,9 @@ type KubeNode struct {
 	// Taints as kubectl shows them: key[=value]:effect.
 	Taints []string
 	// NotReady is the Ready condition's reason and message when it is not
-	// True; Pressure the other conditions that are True and should not be
-	// (MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable).
+	// True ("no Ready condition" when it has none); Pressure the kubelet's
+	// conditions that are True and should not be (MemoryPressure,
+	// DiskPressure, PIDPressure, NetworkUnavailable).
 	NotReady string
 	Pressure []string
 	// What the node's kubelet reports of itself (status.nodeInfo).
@@ -230,4 +231,7 @@ type PodImager interface {
 type PodImage struct {
 	Image, ImageID   string
 	Created, Started time.Time
+	// Restarts is the container's restart count: Started is then its
+	// last start's, not the pod's first.
+	Restarts int
 }

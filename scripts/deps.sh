@@ -17,6 +17,12 @@ kube=
 if [ "${1-}" = kube ]; then
   kube=1
 fi
+# A containerd already there (Docker's containerd.io, which conflicts with Debian's package) serves the lab too.
+if command -v containerd >/dev/null && ! dpkg-query -W -f='${Status}' containerd 2>/dev/null | grep -q "ok installed"; then
+  keep=()
+  for p in "${pkgs[@]}"; do [ "$p" = containerd ] || keep+=("$p"); done
+  pkgs=("${keep[@]}")
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

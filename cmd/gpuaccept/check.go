@@ -370,7 +370,7 @@ func printNodes(w io.Writer, inv *inventory.Inventory) {
 	case len(inv.Nodes) == 1 && inv.Nodes[0].Local():
 		// No SSH: known_hosts and the rest of ssh do not apply.
 		fmt.Fprintf(w, "reached locally, without SSH: the machine gpuaccept runs on\n\n")
-	case pods > 0:
+	case pods > 0 || inv.Kubernetes.NodeSelector != "":
 		fmt.Fprintf(w, "%s\n", kubeReach(inv, pods))
 		if pods < len(inv.Nodes) {
 			fmt.Fprintf(w, "the others: known_hosts %s, accept-new %v\n", strings.Join(inv.SSH.KnownHosts, ", "), inv.SSH.AcceptNew)
@@ -395,8 +395,12 @@ func kubeReach(inv *inventory.Inventory, pods int) string {
 	if inv.Kubernetes.NodeSelector != "" {
 		sel = "; more nodes from node_selector " + inv.Kubernetes.NodeSelector + " when the window starts"
 	}
-	return fmt.Sprintf("%d node(s) through the Kubernetes API (%s)%s: one pod each of %s asking for %d %s, "+
-		"deleted at the window's end; KUBE-001..003 from the API", pods, where, sel, inv.Image.Reference, k.GPUs, k.GPUResource)
+	n := fmt.Sprintf("%d node(s)", pods)
+	if pods == 0 {
+		n = "the nodes"
+	}
+	return fmt.Sprintf("%s through the Kubernetes API (%s)%s: one pod each of %s asking for %d %s, "+
+		"deleted at the window's end; KUBE-001..003 from the API", n, where, sel, inv.Image.Reference, k.GPUs, k.GPUResource)
 }
 
 // atATime says how many nodes the window works on at once (0: all).

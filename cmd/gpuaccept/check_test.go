@@ -231,4 +231,18 @@ kubernetes:
 		strings.Contains(res.stdout, "known_hosts") {
 		t.Errorf("exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	// Nodes the selector will choose when the window starts: none yet.
+	sel := filepath.Join(work, "sel.yaml")
+	os.WriteFile(sel, []byte(`provider: vendor-k
+image: {reference: "registry.example/train@sha256:`+strings.Repeat("0", 64)+`"}
+quote: {gpus_per_node: 8}
+kubernetes:
+  node_selector: pool=a
+`), 0o644)
+	res = gpuaccept(t, work, "check", sel)
+	flat = strings.Join(strings.Fields(res.stdout), " ")
+	if res.code != 0 || !strings.Contains(flat, "the nodes through the Kubernetes API") ||
+		!strings.Contains(flat, "more nodes from node_selector pool=a when the window starts") || strings.Contains(res.stdout, "known_hosts") {
+		t.Errorf("selector: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -168,6 +169,12 @@ func (v *validator) kubeImage() {
 		v.problem("image.reference", "required with transport kubernetes: the window's pod on each node runs it, pinned (NAME[:TAG]@sha256:<64 hex digits>)")
 	case !reached && v.given("kubernetes") && !v.nodesLost:
 		v.problem("kubernetes", "set, but no node is reached by transport kubernetes: list them in kubernetes.nodes, or set transport: kubernetes")
+	}
+	if reached && v.inv.Quote.GPUsPerNode <= 0 && !v.c.blocked("quote.gpus_per_node") {
+		// A pod that asks for no GPU is given none: the window would
+		// test nodes without their GPUs.
+		v.problem("quote.gpus_per_node", "required with transport kubernetes: each pod asks for that many %s, and gets no GPU without it",
+			cmp.Or(v.inv.Kubernetes.GPUResource, remote.DefaultGPUResource))
 	}
 }
 

@@ -119,6 +119,7 @@ func TestWithKubeNodes(t *testing.T) {
 		t.Helper()
 		inv, err := parseText(t, `provider: vendor-k
 image: {reference: "`+kubeImage+`"}
+quote: {gpus_per_node: 8}
 phases: {failure: {enabled: true, dir: /shared}}
 kubernetes:
   node_selector: "gpu=`+extra+`"

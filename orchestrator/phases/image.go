@@ -73,6 +73,8 @@ type NodeImage struct {
 	// Pod is the imageID the cluster's runtime reports for the pod's
 	// container (transport kubernetes); ID is then its digest.
 	Pod string `json:"pod_image_id,omitempty"`
+	// PodStart says why the pod's start is no figure of IMG-001.
+	PodStart string `json:"pod_start,omitempty"`
 }
 
 // Smoke is the container smoke test on a node.

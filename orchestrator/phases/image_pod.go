@@ -52,18 +52,34 @@ func podImage(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node,
 		ni.NotMeasured = "the pod's image not read from the API: " + firstLine(err.Error())
 		return
 	}
-	ni.Via, ni.Pod = "pod", img.ImageID
-	if !img.Started.IsZero() && !img.Created.IsZero() && img.Started.After(img.Created) {
-		// The API's whole seconds: the pull (if any) and the start.
+	// The runtime's words are the node's: bounded.
+	img.Image, img.ImageID = remote.Shorten(img.Image, 200), remote.Shorten(img.ImageID, 300)
+	ni.Pod = img.ImageID
+	switch {
+	case img.Restarts > 0:
+		ni.PodStart = fmt.Sprintf("the container restarted %d time(s): its start is not the pod's", img.Restarts)
+	case img.Started.IsZero() || img.Created.IsZero() || img.Started.Before(img.Created):
+		ni.PodStart = "the pod's start not reported"
+	default:
+		// The API's whole seconds: scheduling, the pull (if any), the start.
 		ni.LoadSecs = img.Started.Sub(img.Created).Seconds()
 	}
 	ni.ID = podDigest(img.ImageID)
-	if repo, _, ok := strings.Cut(img.ImageID, "@sha256:"); ok && repo != "" {
+	repo, _, digested := strings.Cut(img.ImageID, "@sha256:")
+	digested = digested && repo != ""
+	if digested {
 		ni.RepoDigests = []string{img.ImageID}
 	}
 	switch {
 	case ni.ID == "":
 		ni.NotMeasured = fmt.Sprintf("the runtime reports no image ID for the pod's container (image %q): the pin not checked", img.Image)
+		return
+	case ni.ID != res.Pin && !digested:
+		// A bare sha256: is the image's config digest, what a runtime
+		// reports of an image it holds by no registry's name; the pin is
+		// a manifest's digest, which that says nothing about.
+		ni.NotMeasured = fmt.Sprintf("the runtime reports only the image's config digest for the pod's container (%s, image %q): the pin sha256:%s, a manifest's digest, not checked",
+			img.ImageID, img.Image, shortHex(res.Pin))
 		return
 	case ni.ID != res.Pin:
 		ni.Error = fmt.Sprintf("the pod runs %s (imageID %s), not the pin sha256:%s", img.Image, img.ImageID, shortHex(res.Pin))

@@ -32,7 +32,7 @@ func (p podNode) PodImage(context.Context) (remote.PodImage, error) { return p.i
 func TestImageOfPods(t *testing.T) {
 	pin := strings.Repeat("ab", 32)
 	other := strings.Repeat("cd", 32)
-	inv := fakeInventory(t, 4, "image: {reference: \"registry.example/train@sha256:"+pin+"\"}\n")
+	inv := fakeInventory(t, 5, "image: {reference: \"registry.example/train@sha256:"+pin+"\"}\n")
 	f := fakeFleet(inv)
 	for _, n := range inv.Nodes {
 		f.Host(n.Name).Reply(`^nvidia-smi -L 2>&1$`, fake.Reply{Stdout: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"})
@@ -40,8 +40,9 @@ func TestImageOfPods(t *testing.T) {
 	created := time.Date(2026, 12, 6, 19, 0, 0, 0, time.UTC)
 	images := map[string]podNode{
 		"h1": {img: remote.PodImage{Image: "registry.example/train@sha256:" + pin, ImageID: "registry.example/train@sha256:" + pin, Created: created, Started: created.Add(41 * time.Second)}},
-		"h2": {img: remote.PodImage{Image: "localhost/train:1", ImageID: "sha256:" + pin, Created: created, Started: created.Add(time.Second)}},
+		"h2": {img: remote.PodImage{Image: "localhost/train:1", ImageID: "sha256:" + pin, Created: created, Started: created.Add(time.Hour), Restarts: 2}},
 		"h3": {img: remote.PodImage{Image: "registry.example/train:latest", ImageID: "registry.example/train@sha256:" + other, Created: created, Started: created}},
+		"h5": {img: remote.PodImage{Image: "localhost/train:1", ImageID: "sha256:" + other, Created: created, Started: created}},
 		"h4": {err: errors.New("h4: kubernetes: pod gpuaccept-h4-1: the server was unable to return a response in the time allotted")},
 	}
 	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
@@ -65,7 +66,8 @@ func TestImageOfPods(t *testing.T) {
 	}{
 		{"h1", "IMG-001", record.Pass, "the pod's imageID sha256:abababababab (pod started in 41 s)"},
 		{"h1", "IMG-002", record.Pass, "GPU 0: NVIDIA H100 80GB HBM3"},
-		{"h2", "IMG-001", record.Pass, "the pod's imageID sha256:abababababab (pod started in 1 s)"},
+		{"h2", "IMG-001", record.Pass, "the pod's imageID sha256:abababababab"},
+		{"h5", "IMG-001", record.Skip, ""},
 		{"h3", "IMG-001", record.Fail, "sha256:cdcdcdcdcdcd"},
 		{"h4", "IMG-001", record.Skip, ""},
 		{"h4", "IMG-002", record.Skip, ""},
@@ -80,6 +82,15 @@ func TestImageOfPods(t *testing.T) {
 	}
 	if v := verdictOf(t, rec, "IMG-001", "h4"); v.Incomplete == "" || !strings.Contains(v.Detail, "not read from the API") {
 		t.Errorf("h4: %+v", v)
+	}
+	// A restarted container's start is no figure of the pod's.
+	if v := verdictOf(t, rec, "IMG-001", "h2"); v.Value != nil || !strings.Contains(v.Detail, "restarted 2 time(s)") {
+		t.Errorf("h2: %+v", v)
+	}
+	// A bare config digest says nothing of a manifest's pin: not measured,
+	// and the node stays.
+	if v := verdictOf(t, rec, "IMG-001", "h5"); v.Incomplete == "" || !strings.Contains(v.Detail, "only the image's config digest") || rec.Nodes[4].Quarantined {
+		t.Errorf("h5: %+v (quarantined %v)", v, rec.Nodes[4].Quarantined)
 	}
 	if v := verdictOf(t, rec, "IMG-001", "h1"); v.Value == nil || *v.Value != 41 {
 		t.Errorf("h1's figure: %+v", v.Value)

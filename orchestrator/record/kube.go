@@ -9,21 +9,26 @@ import "time"
 type KubeCluster struct {
 	// Read is when the API was asked; ReadError why it could not say
 	// (then Nodes is empty and KUBE-001/002 are NOT MEASURED).
-	Read      time.Time `json:"read"`
+	Read      time.Time `json:"read,omitzero"`
 	ReadError string    `json:"read_error,omitempty"`
-	// GPUResource is the extended resource the GPUs are counted as.
+	// GPUResource is the extended resource the GPUs are counted as, and
+	// PodGPUs how many of it each of the window's pods asks for.
 	GPUResource string     `json:"gpu_resource"`
+	PodGPUs     int        `json:"pod_gpus"`
 	Nodes       []KubeNode `json:"nodes,omitempty"`
 	// Operator is the NVIDIA GPU Operator's images running anywhere in
 	// the cluster; SoftwareError why the cluster's pods could not be
 	// listed (a namespaced credential), so no device plugin was seen.
 	Operator      []string `json:"gpu_operator,omitempty"`
 	SoftwareError string   `json:"software_error,omitempty"`
-	// Label is the label every pod of the window carries (KEY=VALUE);
+	// Label is the label every pod of the window carries (KEY=VALUE),
+	// Delete the kubectl line that deletes them (its kubeconfig, context
+	// and namespace);
 	// PodsDeleted the pods deleted at the window's end, DeleteError why
 	// the API still listed some (or could not say), Deleted when the API
 	// listed none.
 	Label       string    `json:"label"`
+	Delete      string    `json:"delete_command"`
 	PodsDeleted []string  `json:"pods_deleted,omitempty"`
 	DeleteError string    `json:"delete_error,omitempty"`
 	Deleted     time.Time `json:"deleted,omitzero"`

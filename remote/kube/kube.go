@@ -85,16 +85,30 @@ func Nodes(ctx context.Context, k remote.KubeConfig, selector map[string]string)
 	if err != nil {
 		return nil, err
 	}
-	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: list nodes (selector %q): %w", sel.String(), err)
-	}
-	out := make([]remote.KubeNode, 0, len(list.Items))
-	for _, n := range list.Items {
-		out = append(out, kubeNode(&n, corev1.ResourceName(k.GPUResource)))
+	var out []remote.KubeNode
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: 500}
+	for {
+		list, err := cs.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes: list nodes (selector %q): %w", sel.String(), err)
+		}
+		for _, n := range list.Items {
+			out = append(out, kubeNode(&n, corev1.ResourceName(k.GPUResource)))
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
 	}
 	slices.SortFunc(out, func(a, b remote.KubeNode) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// troubleWhenTrue are the kubelet's own node conditions that say trouble
+// when True. Others' conditions are not all of that kind: a node
+// monitoring agent's KernelReady or AcceleratedHardwareReady (EKS) is True
+// on a sound node; they are not judged.
+var troubleWhenTrue = map[corev1.NodeConditionType]bool{
+	corev1.NodeMemoryPressure: true, corev1.NodeDiskPressure: true, corev1.NodePIDPressure: true, corev1.NodeNetworkUnavailable: true,
 }
 
 func kubeNode(n *corev1.Node, gpu corev1.ResourceName) remote.KubeNode {
@@ -105,15 +119,16 @@ func kubeNode(n *corev1.Node, gpu corev1.ResourceName) remote.KubeNode {
 	if q, ok := n.Status.Capacity[gpu]; ok {
 		kn.GPUCapacity = q.Value()
 	}
+	kn.NotReady = "no Ready condition"
 	for _, c := range n.Status.Conditions {
 		switch {
 		case c.Type == corev1.NodeReady:
 			kn.Ready = c.Status == corev1.ConditionTrue
+			kn.NotReady = ""
 			if !kn.Ready {
 				kn.NotReady = strings.TrimSpace(fmt.Sprintf("Ready %s: %s %s", c.Status, c.Reason, c.Message))
 			}
-		case c.Status == corev1.ConditionTrue:
-			// Every other condition a kubelet sets is a trouble when True.
+		case troubleWhenTrue[c.Type] && c.Status == corev1.ConditionTrue:
 			kn.Pressure = append(kn.Pressure, strings.TrimSpace(string(c.Type)+": "+c.Reason))
 		}
 	}
@@ -152,6 +167,11 @@ func GPUSoftware(ctx context.Context, k remote.KubeConfig) (remote.KubeGPUSoftwa
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
+			if !daemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				// Any tenant may start a pod named like a plugin on a
+				// node; the cluster's plugins run as DaemonSets.
+				continue
+			}
 			for _, c := range p.Spec.Containers {
 				what := c.Image
 				if p.Status.Phase != corev1.PodRunning {
@@ -177,8 +197,20 @@ func GPUSoftware(ctx context.Context, k remote.KubeConfig) (remote.KubeGPUSoftwa
 	return out, nil
 }
 
-// imageKind is "plugin" for a device plugin's image, "operator" for the
-// GPU Operator's, "" for any other.
+// daemonSetPod: p belongs to a DaemonSet, as every device plugin and
+// operator deployment runs it.
+func daemonSetPod(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" || o.Kind == "ReplicaSet" && strings.Contains(o.Name, "gpu-operator") {
+			return true
+		}
+	}
+	return false
+}
+
+// imageKind is "plugin" for a GPU device plugin's image, "operator" for
+// the GPU Operator's, "" for any other (the network operator's SR-IOV and
+// RDMA device plugins included).
 func imageKind(image string) string {
 	name, _, _ := strings.Cut(image, "@")
 	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
@@ -186,7 +218,8 @@ func imageKind(image string) string {
 	}
 	name = name[strings.LastIndex(name, "/")+1:]
 	switch {
-	case strings.HasSuffix(name, "device-plugin"):
+	case strings.HasSuffix(name, "device-plugin") && !strings.Contains(name, "sriov") && !strings.Contains(name, "rdma") &&
+		!strings.Contains(name, "network"):
 		return "plugin"
 	case name == "gpu-operator":
 		return "operator"
@@ -427,7 +460,7 @@ func (e *Node) PodImage(ctx context.Context) (remote.PodImage, error) {
 		if c.Name != container {
 			continue
 		}
-		pi := remote.PodImage{Image: c.Image, ImageID: c.ImageID, Created: p.CreationTimestamp.Time}
+		pi := remote.PodImage{Image: c.Image, ImageID: c.ImageID, Created: p.CreationTimestamp.Time, Restarts: int(c.RestartCount)}
 		if r := c.State.Running; r != nil {
 			pi.Started = r.StartedAt.Time
 		}

@@ -134,15 +134,17 @@ func TestKubeNodeFromTheAPI(t *testing.T) {
 // whichever registry, tag or digest: NVIDIA's, GKE's and AMD's plugins.
 func TestImageKind(t *testing.T) {
 	for image, want := range map[string]string{
-		"nvcr.io/nvidia/k8s-device-plugin:v0.17.0":                   "plugin",
-		"gke.gcr.io/nvidia-gpu-device-plugin@sha256:0123":            "plugin",
-		"rocm/k8s-device-plugin":                                     "plugin",
-		"registry.local:5000/nvidia/k8s-device-plugin:v0.14.1-ubi8":  "plugin",
-		"nvcr.io/nvidia/gpu-operator:v24.9.0":                        "operator",
-		"nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.0": "",
-		"registry.local:5000/device-plugin-docs/server:1":            "",
-		"nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04":   "",
-		"localhost/gpuaccept-kube:1":                                 "",
+		"nvcr.io/nvidia/k8s-device-plugin:v0.17.0":                      "plugin",
+		"gke.gcr.io/nvidia-gpu-device-plugin@sha256:0123":               "plugin",
+		"rocm/k8s-device-plugin":                                        "plugin",
+		"registry.local:5000/nvidia/k8s-device-plugin:v0.14.1-ubi8":     "plugin",
+		"nvcr.io/nvidia/gpu-operator:v24.9.0":                           "operator",
+		"nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.0":    "",
+		"registry.local:5000/device-plugin-docs/server:1":               "",
+		"nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04":      "",
+		"localhost/gpuaccept-kube:1":                                    "",
+		"ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.7": "",
+		"mellanox/k8s-rdma-shared-dev-plugin:1.5.1":                     "",
 	} {
 		if got := imageKind(image); got != want {
 			t.Errorf("imageKind(%q) = %q, want %q", image, got, want)

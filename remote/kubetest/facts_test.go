@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,22 +36,43 @@ import (
 func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 	k := needKube(t)
 	cs := clientset(t, k)
-	plugin := &corev1.Pod{
+	// The device plugin as clusters run it, a DaemonSet's pod on the node;
+	// beside it a pod any tenant could start there, named like one and
+	// not a DaemonSet's, which is no plugin of the node's.
+	labels := map[string]string{"app": "nvidia-device-plugin-daemonset-lab"}
+	plugin := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "nvidia-device-plugin-daemonset-lab", Namespace: "default"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "nvidia-device-plugin", Image: "localhost/nvidia/k8s-device-plugin:v0.17.0", ImagePullPolicy: corev1.PullNever,
+			}}}},
+		},
+	}
+	if _, err := cs.AppsV1().DaemonSets("default").Create(t.Context(), plugin, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spoof := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "k8s-device-plugin-spoof", Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: k.Node, Containers: []corev1.Container{{
-			Name: "nvidia-device-plugin", Image: "localhost/nvidia/k8s-device-plugin:v0.17.0", ImagePullPolicy: corev1.PullNever,
+			Name: "plugin", Image: "localhost/nvidia/k8s-device-plugin:v9.9.9-spoof", ImagePullPolicy: corev1.PullNever,
 		}}},
 	}
-	if _, err := cs.CoreV1().Pods("default").Create(t.Context(), plugin, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods("default").Create(t.Context(), spoof, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = cs.CoreV1().Pods("default").Delete(ctx, plugin.Name, *metav1.NewDeleteOptions(0))
+		_ = cs.AppsV1().DaemonSets("default").Delete(ctx, plugin.Name, *metav1.NewDeleteOptions(0))
+		_ = cs.CoreV1().Pods("default").Delete(ctx, spoof.Name, *metav1.NewDeleteOptions(0))
 		if err := k.SetGPUs(ctx, k.GPUs); err != nil {
 			t.Errorf("the node's %d GPUs again: %v", k.GPUs, err)
 		}
+	})
+	lab.Eventually(t, time.Minute, "the DaemonSet's pod on the node", func() bool {
+		l, err := cs.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + labels["app"]})
+		return err == nil && len(l.Items) == 1
 	})
 	if err := k.SetGPUs(t.Context(), 8); err != nil {
 		t.Fatal(err)
@@ -130,7 +152,8 @@ kubernetes:
 	v := verdict(rec, "KUBE-002")
 	t.Logf("eight GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
 	if v.Status != record.Pass || v.Measured != "nvidia.com/gpu: 8 allocatable of 8" ||
-		!strings.Contains(v.Detail, "as quoted and as nvidia-smi saw; device plugin localhost/nvidia/k8s-device-plugin:v0.17.0 (Pending)") {
+		!strings.Contains(v.Detail, "as quoted, all allocatable; the pod's 8 as nvidia-smi saw them; device plugin localhost/nvidia/k8s-device-plugin:v0.17.0 (Pending)") ||
+		strings.Contains(v.Detail, "spoof") {
 		t.Errorf("eight GPUs: KUBE-002 %s %s | %s", v.Status, v.Measured, v.Detail)
 	}
 	if v := verdict(rec, "KUBE-003"); v.Status != record.Pass || len(rec.Kubernetes.PodsDeleted) != 1 {
