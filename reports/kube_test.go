@@ -22,11 +22,11 @@ func kubeVerdicts(nodes []record.Node) []record.Verdict {
 		"the API lists none with gpuaccept/run=20261201T080000Z-vendor-a-4")}
 	for i, n := range nodes {
 		ready := v("KUBE-001", n.Name, record.Pass, "Ready", "Ready and schedulable, no pressure; taints nvidia.com/gpu=present:NoSchedule; kubelet v1.31.4, containerd://1.7.24")
-		gpus := v("KUBE-002", n.Name, record.Pass, "nvidia.com/gpu: 8 allocatable of 8", "as quoted and as nvidia-smi saw; "+plugin)
+		gpus := v("KUBE-002", n.Name, record.Pass, "nvidia.com/gpu: 8 allocatable of 8", "as quoted, all allocatable; the pod's 8 as nvidia-smi saw them; "+plugin)
 		switch i {
 		case 1:
 			gpus = v("KUBE-002", n.Name, record.Fail, "nvidia.com/gpu: 7 allocatable of 8",
-				"pods can ask for 7; 1 of the 8 its device plugin found are not allocatable (unhealthy or held back), the quote says 8, nvidia-smi saw 8; "+plugin)
+				"pods can ask for 7; 1 of the 8 its device plugin found are not allocatable (unhealthy or held back), the quote says 8; "+plugin)
 		case 2:
 			ready = v("KUBE-001", n.Name, record.Fail, "cordoned", "unschedulable: the scheduler places no new pod on it")
 		}
