@@ -118,19 +118,33 @@ func TestReady(t *testing.T) {
 			s.Start()
 		}()
 		t.Cleanup(func() { time.Sleep(350 * time.Millisecond); s.Close() })
-		r := Ready(t.Context(), "http://"+addr, "m", "/health", 10*time.Second)
+		r := Ready(t.Context(), "http://"+addr, "m", "/health", 10*time.Second, time.Time{})
 		if r.Error != "" || r.HealthSecs == nil || r.ReadySecs == nil || *r.HealthSecs < 0.6 || *r.ReadySecs < *r.HealthSecs {
 			t.Fatalf("%+v", r)
 		}
 	})
+	// Counted from the server's start on this machine's clock, not from
+	// Ready's own: a server up at once, started 2 s before, was ready in
+	// 2 s; a since in the future counts from now.
+	t.Run("since", func(t *testing.T) {
+		s := (&fakeServer{ttft: time.Millisecond}).start(t)
+		r := Ready(t.Context(), s.URL, "m", "/health", 10*time.Second, time.Now().Add(-2*time.Second))
+		if r.Error != "" || r.HealthSecs == nil || r.ReadySecs == nil || *r.HealthSecs < 2 || *r.ReadySecs < 2 || *r.ReadySecs > 5 {
+			t.Fatalf("%+v", r)
+		}
+		r = Ready(t.Context(), s.URL, "m", "/health", 10*time.Second, time.Now().Add(time.Hour))
+		if r.Error != "" || r.ReadySecs == nil || *r.ReadySecs > 5 {
+			t.Fatalf("a since to come: %+v", r)
+		}
+	})
 	t.Run("never ready", func(t *testing.T) {
 		s := (&fakeServer{status: 500}).start(t)
-		r := Ready(t.Context(), s.URL, "m", "/health", time.Second)
+		r := Ready(t.Context(), s.URL, "m", "/health", time.Second, time.Time{})
 		if r.HealthSecs == nil || r.ReadySecs != nil || !strings.Contains(r.Error, "no completion answered") ||
 			!strings.Contains(r.Error, "http 500") {
 			t.Fatalf("healthy, but the completion fails: %+v", r)
 		}
-		r = Ready(t.Context(), s.URL, "m", "/nope", 700*time.Millisecond)
+		r = Ready(t.Context(), s.URL, "m", "/nope", 700*time.Millisecond, time.Time{})
 		if r.HealthSecs != nil || !strings.Contains(r.Error, "GET /nope: not 200") {
 			t.Fatalf("never healthy: %+v", r)
 		}

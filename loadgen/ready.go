@@ -26,9 +26,15 @@ const pollEvery = 500 * time.Millisecond
 
 // Ready waits for the server: its health endpoint (a refused connection
 // is a server not up yet), then one streamed completion of 4 tokens.
-// The error is the last thing that kept it from being ready.
-func Ready(ctx context.Context, url, model, healthPath string, timeout time.Duration) ReadyResult {
+// The error is the last thing that kept it from being ready. Its times
+// count from since, this machine's clock when the server was started
+// (zero: from Ready's own start), so that no time between the two is lost
+// from the figure; timeout counts from now.
+func Ready(ctx context.Context, url, model, healthPath string, timeout time.Duration, since time.Time) ReadyResult {
 	start := time.Now()
+	if !since.IsZero() && since.Before(start) {
+		start = since
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	url = strings.TrimRight(url, "/")

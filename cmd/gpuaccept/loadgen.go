@@ -34,9 +34,10 @@ func newLoadgenReadyCmd() *cobra.Command {
 	var (
 		base, model, healthPath string
 		timeout                 time.Duration
+		since                   float64
 	)
 	cmd := &cobra.Command{
-		Use:   "ready --url URL --model M [--health-path /health] [--timeout 10m]",
+		Use:   "ready --url URL --model M [--health-path /health] [--timeout 10m] [--since UNIXTIME]",
 		Short: "Wait until the server's health endpoint and one completion answer",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,7 +50,14 @@ func newLoadgenReadyCmd() *cobra.Command {
 			if timeout <= 0 {
 				return exitWith(exitBadInput, fmt.Errorf("--timeout %s: must be above 0", timeout))
 			}
-			r := loadgen.Ready(contextOf(cmd), base, model, healthPath, timeout)
+			if since < 0 {
+				return exitWith(exitBadInput, fmt.Errorf("--since %g: must be a Unix time in seconds", since))
+			}
+			var from time.Time
+			if since > 0 {
+				from = time.Unix(0, int64(since*1e9))
+			}
+			r := loadgen.Ready(contextOf(cmd), base, model, healthPath, timeout, from)
 			if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
 				return exitWith(1, err)
 			}
@@ -67,6 +75,7 @@ func newLoadgenReadyCmd() *cobra.Command {
 	f.StringVar(&model, "model", "", "the served model's name")
 	f.StringVar(&healthPath, "health-path", "/health", "answers 200 once the server is up")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "how long the server may take")
+	f.Float64Var(&since, "since", 0, "count the times from this Unix time in seconds, this machine's clock (the server's start), not from now")
 	_ = cmd.MarkFlagRequired("url")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd

@@ -143,13 +143,11 @@ func TestInferenceWindowNamesTheOddServers(t *testing.T) {
 	if v := verdict(r, "WORK-001", "h4"); v.Status != record.Fail || !strings.Contains(v.Detail, "[standin]") {
 		t.Errorf("WORK-001 h4 (never ready, with its log): %+v", v)
 	}
-	// The stand-in answers 1 s after its start. The figure counts from
-	// before the container's start on the coordinator's clock, plus the
-	// generator's own count from its start on the node: the ready
-	// command's way there (SSH exec, 0.1-0.3 s on this loaded machine)
-	// is not counted, so it may come out short of 1 s by that much, and
-	// the test holds it to most of the second (make test saw 0.876 s).
-	if v := verdict(r, "WORK-001", "h1"); v.Status != record.Pass || v.Value == nil || *v.Value < 0.6 {
+	// The stand-in answers 1 s after its start. The figure counts on the
+	// node's clock from before the runtime was asked, so it is never
+	// short of that second (counted partly on the coordinator's clock it
+	// lost the ready command's SSH exec: make test saw 0.446 s).
+	if v := verdict(r, "WORK-001", "h1"); v.Status != record.Pass || v.Value == nil || *v.Value < 1 {
 		t.Errorf("WORK-001 h1 (ready after the stand-in's 1 s): %+v", v)
 	}
 	var h1 workload.Inference

@@ -1,9 +1,11 @@
 package phases
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -90,6 +92,8 @@ type infNode struct {
 	servers []workload.Server
 	names   []string // the servers' container names
 	started []time.Time
+	// since is each server's start on the node's clock (nodeStarted).
+	since []string
 }
 
 // newInfNode finds what the node needs (a container runtime; nvidia-smi
@@ -216,6 +220,7 @@ func (s *infNode) plan(ctx context.Context) error {
 		s.names = append(s.names, containerName(s.w.RunID(), s.n.Name, i))
 	}
 	s.started = make([]time.Time, per)
+	s.since = make([]string, per)
 	return nil
 }
 
@@ -242,6 +247,7 @@ func (s *infNode) start(ctx context.Context) int {
 		s.started[i] = time.Now()
 		out, err := runOn(ctx, s.w, s.n, s.runCommand(i))
 		secs := time.Since(s.started[i]).Seconds()
+		s.since[i], out = nodeStarted(out)
 		if err != nil {
 			sv.Error = clipText(redact.Shown(fmt.Sprintf("%s run: %s (%v)", s.rt, lastLine(string(out)), err)), 600)
 			sv.LogTail = s.logTail(ctx, i)
@@ -292,7 +298,29 @@ func (s *infNode) runCommand(i int) string {
 	for _, a := range s.in.Command {
 		args = append(args, remote.Quote(strings.ReplaceAll(a, "{port}", port)))
 	}
-	return rt + " rm -f " + name + " >/dev/null 2>&1; " + strings.Join(args, " ") + " 2>&1"
+	// The node's clock when the runtime is asked (startedMark): the
+	// readiness counts from it on the same clock, so no exec's latency
+	// between the coordinator and the node is lost from the figure.
+	return rt + " rm -f " + name + " >/dev/null 2>&1; printf '" + startedMark + " %s\\n' \"$(date +%s.%N)\"; " + strings.Join(args, " ") + " 2>&1"
+}
+
+// startedMark starts the line of the server's start command that gives
+// the node's clock (date +%s.%N) just before the runtime is asked.
+const startedMark = "gpuaccept-started"
+
+// nodeStarted is the Unix time the start command's output gives on its
+// first line, "" when it gives none (a date without %N, a node that
+// printed something else): then the coordinator's clock serves.
+func nodeStarted(out []byte) (since string, rest []byte) {
+	line, after, _ := bytes.Cut(out, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) != 2 || f[0] != startedMark {
+		return "", out
+	}
+	if _, err := strconv.ParseFloat(f[1], 64); err != nil || !strings.Contains(f[1], ".") {
+		return "", after
+	}
+	return f[1], after
 }
 
 // gpuGroupFlags give a container the GPUs of group ("0-3", "5"; "" for

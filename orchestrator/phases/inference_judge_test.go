@@ -131,3 +131,24 @@ func TestInferenceBehindOnOneServer(t *testing.T) {
 		t.Errorf("WORK-006 (3 of 403 failed, under 1%%, on a level behind): %+v", v)
 	}
 }
+
+// The server's start on the node's clock is read from the start command's
+// first line; a date without %N (busybox's prints it as is) or another
+// first line gives none, and the coordinator's clock serves.
+func TestNodeStarted(t *testing.T) {
+	for out, want := range map[string]string{
+		"gpuaccept-started 1765000000.250000000\n4f3c2b1a\n": "1765000000.250000000",
+		"gpuaccept-started 1765000000.%N\n4f3c2b1a\n":        "",
+		"gpuaccept-started 1765000000\n4f3c2b1a\n":           "",
+		"4f3c2b1a\n": "",
+		"":           "",
+	} {
+		since, rest := nodeStarted([]byte(out))
+		if since != want {
+			t.Errorf("%q: since %q, want %q", out, since, want)
+		}
+		if strings.Contains(string(rest), "gpuaccept-started") {
+			t.Errorf("%q: the mark is left in %q", out, rest)
+		}
+	}
+}

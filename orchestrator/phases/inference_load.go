@@ -87,16 +87,22 @@ func (s *infNode) url(i int) string {
 const loopbackEnv = "GPUACCEPT_LOOPBACK"
 
 // ready waits for server i: its health endpoint, then one completion.
-// The times count from the container's start (the generator's own count
-// from its start, plus when it started).
+// The times count from the container's start on the node's clock (the
+// generator's --since); where the node gave no such time, from the
+// coordinator's start of it, plus the generator's own count from its
+// start, which loses the exec's latency in between.
 func (s *infNode) ready(ctx context.Context, i int) {
 	sv := &s.servers[i]
 	to := s.in.ReadyTimeout
 	rctx, cancel := context.WithTimeout(ctx, to+30*time.Second)
 	defer cancel()
 	issued := time.Now()
-	out, err := runOn(rctx, s.w, s.n, s.lg("ready", "--url", s.url(i), "--model", remote.Quote(s.in.Model),
-		"--health-path", remote.Quote(s.in.HealthPath), "--timeout", to.String()))
+	args := []string{"ready", "--url", s.url(i), "--model", remote.Quote(s.in.Model),
+		"--health-path", remote.Quote(s.in.HealthPath), "--timeout", to.String()}
+	if s.since[i] != "" {
+		args = append(args, "--since", s.since[i])
+	}
+	out, err := runOn(rctx, s.w, s.n, s.lg(args...))
 	var r struct {
 		Health *float64 `json:"health_seconds"`
 		Ready  *float64 `json:"ready_seconds"`
@@ -104,6 +110,9 @@ func (s *infNode) ready(ctx context.Context, i int) {
 	}
 	perr := decodeJSON(out, &r)
 	offset := issued.Sub(s.started[i]).Seconds()
+	if s.since[i] != "" {
+		offset = 0
+	}
 	if r.Health != nil && *r.Health >= 0 {
 		h := offset + *r.Health
 		sv.HealthSecs = &h

@@ -62,11 +62,11 @@ func answerInference(t *testing.T, h *fake.Host, s infServer) *infHost {
 	h.Reply(`^podman pull `, fake.Reply{Stdout: "Writing manifest to image destination\n"})
 	h.Reply(`^podman image inspect `, fake.Reply{Stdout: `[{"Id": "sha256:` + other + `", "RepoDigests": ["registry.example/vllm@sha256:` + pin + `"]}]`})
 	h.Reply(`^podman rm -f \S+( \S+)* 2>&1$`, fake.Reply{Stdout: "4f3c2b1a\n"})
-	h.On(`^podman rm -f \S+ >/dev/null 2>&1; podman run -d `, func(c *fake.Call) fake.Reply {
+	h.On(`^podman rm -f \S+ >/dev/null 2>&1; printf 'gpuaccept-started %s\\n' "\$\(date \+%s\.%N\)"; podman run -d `, func(c *fake.Call) fake.Reply {
 		ih.mu.Lock()
 		ih.start = append(ih.start, c.Command)
 		ih.mu.Unlock()
-		return fake.Reply{Stdout: "4f3c2b1a\n"}
+		return fake.Reply{Stdout: "gpuaccept-started 1765000000.250000000\n4f3c2b1a\n"}
 	})
 	h.Reply(`^podman logs --tail 40 `, fake.Reply{Stdout: "INFO loading weights\nERROR CUDA out of memory \x1b[31mred\n"})
 	mem := func() string {
@@ -236,8 +236,13 @@ func TestInferenceNamesTheSlowNode(t *testing.T) {
 			t.Errorf("%s h1: %+v", id, v)
 		}
 	}
-	if v := verdictOf(t, r, "WORK-001", "h1"); v.Value == nil || *v.Value < 13.25 || *v.Value > 20 {
+	// Counted on the node's clock from its start: the generator was told
+	// when (--since), and its figure is the figure.
+	if v := verdictOf(t, r, "WORK-001", "h1"); v.Value == nil || *v.Value != 13.25 {
 		t.Errorf("WORK-001 h1: ready %v s, want the generator's 13.25 s after the start", v.Value)
+	}
+	if len(h1.ready) == 0 || !strings.Contains(h1.ready[0], " --since 1765000000.250000000") {
+		t.Errorf("the generator was not told the server's start: %q", h1.ready)
 	}
 	if v := verdictOf(t, r, "WORK-010", "h1"); !strings.HasPrefix(v.Measured, "26.4% free: peak 120000 of 163118 MiB") {
 		t.Errorf("WORK-010 h1: %+v", v)
@@ -450,7 +455,7 @@ func TestInferenceContainerThatDoesNotStart(t *testing.T) {
 	inv := infInventory(t, 1, "", "")
 	f := fakeFleet(inv)
 	h := answerInference(t, f.Host("h1"), infServer{ttft: []float64{300}, gpus: 2})
-	f.Host("h1").Reply(`^podman rm -f \S+ >/dev/null 2>&1; podman run -d `,
+	f.Host("h1").Reply(`^podman rm -f \S+ >/dev/null 2>&1; printf .*; podman run -d `,
 		fake.Reply{Stdout: "Error: crun: cannot find device nvidia.com/gpu=all\x1b]0;owned\x07\n", Exit: 125})
 	r, _ := runInference(t, inv, f)
 	v := verdictOf(t, r, "WORK-001", "h1")
