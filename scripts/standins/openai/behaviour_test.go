@@ -138,7 +138,8 @@ func capacityRound(t *testing.T, delay time.Duration) bool {
 	defer wg.Wait()
 	t0 := time.Now()
 	for range 6 {
-		// a stream's headers come before its queue (as vLLM's): once Post returns, the request is in
+		// a stream's headers come before its queue (as vLLM's): once Post returns, the request is on its
+		// way in, not yet in; the metrics are read once all six are
 		resp, err := http.Post(ts.URL+"/v1/completions", "application/json",
 			strings.NewReader(`{"prompt":"a","max_tokens":5,"stream":true}`))
 		if err != nil {
@@ -154,12 +155,19 @@ func capacityRound(t *testing.T, delay time.Duration) bool {
 			}
 		}()
 	}
-	waiting := metricValue(t, ts.URL, "vllm:num_requests_waiting"+lbl)
-	running := metricValue(t, ts.URL, "vllm:num_requests_running"+lbl)
-	kv := metricValue(t, ts.URL, "vllm:kv_cache_usage_perc"+lbl)
-	// a request lasts its first token and four delays after it
-	if time.Since(t0) >= 4*delay {
-		return false
+	var waiting, running, kv float64
+	for {
+		waiting = metricValue(t, ts.URL, "vllm:num_requests_waiting"+lbl)
+		running = metricValue(t, ts.URL, "vllm:num_requests_running"+lbl)
+		kv = metricValue(t, ts.URL, "vllm:kv_cache_usage_perc"+lbl)
+		// a request lasts its first token and four delays after it
+		if time.Since(t0) >= 4*delay {
+			return false
+		}
+		if waiting+running >= 6 {
+			break
+		}
+		time.Sleep(delay / 40)
 	}
 	if waiting != 4 {
 		t.Errorf("vllm:num_requests_waiting %v with 6 requests at capacity 2, want 4", waiting)
