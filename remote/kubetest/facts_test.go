@@ -86,19 +86,10 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 	// pod's imageID (a pulled image's would be REPO@sha256:MANIFEST).
 	pin := k.ImageID
 	dir := t.TempDir()
-	path := filepath.Join(dir, "inventory.yaml")
-	text := `provider: lab
-image: {reference: "localhost/gpuaccept-kube@` + pin + `", smoke: [echo, "GPU 0: the lab's stand-in"]}
+	path := writeInventory(t, dir, k, `image: {reference: "localhost/gpuaccept-kube@`+pin+`", smoke: [echo, "GPU 0: the lab's stand-in"]}
 simulated: true
 quote: {gpus_per_node: 8}
-kubernetes:
-  kubeconfig: ` + k.Kubeconfig + `
-  namespace: default
-  nodes: [` + k.Node + `]
-`
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, "  nodes: ["+k.Node+"]\n")
 	inv, err := inventory.Load(path)
 	if err != nil {
 		t.Fatal(err)

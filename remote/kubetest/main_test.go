@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -78,6 +79,23 @@ func run(m *testing.M) int {
 }
 
 func isBuild(err error) bool { return errors.Is(err, lab.ErrKubeBuild) }
+
+// zeroPin is a pinned reference the lab's containerd does not hold: the
+// tests that give the pods the lab's own image (their Dialer) pin this.
+const zeroPin = "localhost/gpuaccept-kube@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// writeInventory writes an inventory of the lab's cluster into dir: head's
+// top-level keys (image, quote, ...), then the kubernetes section reaching
+// k's API in namespace default with kube's keys. It returns its path.
+func writeInventory(t *testing.T, dir string, k *lab.Kube, head, kube string) string {
+	t.Helper()
+	path := filepath.Join(dir, "inventory.yaml")
+	text := "provider: lab\n" + head + "kubernetes:\n  kubeconfig: " + k.Kubeconfig + "\n  namespace: default\n" + kube
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // needKube skips when the lab's Kubernetes cannot run here, with the reason.
 func needKube(t *testing.T) *lab.Kube {

@@ -82,18 +82,8 @@ func TestWindowKilledThenResumed(t *testing.T) {
 	k := needKube(t)
 	cs := clientset(t, k)
 	dir := t.TempDir()
-	path := filepath.Join(dir, "inventory.yaml")
-	text := `provider: lab
-image: {reference: "localhost/gpuaccept-kube@sha256:0000000000000000000000000000000000000000000000000000000000000000"}
-quote: {gpus_per_node: 1}
-kubernetes:
-  kubeconfig: ` + k.Kubeconfig + `
-  namespace: default
-  node_selector: kubernetes.io/os=linux
-`
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeInventory(t, dir, k, "image: {reference: \""+zeroPin+"\"}\nquote: {gpus_per_node: 1}\n",
+		"  node_selector: kubernetes.io/os=linux\n")
 	runs := filepath.Join(dir, "runs")
 	child := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childEnv+"="+path+"|"+runs+"|"+k.Image)

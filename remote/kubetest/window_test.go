@@ -2,8 +2,6 @@ package kubetest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,20 +24,8 @@ import (
 // inventory pins one by digest, which the lab's containerd does not hold.
 func TestProbeThroughTheInventory(t *testing.T) {
 	k := needKube(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "inventory.yaml")
-	text := `provider: lab
-transport: kubernetes
-image: {reference: "localhost/gpuaccept-kube@sha256:0000000000000000000000000000000000000000000000000000000000000000"}
-quote: {gpus_per_node: 2}
-kubernetes:
-  kubeconfig: ` + k.Kubeconfig + `
-  namespace: default
-  node_selector: kubernetes.io/os=linux
-`
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeInventory(t, t.TempDir(), k, "transport: kubernetes\nimage: {reference: \""+zeroPin+"\"}\nquote: {gpus_per_node: 2}\n",
+		"  node_selector: kubernetes.io/os=linux\n")
 	inv, err := inventory.Load(path)
 	if err != nil {
 		t.Fatal(err)
