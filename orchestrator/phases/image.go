@@ -302,7 +302,12 @@ func smoke(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, ni
 	for _, s := range im.Smoke {
 		args = append(args, remote.Quote(s))
 	}
-	s := &Smoke{Command: strings.Join(args, " ")}
+	return runSmoke(ctx, w, n, strings.Join(args, " "))
+}
+
+// runSmoke runs the smoke command line on n and times it.
+func runSmoke(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, command string) *Smoke {
+	s := &Smoke{Command: command}
 	start := time.Now()
 	out, err := runOn(ctx, w, n, s.Command+" 2>&1")
 	s.Secs, s.Ready, s.Output = time.Since(start).Seconds(), time.Now().UTC(), strings.TrimSpace(string(out))

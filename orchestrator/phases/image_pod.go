@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/remote"
@@ -29,16 +28,16 @@ func podImager(n *orchestrator.Node) remote.PodImager {
 // once, and returns the others: the nodes the image is pulled or pushed to.
 func podImages(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, res *Imaged) []*orchestrator.Node {
 	var pods, rest []*orchestrator.Node
+	var imagers []remote.PodImager
 	for _, n := range nodes {
-		if podImager(n) != nil {
-			pods = append(pods, n)
+		if pi := podImager(n); pi != nil {
+			pods, imagers = append(pods, n), append(imagers, pi)
 		} else {
 			rest = append(rest, n)
 		}
 	}
 	remote.Each(ctx, len(pods), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
-		n := pods[i]
-		podImage(ctx, w, n, podImager(n), res, res.Nodes[n.Name])
+		podImage(ctx, w, pods[i], imagers[i], res, res.Nodes[pods[i].Name])
 		return nil, nil
 	})
 	return rest
@@ -86,14 +85,12 @@ func podImage(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node,
 		return
 	}
 	ni.Match = true
-	s := &Smoke{Command: strings.Join(quoteAll(w.Inv.Image.Smoke), " ")}
-	start := time.Now()
-	out, err := runOn(ctx, w, n, s.Command+" 2>&1")
-	s.Secs, s.Ready, s.Output = time.Since(start).Seconds(), time.Now().UTC(), strings.TrimSpace(string(out))
-	if err != nil {
-		s.Error = err.Error()
+	// The pod is the container: the smoke command runs in it as it is.
+	words := make([]string, len(w.Inv.Image.Smoke))
+	for i, a := range w.Inv.Image.Smoke {
+		words[i] = remote.Quote(a)
 	}
-	ni.Smoke = s
+	ni.Smoke = runSmoke(ctx, w, n, strings.Join(words, " "))
 }
 
 // podDigest is the 64 hex digits of a container status's imageID:
@@ -109,12 +106,4 @@ func podDigest(imageID string) string {
 		return ""
 	}
 	return h
-}
-
-func quoteAll(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = remote.Quote(a)
-	}
-	return out
 }
