@@ -74,6 +74,11 @@ exec dcgmi diag -r "$1" -j`
 // is NOT MEASURED.
 func diagInImage(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, has map[string]bool, level int) (string, error) {
 	ref := w.Inv.Phases.Diag.Image
+	if podImager(n) != nil && !has["podman"] && !has["docker"] {
+		// A pod is the window's image, and the transport starts no other
+		// container beside it.
+		return "", orchestrator.Unmeasured("dcgmi", "dcgmi not in the pod's image (image.reference), and a pod runs no image of DCGM's (phases.diag.image): DCGM diagnostic not measured")
+	}
 	if ref == "" {
 		return "", orchestrator.Unmeasured("dcgmi", "dcgmi not installed and phases.diag.image not set: DCGM diagnostic not measured")
 	}

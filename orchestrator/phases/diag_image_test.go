@@ -209,7 +209,7 @@ func TestFailureTestWithoutPythonOrTorchIsNotMeasured(t *testing.T) {
 		h.Reply(`^command -v -- python3 `, fake.Reply{})
 	}
 	f.Host("h2").Reply(`^command -v -- python3 `, fake.Reply{Stdout: "no-python\n"})
-	f.Host("h3").Reply(`^command -v -- python3 `, fake.Reply{Stdout: "no-torch\n"})
+	f.Host("h3").Reply(`^command -v -- python3 `, fake.Reply{Stdout: "no-module\n"})
 	r := runFake(t, inv, f, FailurePhase)
 	const why = "python3 not installed on h2; python3 cannot import torch on h3: node-kill failure test not measured"
 	for _, id := range []string{"RECOV-001", "RECOV-002", "RECOV-003"} {

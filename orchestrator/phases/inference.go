@@ -112,7 +112,10 @@ func newInfNode(ctx context.Context, w *orchestrator.Window, n *orchestrator.Nod
 	if err != nil {
 		return nil, err
 	}
-	if s.rt = containerRuntime(w.Inv.Image.Runtime, has); s.rt == "" {
+	if s.rt = containerRuntime(w.Inv.Image.Runtime, has); s.rt == "" && podImager(n) != nil {
+		return nil, orchestrator.Unmeasured("kubernetes", "a pod starts no container of its own, and gpuaccept starts no pod of the server's (phases.workload.image): the load test not measured")
+	}
+	if s.rt == "" {
 		return nil, orchestrator.Unmeasured("podman", "neither podman nor docker to start the inference server: the load test not measured")
 	}
 	s.smi = has["nvidia-smi"]

@@ -35,6 +35,44 @@ func benchTools(w *orchestrator.Window) []string {
 // *orchestrator.NotMeasured naming the nodes and what they lack, what
 // the phase would have measured said last; nil when every node has all.
 func collectiveUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, what string, tools ...string) error {
+	if err := podsUnreached(w, nodes, what); err != nil {
+		return err
+	}
+	parts, missing := lackingTools(ctx, w, nodes, tools...)
+	if len(parts) == 0 {
+		return nil
+	}
+	return orchestrator.Unmeasured(strings.Join(missing, ","), "%s: %s not measured", strings.Join(parts, "; "), what)
+}
+
+// podsUnreached is why mpirun cannot launch a collective over nodes
+// that are pods, nil where it can. mpirun starts its daemons on the other
+// nodes over SSH, and a pod has no SSH server: on their host network its
+// ssh would reach the node's own sshd (which does not hold the window's
+// key) and fail, which reads as a broken fabric. One pod alone needs no
+// SSH, nor does srun.
+func podsUnreached(w *orchestrator.Window, nodes []*orchestrator.Node, what string) error {
+	if len(nodes) < 2 || w.Inv.Phases.AllReduce.Launcher != "mpirun" {
+		return nil
+	}
+	var pods []string
+	for _, n := range nodes {
+		if podImager(n) != nil {
+			pods = append(pods, n.Name)
+		}
+	}
+	if len(pods) == 0 {
+		return nil
+	}
+	return orchestrator.Unmeasured("kubernetes", "mpirun cannot reach the pods on %s: it starts its daemons over SSH, and gpuaccept starts no SSH server in a pod yet: %s not measured",
+		hostlist.Compress(pods), what)
+}
+
+// lackingTools asks every node at once which of tools it lacks: one
+// "TOOL not installed on HOSTS" part per tool that some node lacks, and
+// those tools, in tools' order. A node that does not answer is not
+// counted: what runs there next says what is wrong.
+func lackingTools(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, tools ...string) (parts, missing []string) {
 	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
 		return nodeHas(ctx, w, nodes[i], tools...)
 	})
@@ -42,7 +80,6 @@ func collectiveUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*
 	for i, r := range res {
 		has, _ := r.Value.(map[string]bool)
 		if r.Err != nil {
-			// Not asked: the launch itself says what is wrong there.
 			continue
 		}
 		for _, t := range tools {
@@ -51,17 +88,13 @@ func collectiveUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*
 			}
 		}
 	}
-	if len(lacking) == 0 {
-		return nil
-	}
-	var parts, missing []string
 	for _, t := range tools {
 		if names := lacking[t]; len(names) > 0 {
 			parts = append(parts, fmt.Sprintf("%s not installed on %s", t, hostlist.Compress(names)))
 			missing = append(missing, t)
 		}
 	}
-	return orchestrator.Unmeasured(strings.Join(missing, ","), "%s: %s not measured", strings.Join(parts, "; "), what)
+	return parts, missing
 }
 
 // unmeasuredVerdicts are the requirements ids of node (or the cluster)

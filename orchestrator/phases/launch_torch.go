@@ -115,9 +115,12 @@ func shellLine(dir, mkdir, check string, env, args []string) string {
 // 1.13 did; 1.13 ignores the variable.
 const noSharedStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
 
-// imageID is the pinned image as loaded on n, when the job runs in it.
+// imageID is the pinned image as loaded on n, when the job runs in a
+// container of it there. A pod's container is the window's image already
+// (trainingUnmeasured leaves a pod no other): torchrun runs in it as on a
+// host, "".
 func (t *torchLauncher) imageID(n *orchestrator.Node) string {
-	if !inventory.On(t.inImage) || t.image == "" {
+	if !inventory.On(t.inImage) || t.image == "" || podImager(n) != nil {
 		return ""
 	}
 	if t.image == t.w.Inv.Image.Reference {

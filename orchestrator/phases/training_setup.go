@@ -2,7 +2,6 @@ package phases
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -13,50 +12,29 @@ import (
 	"gpuaccept/remote"
 )
 
-// trainingUnmeasured asks every node at once, before the job starts,
-// whether it has what the launch needs: the runtime when torchrun runs in
-// the image, else the Python (phases.workload.training.python) and its
-// torch.distributed.run (torchrun). A node without them would fail the
-// job's start, which reads as a failed workload: it is a
-// *orchestrator.NotMeasured naming the nodes, or nil.
+// trainingUnmeasured is torchUnmeasured for the training load test's
+// job. A pod runs only the window's image: a workload image of its own
+// (phases.workload.image) would need a pod of its own per node, which the
+// Kubernetes transport does not start, so the test is NOT MEASURED there
+// rather than run in another image than the one asked for.
 func trainingUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node) error {
 	wl := w.Inv.Phases.Workload
-	if inventory.On(wl.Training.InImage) && firstNonEmpty(wl.Image, w.Inv.Image.Reference) != "" {
-		return collectiveUnmeasured(ctx, w, nodes, "training load test", w.Inv.Image.Runtime)
-	}
-	python := wl.Training.Python
-	py := remote.Quote(python)
-	probe := "command -v -- " + py + " >/dev/null 2>&1 || { echo no-python; exit 0; }; " +
-		py + " -c 'import torch.distributed.run' >/dev/null 2>&1 || echo no-torchrun; true"
-	res := remote.Each(ctx, len(nodes), remote.FanOut{Limit: w.FanOut()}, func(ctx context.Context, i int) (any, error) {
-		pctx, cancel := context.WithTimeout(ctx, torchProbeWithin)
-		defer cancel()
-		return runOn(pctx, w, nodes[i], probe)
-	})
-	var noPython, noTorch []string
-	for i, r := range res {
-		out, _ := r.Value.([]byte)
-		if r.Err != nil {
-			continue // not asked: the job's start says what is wrong there
+	image := firstNonEmpty(wl.Image, w.Inv.Image.Reference)
+	inImage := inventory.On(wl.Training.InImage) && image != ""
+	if inImage && image != w.Inv.Image.Reference {
+		var pods []string
+		for _, n := range nodes {
+			if podImager(n) != nil {
+				pods = append(pods, n.Name)
+			}
 		}
-		switch strings.TrimSpace(string(out)) {
-		case "no-python":
-			noPython = append(noPython, nodes[i].Name)
-		case "no-torchrun":
-			noTorch = append(noTorch, nodes[i].Name)
+		if len(pods) > 0 {
+			return orchestrator.Unmeasured("kubernetes", "the pods on %s run the window's image (image.reference), not phases.workload.image %s, and gpuaccept starts no pod of the workload's own: training load test not measured",
+				hostlist.Compress(pods), wl.Image)
 		}
 	}
-	var parts []string
-	if len(noPython) > 0 {
-		parts = append(parts, fmt.Sprintf("%s not installed on %s", python, hostlist.Compress(noPython)))
-	}
-	if len(noTorch) > 0 {
-		parts = append(parts, fmt.Sprintf("%s cannot import torch.distributed.run (torchrun) on %s", python, hostlist.Compress(noTorch)))
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	return orchestrator.Unmeasured(python, "%s: training load test not measured", strings.Join(parts, "; "))
+	return torchUnmeasured(ctx, w, nodes, torchNeeds{what: "training load test", python: wl.Training.Python,
+		module: "torch.distributed.run", label: "torch.distributed.run (torchrun)", inImage: inImage})
 }
 
 // memFigure is the most GPU memory one node's GPUs had in use while the

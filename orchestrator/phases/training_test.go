@@ -302,7 +302,7 @@ func TestTrainingWithoutTorchrunIsNotMeasured(t *testing.T) {
 	f := fakeFleet(inv)
 	ft := &fakeTrainer{steps: 3, compute: map[string]time.Duration{"h1": time.Millisecond, "h2": time.Millisecond}}
 	ft.answer(f.Host("h1"))
-	f.Host("h2").On(`import torch\.distributed\.run' >/dev/null`, func(*fake.Call) fake.Reply { return fake.Reply{Stdout: "no-torchrun\n"} })
+	f.Host("h2").On(`import torch\.distributed\.run' >/dev/null`, func(*fake.Call) fake.Reply { return fake.Reply{Stdout: "no-module\n"} })
 	r := runFake(t, inv, f, Training)
 	if pr := resultOf(t, r, "training", -1); pr.Outcome != record.NotMeasured || !strings.Contains(pr.Error, "cannot import torch.distributed.run (torchrun) on h2") {
 		t.Fatalf("%s: %s", pr.Outcome, pr.Error)

@@ -50,10 +50,16 @@ var WindowKey = orchestrator.Phase{
 			inv.Image.Relay == "chain" && len(inv.Nodes) > 1
 		// The machine gpuaccept runs on, alone: no peer logs in to it, and
 		// its user's authorized_keys is the buyer's own, not to be touched.
-		return (mpirun || relay) && !onlyLocal(inv)
+		return (mpirun || relay) && !onlyLocal(inv) && !onlyPods(inv)
 	},
 	Deadline: func(*inventory.Inventory) time.Duration { return time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+		if podImager(n) != nil {
+			// No SSH server in a pod takes the key (podsUnreached): the
+			// collectives over pods are NOT MEASURED, and the pod's files
+			// go with it.
+			return nil, nil
+		}
 		v, err := w.Shared("windowkey", func() (any, error) { return remote.NewWindowKey(KeyMark(w.RunID())) })
 		if err != nil {
 			return nil, err
@@ -163,6 +169,16 @@ func peerHosts(w *orchestrator.Window) (known, ports string, peers []string) {
 		}
 	}
 	return strings.Join(k, "\n"), strings.Join(p, "\n"), peers
+}
+
+// onlyPods: every node is reached through a cluster's API, in a pod.
+func onlyPods(inv *inventory.Inventory) bool {
+	for _, n := range inv.Nodes {
+		if inv.TransportOf(n) != inventory.TransportKubernetes {
+			return false
+		}
+	}
+	return len(inv.Nodes) > 0
 }
 
 // onlyLocal: the window's one node is the machine gpuaccept runs on.
