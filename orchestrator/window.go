@@ -348,8 +348,9 @@ type sharedValue struct {
 	err  error
 }
 
-// FabricHost is how the other nodes reach n: its fabric_address, else the
-// address the coordinator dials.
+// FabricHost is how the other nodes reach n: its fabric_address, else a
+// pod's address (its node's, on the host network), else the address the
+// coordinator dials.
 func (w *Window) FabricHost(n *Node) string {
 	if n.Index >= 0 && n.Index < len(w.Inv.Nodes) {
 		if a := w.Inv.Nodes[n.Index].FabricAddress; a != "" {
@@ -357,6 +358,9 @@ func (w *Window) FabricHost(n *Node) string {
 		}
 		if n.Local() {
 			return localFabricHost
+		}
+		if pa, ok := n.Exec().(remote.PodAddresser); ok && pa.PodIP() != "" {
+			return pa.PodIP()
 		}
 		return w.Inv.Nodes[n.Index].Address
 	}

@@ -216,6 +216,14 @@ func (k KubeConfig) via() string {
 	return "through the Kubernetes API (a pod of the window's on node " + k.Node + "), no host key of its own"
 }
 
+// PodAddresser is an executor whose node is a pod with an address of its
+// own in the cluster (the Kubernetes transport's, on the host network: its
+// node's address), by which the other pods reach it: a node's name in the
+// API often resolves nowhere inside a pod.
+type PodAddresser interface {
+	PodIP() string
+}
+
 // PodImager is an executor whose commands run in a container that a
 // cluster started from an image (the Kubernetes transport's pod): the
 // image phase checks what the runtime says it runs, since the pod is the

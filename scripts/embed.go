@@ -25,6 +25,12 @@ var Teardown string
 //go:embed node/windowkey.sh
 var WindowKey string
 
+// PodSSHD starts the window's own SSH server in a pod (transport
+// kubernetes), for mpirun between pods.
+//
+//go:embed node/podsshd.sh
+var PodSSHD string
+
 // Security reads a node's access, isolation and residue before the window
 // writes (see node/security.sh).
 //
@@ -60,6 +66,7 @@ func Pushed() []File {
 		{"preflight.sh", Preflight},
 		{"security.sh", Security},
 		{"windowkey.sh", WindowKey},
+		{"podsshd.sh", PodSSHD},
 		{"relay.sh", Relay},
 		{"stage.sh", Stage},
 		{"checkpoint.sh", Checkpoint},

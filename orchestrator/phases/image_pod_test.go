@@ -19,9 +19,11 @@ type podNode struct {
 	remote.Executor
 	img remote.PodImage
 	err error
+	ip  string
 }
 
 func (p podNode) PodImage(context.Context) (remote.PodImage, error) { return p.img, p.err }
+func (p podNode) PodIP() string                                     { return p.ip }
 
 // On nodes that are pods the image phase pulls and loads nothing: IMG-001
 // holds the pod's imageID to the pin (a repo digest or the config digest,

@@ -47,25 +47,48 @@ func collectiveUnmeasured(ctx context.Context, w *orchestrator.Window, nodes []*
 
 // podsUnreached is why mpirun cannot launch a collective over nodes
 // that are pods, nil where it can. mpirun starts its daemons on the other
-// nodes over SSH, and a pod has no SSH server: on their host network its
-// ssh would reach the node's own sshd (which does not hold the window's
-// key) and fail, which reads as a broken fabric. One pod alone needs no
-// SSH, nor does srun.
+// nodes over SSH, which reaches a pod only through the window's own
+// server in it (windowkey, podsshd.sh): a pod without one (no sshd in its
+// image, a server that did not start, the window key phase not run there)
+// is NOT MEASURED, not launched to fail, which would read as a broken
+// fabric (on the host network its ssh would reach the node's own sshd).
+// One pod alone needs no SSH, nor does srun.
 func podsUnreached(w *orchestrator.Window, nodes []*orchestrator.Node, what string) error {
 	if len(nodes) < 2 || w.Inv.Phases.AllReduce.Launcher != "mpirun" {
 		return nil
 	}
-	var pods []string
+	why := map[string][]string{}
+	var order []string
 	for _, n := range nodes {
-		if podImager(n) != nil {
-			pods = append(pods, n.Name)
+		if podImager(n) == nil {
+			continue
 		}
+		var ki KeyInstalled
+		r, ok := w.Result(WindowKey.Name, n.Index, &ki)
+		reason := ""
+		switch {
+		case !ok || r.Outcome != record.OK:
+			reason = "the window's key and SSH server are not in the pods"
+		case ki.SSHD == nil:
+			reason = "no SSH server of the window's in the pods"
+		case ki.SSHD.Unmeasured != "":
+			reason = ki.SSHD.Unmeasured
+		default:
+			continue
+		}
+		if _, seen := why[reason]; !seen {
+			order = append(order, reason)
+		}
+		why[reason] = append(why[reason], n.Name)
 	}
-	if len(pods) == 0 {
+	if len(order) == 0 {
 		return nil
 	}
-	return orchestrator.Unmeasured("kubernetes", "mpirun cannot reach the pods on %s: it starts its daemons over SSH, and gpuaccept starts no SSH server in a pod yet: %s not measured",
-		hostlist.Compress(pods), what)
+	var parts []string
+	for _, r := range order {
+		parts = append(parts, fmt.Sprintf("%s on %s", r, hostlist.Compress(why[r])))
+	}
+	return orchestrator.Unmeasured("sshd", "mpirun starts its daemons over SSH: %s: %s not measured", strings.Join(parts, "; "), what)
 }
 
 // lackingTools asks every node at once which of tools it lacks: one

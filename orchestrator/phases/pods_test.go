@@ -2,6 +2,9 @@ package phases
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -148,15 +151,32 @@ func TestContainersOfTheirOwnInPodsAreNotMeasured(t *testing.T) {
 	}
 }
 
-// Collectives over pods: each pod's own all-reduce runs in it (mpirun
-// needs no SSH on one node), but mpirun cannot start its daemons in the
-// other pods, which have no SSH server: the cluster all-reduce and the
-// bisection are NOT MEASURED with the pods named, never launched to fail
-// as a broken fabric, and the window's key goes to no pod.
-func TestCollectivesBetweenPodsAreNotMeasured(t *testing.T) {
+// answerPodSSHD makes h's pod answer podsshd.sh with out (its server's
+// pid, or no-sshd), recording the arguments it was given.
+func answerPodSSHD(h *fake.Host, out string, seen func(args []string)) {
+	onScript(h, "podsshd.sh", func(c *fake.Call, a []string) fake.Reply {
+		if seen != nil {
+			seen(a)
+		}
+		if len(a) != 4 {
+			return fake.Reply{Exit: 1, Stderr: fmt.Sprintf("podsshd.sh: %d arguments", len(a))}
+		}
+		return fake.Reply{Stdout: out}
+	})
+}
+
+// Collectives over pods whose image has no sshd: each pod's own
+// all-reduce runs in it (mpirun needs no SSH on one node), but mpirun
+// cannot start its daemons in the other pods: the cluster all-reduce and
+// the bisection are NOT MEASURED with the pods named, never launched to
+// fail as a broken fabric, and no pod is quarantined.
+func TestCollectivesBetweenPodsWithoutSSHDAreNotMeasured(t *testing.T) {
 	f, inv := fabricFleet(t, 3, "")
+	for _, h := range f.Hosts() {
+		answerPodSSHD(h, "no-sshd\n", nil)
+	}
 	r := runPods(t, inv, f, WindowKey, IntraNode, AllReduce, Bisection)
-	const why = "mpirun cannot reach the pods on h[1-3]: it starts its daemons over SSH, and gpuaccept starts no SSH server in a pod yet: "
+	const why = "mpirun starts its daemons over SSH: no sshd in the pod's image on h[1-3]: "
 	if v := verdictOf(t, r, "NCCL-002", ""); v.Status != record.Skip || v.Incomplete != why+"cluster all-reduce not measured" {
 		t.Errorf("NCCL-002: %+v", v)
 	}
@@ -172,13 +192,106 @@ func TestCollectivesBetweenPodsAreNotMeasured(t *testing.T) {
 		if n := h.Ran(`-H |--host |hostfile`); n != 0 {
 			t.Errorf("%s: %d collectives launched over the pods", h.Name(), n)
 		}
-		if n := h.Ran(`windowkey\.sh".* bash "\$f"`); n != 0 {
-			t.Errorf("%s: the window's key installed in a pod", h.Name())
-		}
 	}
 	for _, v := range r.Verdicts {
 		if v.Status == record.Fail {
 			t.Errorf("%s %s failed: %s", v.ID, v.Node, v.Detail)
 		}
+	}
+	for _, n := range r.Nodes {
+		if n.Quarantined {
+			t.Errorf("%s quarantined: %s", n.Name, n.Reason)
+		}
+	}
+}
+
+// Pods with an sshd: each is given a host key of the coordinator's (its
+// own file) and starts the window's server on the window's port for
+// it, at its pod's address; every node's known_hosts holds every pod's
+// key at [address]:port and its ssh_config the port, so mpirun from the
+// first pod reaches the others, and the collectives are measured.
+func TestCollectivesBetweenPodsGoThroughTheWindowsSSHD(t *testing.T) {
+	f, inv := fabricFleet(t, 3, "")
+	var mu sync.Mutex
+	sshd := map[string][]string{}
+	stdin := map[string]string{}
+	for _, h := range f.Hosts() {
+		answerPodSSHD(h, "sshd 4242\n", func(a []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			sshd[h.Name()] = a
+		})
+		answerWindowKey(h, func(c *fake.Call, _ []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			stdin[h.Name()] = string(c.Stdin)
+		})
+	}
+	r := runPods(t, inv, f, WindowKey, AllReduce)
+	if v := verdictOf(t, r, "NCCL-002", ""); v.Status != record.Pass {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+	ports := map[string]bool{}
+	for i, n := range inv.Nodes {
+		a := sshd[n.Name]
+		if len(a) != 4 || a[2] != n.Address || !strings.HasPrefix(a[3], "restrict,from=") {
+			t.Fatalf("%s: podsshd.sh %q", n.Name, a)
+		}
+		ports[a[1]] = true
+		var ki KeyInstalled
+		pr := resultOf(t, r, "windowkey", i)
+		if err := jsonOf(pr, &ki); err != nil || ki.SSHD == nil || ki.SSHD.Port == 0 || fmt.Sprint(ki.SSHD.Port) != a[1] ||
+			!strings.HasPrefix(ki.SSHD.HostKey, "SHA256:") || ki.SSHD.Unmeasured != "" {
+			t.Errorf("%s: windowkey %+v %v", n.Name, ki.SSHD, err)
+		}
+		key, ok := f.Host(n.Name).File(".gpuaccept/" + r.ID + "/ssh/ssh_host_ed25519_key")
+		if !ok || !strings.Contains(string(key.Data), "OPENSSH PRIVATE KEY") {
+			t.Errorf("%s: no host key uploaded", n.Name)
+		}
+		for _, m := range inv.Nodes {
+			in := stdin[m.Name]
+			if !strings.Contains(in, "["+n.Address+"]:"+a[1]+" ssh-ed25519 ") || !strings.Contains(in, "Host "+n.Address+"\n  Port "+a[1]) {
+				t.Errorf("%s's known hosts and ports lack %s's pod: %q", m.Name, n.Name, in)
+			}
+		}
+	}
+	if len(ports) != 3 {
+		t.Errorf("pods on one machine would share a port: %v", ports)
+	}
+	raw, _ := json.Marshal(r)
+	if strings.Contains(string(raw), "PRIVATE KEY") {
+		t.Error("a private key in run.json")
+	}
+}
+
+// A pod's address, as the API gives it, is how the other nodes reach it:
+// its node's name in the API may resolve nowhere inside a pod.
+func TestPodsAreReachedAtTheirAddress(t *testing.T) {
+	inv := fakeInventory(t, 2, fabricQuote)
+	f := fakeFleet(inv)
+	var mu sync.Mutex
+	addr := map[string]string{}
+	for _, h := range f.Hosts() {
+		answerWindowKey(h, nil)
+		answerPodSSHD(h, "sshd 1\n", func(a []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			addr[h.Name()] = a[2]
+		})
+	}
+	ips := map[string]string{"h1": "10.9.0.1", "h2": "10.9.0.2"}
+	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
+		e, err := f.Dial(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		return podNode{Executor: e, ip: ips[c.Name]}, nil
+	}
+	if _, _, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, WindowKey, Teardown},
+		orchestrator.Options{RunsDir: t.TempDir(), Dial: dial, Tool: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if addr["h1"] != "10.9.0.1" || addr["h2"] != "10.9.0.2" {
+		t.Errorf("the pods' servers listen at %v, want their pods' addresses", addr)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 
@@ -29,6 +31,20 @@ type KeyInstalled struct {
 	From      *FromList `json:"from,omitempty"`
 	Expires   time.Time `json:"expires"`
 	Config    string    `json:"ssh_config"` // on the node; launchers pass it with -F
+	// SSHD is the window's own SSH server in a pod (podsshd.sh), which
+	// mpirun reaches the pod by; nil on a host.
+	SSHD *PodSSHD `json:"pod_sshd,omitempty"`
+}
+
+// PodSSHD is the window's SSH server in a pod: where it listens and the
+// fingerprint of the host key the coordinator gave it, or why there is
+// none (the image has no sshd, or it would not start), which leaves the
+// collectives over the pod NOT MEASURED.
+type PodSSHD struct {
+	Address    string `json:"address,omitempty"`
+	Port       int    `json:"port,omitempty"`
+	HostKey    string `json:"host_key_fingerprint,omitempty"`
+	Unmeasured string `json:"not_measured,omitempty"`
 }
 
 // WindowKey installs a key pair made for this window on every node, so
@@ -50,22 +66,20 @@ var WindowKey = orchestrator.Phase{
 			inv.Image.Relay == "chain" && len(inv.Nodes) > 1
 		// The machine gpuaccept runs on, alone: no peer logs in to it, and
 		// its user's authorized_keys is the buyer's own, not to be touched.
-		return (mpirun || relay) && !onlyLocal(inv) && !onlyPods(inv)
+		return (mpirun || relay) && !onlyLocal(inv)
 	},
 	Deadline: func(*inventory.Inventory) time.Duration { return time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
-		if podImager(n) != nil {
-			// No SSH server in a pod takes the key (podsUnreached): the
-			// collectives over pods are NOT MEASURED, and the pod's files
-			// go with it.
-			return nil, nil
-		}
 		v, err := w.Shared("windowkey", func() (any, error) { return remote.NewWindowKey(KeyMark(w.RunID())) })
 		if err != nil {
 			return nil, err
 		}
 		key := v.(remote.WindowKey)
-		known, portLines, peers := peerHosts(w)
+		hostKeys, err := podHostKeys(w)
+		if err != nil {
+			return nil, err
+		}
+		known, portLines, peers := peerHosts(w, hostKeys)
 		dir := nodeDir(w)
 		// A little past the window's own end: a node whose teardown is
 		// never reached closes the key itself.
@@ -104,9 +118,82 @@ var WindowKey = orchestrator.Phase{
 		if installed == "" {
 			return nil, fmt.Errorf("windowkey.sh did not say which line it installed: %.200q", strings.TrimSpace(string(out)))
 		}
-		installed, from := elideFrom(installed)
-		return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Installed: installed, From: from, Expires: expires, Config: dir + "/ssh/config"}, nil
+		ki := KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey, Expires: expires, Config: dir + "/ssh/config"}
+		if hk, ok := hostKeys[n.Name]; ok {
+			if ki.SSHD, err = startPodSSHD(ctx, w, n, e, hk, installed); err != nil {
+				return nil, err
+			}
+		}
+		ki.Installed, ki.From = elideFrom(installed)
+		return ki, nil
 	},
+}
+
+// podHostKeys are the host keys of the window's SSH servers in its pods,
+// by node: made by the coordinator, so that every node's known_hosts
+// holds each pod's before any server starts (a pod has no host key the
+// coordinator verified). Made once per window run; a resumed window makes
+// new ones and restarts the servers with them.
+func podHostKeys(w *orchestrator.Window) (map[string]remote.WindowKey, error) {
+	v, err := w.Shared("podhostkeys", func() (any, error) {
+		keys := map[string]remote.WindowKey{}
+		for _, m := range w.Nodes {
+			if podImager(m) == nil {
+				continue
+			}
+			k, err := remote.NewWindowKey("gpuaccept-pod-" + w.RunID())
+			if err != nil {
+				return nil, err
+			}
+			keys[m.Name] = k
+		}
+		return keys, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]remote.WindowKey), nil
+}
+
+// podSSHPort is the port of the window's SSH server in n's pod: one of the
+// window's own (two windows on one cluster differ), and one per node,
+// since pods share their node's network and a test cluster may run two
+// nodes on one machine.
+func podSSHPort(w *orchestrator.Window, n *orchestrator.Node) int {
+	h := fnv.New32a()
+	h.Write([]byte(w.RunID()))
+	return 10000 + int(h.Sum32()%19000) + n.Index%20000
+}
+
+// startPodSSHD gives n's pod its host key (its one 0600 file, never on a
+// command line or stdin) and starts the window's SSH server there, taking
+// only the window's key as windowkey.sh authorized it. A pod whose image
+// has no sshd, or whose server does not start, is a pod the collectives
+// cannot reach: NOT MEASURED there, not a failed node.
+func startPodSSHD(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node, e remote.Executor, hk remote.WindowKey, line string) (*PodSSHD, error) {
+	host, port := w.FabricHost(n), podSSHPort(w, n)
+	sd := &PodSSHD{Address: host, Port: port, HostKey: hk.Fingerprint}
+	mine := ".gpuaccept/" + w.RunID() + "/ssh/ssh_host_ed25519_key"
+	if _, err := e.UploadFrom(ctx, bytes.NewReader(hk.PrivatePEM), int64(len(hk.PrivatePEM)), mine, remote.TransferOptions{Mode: 0o600}); err != nil {
+		return nil, fmt.Errorf("the pod's SSH host key: %w", err)
+	}
+	cmd := toolCmd(w.RunID(), n.Name, "podsshd.sh", "\""+nodeDir(w)+"\"", fmt.Sprint(port), remote.Quote(host), remote.Quote(line))
+	out, err := runOn(ctx, w, n, cmd)
+	var exit *remote.ExitError
+	switch {
+	case err != nil && errors.As(err, &exit):
+		sd.Unmeasured = "the pod's sshd did not start: " + remote.Shorten(lastLine(exit.StderrTail), 200)
+	case err != nil:
+		return nil, err
+	case strings.TrimSpace(string(out)) == "no-sshd":
+		sd.Unmeasured = "no sshd in the pod's image"
+	case !strings.HasPrefix(strings.TrimSpace(string(out)), "sshd "):
+		return nil, fmt.Errorf("podsshd.sh did not say its server started: %.200q", strings.TrimSpace(string(out)))
+	}
+	if sd.Unmeasured != "" {
+		w.Progress.Line("windowkey: %s: %s (collectives over it not measured)", n.Name, sd.Unmeasured)
+	}
+	return sd, nil
 }
 
 // FromList is an authorized_keys from= list the record keeps as its
@@ -150,9 +237,17 @@ func keyFile(w *orchestrator.Window) string { return ".gpuaccept/" + w.RunID() +
 // peerHosts gives every connected node's host key under the names the
 // others use for it, ssh_config Port lines for nodes not on 22, and the
 // names themselves (the key is usable from these only).
-func peerHosts(w *orchestrator.Window) (known, ports string, peers []string) {
+func peerHosts(w *orchestrator.Window, podKeys map[string]remote.WindowKey) (known, ports string, peers []string) {
 	var k, p []string
 	for _, m := range w.Nodes {
+		if pk, ok := podKeys[m.Name]; ok {
+			// The window's own server in the pod, on its own port.
+			host, port := w.FabricHost(m), podSSHPort(w, m)
+			peers = append(peers, host)
+			k = append(k, fmt.Sprintf("[%s]:%d %s", host, port, pk.AuthorizedKey))
+			p = append(p, fmt.Sprintf("Host %s\n  Port %d", host, port))
+			continue
+		}
 		hk, ok := m.Exec().(remote.HostKeyed)
 		if !ok {
 			continue
@@ -169,16 +264,6 @@ func peerHosts(w *orchestrator.Window) (known, ports string, peers []string) {
 		}
 	}
 	return strings.Join(k, "\n"), strings.Join(p, "\n"), peers
-}
-
-// onlyPods: every node is reached through a cluster's API, in a pod.
-func onlyPods(inv *inventory.Inventory) bool {
-	for _, n := range inv.Nodes {
-		if inv.TransportOf(n) != inventory.TransportKubernetes {
-			return false
-		}
-	}
-	return len(inv.Nodes) > 0
 }
 
 // onlyLocal: the window's one node is the machine gpuaccept runs on.

@@ -330,6 +330,9 @@ type Node struct {
 	ns   string
 	pod  string
 	uid  string
+	// ip is the pod's address once it runs: with the host network, its
+	// node's own.
+	ip string
 
 	closing  context.Context
 	closeAll context.CancelFunc
@@ -349,6 +352,10 @@ func (e *Node) Name() string { return e.name }
 
 // Addr is the pod the node is reached through: kubernetes:NAMESPACE/POD.
 func (e *Node) Addr() string { return "kubernetes:" + e.ns + "/" + e.pod }
+
+// PodIP is the pod's address as the API gave it when the pod was found
+// running: on the host network, the node's own; "" when none was given.
+func (e *Node) PodIP() string { return e.ip }
 
 // Pod is the window's pod on the node: its namespace and name.
 func (e *Node) Pod() (namespace, name string) { return e.ns, e.pod }
@@ -652,6 +659,7 @@ func (e *Node) waitRunning(ctx context.Context) error {
 				return fmt.Errorf("%s: kubernetes: %s", e.name, gone)
 			}
 			if p.Status.Phase == corev1.PodRunning && containerReady(p) {
+				e.ip = cmp.Or(p.Status.PodIP, p.Status.HostIP)
 				return nil
 			}
 			w, fatal := podWaiting(p)
