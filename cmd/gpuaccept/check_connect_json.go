@@ -85,7 +85,7 @@ func (c *connectJSON) print(w io.Writer, inv *inventory.Inventory, ps []orchestr
 			}
 		}
 		if r.Err == nil {
-			n.NotMeasured = willNotMeasure(inv, ps, n.Tools, haveTools(r.Out))
+			n.NotMeasured = willNotMeasure(inv, ps, n.Tools, haveTools(r.Out), isPod(inv, r.Node))
 		}
 		nodes = append(nodes, n)
 	}

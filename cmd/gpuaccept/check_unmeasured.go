@@ -12,9 +12,11 @@ import (
 	"gpuaccept/orchestrator/inventory"
 )
 
-// haveProbe lists which of the staging sources' tools a node has (only
-// their presence is read: they are not listed among the tools).
+// haveProbe lists which of the staging sources' tools a node has, and
+// whether it has an sshd (a pod's image needs one for mpirun between the
+// pods); only their presence is read: they are not listed among the tools.
 const haveProbe = `printf '@@ have\n'; for t in aws gcloud gsutil azcopy curl wget; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done
+{ command -v sshd || [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ]; } >/dev/null 2>&1 && echo sshd
 `
 
 // haveTools reads the probe's "have" section: the names it asked for that
@@ -32,7 +34,7 @@ func haveTools(out []byte) map[string]bool {
 		}
 		switch t := strings.TrimSpace(line); {
 		case !in:
-		case t == "aws", t == "gcloud", t == "gsutil", t == "azcopy", t == "curl", t == "wget":
+		case t == "aws", t == "gcloud", t == "gsutil", t == "azcopy", t == "curl", t == "wget", t == "sshd":
 			have[t] = true
 		}
 	}
@@ -42,8 +44,11 @@ func haveTools(out []byte) map[string]bool {
 // willNotMeasure says, for one node's tool answers (toolAnswers) and the
 // staging tools it has, what each phase the plan runs cannot measure
 // there, as the window would say it: a tool the node lacks is NOT
-// MEASURED and such a window can only end INCOMPLETE.
-func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map[string]string, have map[string]bool) []string {
+// MEASURED and such a window can only end INCOMPLETE. A pod (transport
+// kubernetes) is the window's image: it runs no container of its own and
+// a job "in the image" runs in it, and mpirun reaches it only through the
+// image's sshd.
+func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map[string]string, have map[string]bool, pod bool) []string {
 	on := map[string]bool{}
 	for i := range ps {
 		p := &ps[i]
@@ -57,6 +62,8 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 	}
 	if on["diag"] && lacks("dcgmi") {
 		switch {
+		case pod && lacks("podman") && lacks("docker"):
+			out = append(out, "no dcgmi in the pod's image, and a pod runs no phases.diag.image: DIAG-001 will not be measured")
 		case inv.Phases.Diag.Image == "":
 			out = append(out, "no dcgmi and phases.diag.image not set: DIAG-001 will not be measured")
 		case lacks("podman") && lacks("docker"):
@@ -75,6 +82,9 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 		if lacks("all_reduce_perf") {
 			no = append(no, "no "+a.Binary)
 		}
+		if pod && a.Launcher != "srun" && len(inv.Nodes) > 1 && !have["sshd"] {
+			no = append(no, "no sshd in the pod's image (mpirun reaches the other pods through it)")
+		}
 		ids := "NCCL-001, NCCL-002 and NCCL-006"
 		if on["bisect"] {
 			ids = "NCCL-001, NCCL-002, NCCL-004 and NCCL-006"
@@ -84,11 +94,11 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 		}
 	}
 	rt := inv.Image.Runtime
-	if on["image"] && (rt == "docker" || rt == "podman") && lacks(rt) {
+	if on["image"] && !pod && (rt == "docker" || rt == "podman") && lacks(rt) {
 		out = append(out, fmt.Sprintf("no %s (image.runtime): IMG-001 and IMG-002 will not be measured", rt))
 	}
 	if f := inv.Phases.Failure; on["failure"] {
-		inImage := inventory.On(f.InImage) && inv.Image.Reference != ""
+		inImage := inventory.On(f.InImage) && inv.Image.Reference != "" && !pod
 		switch {
 		case inImage && (rt == "docker" || rt == "podman") && lacks(rt):
 			out = append(out, fmt.Sprintf("no %s to run the job in the image: RECOV-001..003 will not be measured", rt))
@@ -101,13 +111,22 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 	if wl := inv.Phases.Workload; on["training"] {
 		inImage := inventory.On(wl.Training.InImage) && (wl.Image != "" || inv.Image.Reference != "")
 		switch {
+		case pod && inImage && wl.Image != "" && wl.Image != inv.Image.Reference:
+			out = append(out, "a pod runs image.reference, not phases.workload.image: WORK-001, WORK-008..011 will not be measured")
+		case pod && (lacks("torchrun") || strings.HasPrefix(tools["torchrun"], "fails")):
+			out = append(out, fmt.Sprintf("%s cannot run torchrun in the pod: WORK-001, WORK-008..011 will not be measured", wl.Training.Python))
+		case pod:
 		case inImage && (rt == "docker" || rt == "podman") && lacks(rt):
 			out = append(out, fmt.Sprintf("no %s to run the training job in the image: WORK-001, WORK-008..011 will not be measured", rt))
 		case !inImage && (lacks("torchrun") || strings.HasPrefix(tools["torchrun"], "fails")):
 			out = append(out, fmt.Sprintf("%s cannot run torchrun: WORK-001, WORK-008..011 will not be measured", wl.Training.Python))
 		}
 	}
-	if on["inference"] && lacks("podman") && lacks("docker") {
+	switch {
+	case !on["inference"]:
+	case pod && lacks("podman") && lacks("docker"):
+		out = append(out, "a pod starts no container of its own for the inference server: WORK-001..007 and WORK-010 will not be measured")
+	case lacks("podman") && lacks("docker"):
 		out = append(out, "neither podman nor docker to start the inference server: WORK-001..007 and WORK-010 will not be measured")
 	}
 	if on["staging"] {
@@ -151,7 +170,7 @@ func notMeasuredGroups(inv *inventory.Inventory, ps []orchestrator.Phase, res []
 		if r.Err != nil {
 			continue
 		}
-		for _, why := range willNotMeasure(inv, ps, toolAnswers(r.Out), haveTools(r.Out)) {
+		for _, why := range willNotMeasure(inv, ps, toolAnswers(r.Out), haveTools(r.Out), isPod(inv, r.Node)) {
 			by[why] = append(by[why], r.Node)
 		}
 	}
@@ -160,6 +179,17 @@ func notMeasuredGroups(inv *inventory.Inventory, ps []orchestrator.Phase, res []
 		out = append(out, reasonGroup{Nodes: hostlist.Compress(by[why]), Count: len(by[why]), Reason: why})
 	}
 	return out
+}
+
+// isPod: the inventory's node name is reached through a cluster's API, in
+// a pod.
+func isPod(inv *inventory.Inventory, name string) bool {
+	for _, n := range inv.Nodes {
+		if n.Name == name {
+			return inv.TransportOf(n) == inventory.TransportKubernetes
+		}
+	}
+	return false
 }
 
 // printNotMeasured says before the window what it could not measure.

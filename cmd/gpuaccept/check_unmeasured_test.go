@@ -129,14 +129,14 @@ func TestWillNotMeasureAzureSources(t *testing.T) {
 	inv.Phases.Staging.Enabled = true
 	inv.Phases.Staging.Sources = []inventory.StagingSource{{Name: "blob", URL: "az://acct/c/weights.bin?sv=2024&sig=x"}}
 	on := []orchestrator.Phase{{Name: "staging", Enabled: func(*inventory.Inventory) bool { return true }}}
-	if got := willNotMeasure(inv, on, nil, map[string]bool{"curl": true}); len(got) != 0 {
+	if got := willNotMeasure(inv, on, nil, map[string]bool{"curl": true}, false); len(got) != 0 {
 		t.Errorf("a node with curl, a SAS blob: %q, want nothing", got)
 	}
-	if got := strings.Join(willNotMeasure(inv, on, nil, map[string]bool{"azcopy": true}), "\n"); !strings.Contains(got, "no curl or wget for az:// sources") {
+	if got := strings.Join(willNotMeasure(inv, on, nil, map[string]bool{"azcopy": true}, false), "\n"); !strings.Contains(got, "no curl or wget for az:// sources") {
 		t.Errorf("a node with azcopy only, a SAS blob: %q", got)
 	}
 	inv.Phases.Staging.Sources[0].URL = "az://acct/c/data/"
-	if got := strings.Join(willNotMeasure(inv, on, nil, map[string]bool{"curl": true}), "\n"); !strings.Contains(got, "no azcopy for az:// sources") {
+	if got := strings.Join(willNotMeasure(inv, on, nil, map[string]bool{"curl": true}, false), "\n"); !strings.Contains(got, "no azcopy for az:// sources") {
 		t.Errorf("a node without azcopy, a prefix: %q", got)
 	}
 }
@@ -147,12 +147,12 @@ func TestWillNotMeasureInferenceWithoutARuntime(t *testing.T) {
 	inv := &inventory.Inventory{}
 	on := []orchestrator.Phase{{Name: "inference", Enabled: func(*inventory.Inventory) bool { return true }}}
 	none := map[string]string{"podman": "missing", "docker": "missing"}
-	if got := strings.Join(willNotMeasure(inv, on, none, nil), "\n"); !strings.Contains(got, "neither podman nor docker to start the inference server: WORK-001..007") {
+	if got := strings.Join(willNotMeasure(inv, on, none, nil, false), "\n"); !strings.Contains(got, "neither podman nor docker to start the inference server: WORK-001..007") {
 		t.Errorf("no runtime: %q", got)
 	}
 	for _, rt := range []string{"podman", "docker"} {
 		tools := map[string]string{"podman": "missing", "docker": "missing", rt: "4.3.1"}
-		if got := willNotMeasure(inv, on, tools, nil); len(got) != 0 {
+		if got := willNotMeasure(inv, on, tools, nil, false); len(got) != 0 {
 			t.Errorf("with %s: %q, want nothing", rt, got)
 		}
 	}
@@ -165,16 +165,59 @@ func TestWillNotMeasureTelemetryWithoutNvidiaSmi(t *testing.T) {
 	inv := &inventory.Inventory{}
 	on := []orchestrator.Phase{{Name: "telemetry", Enabled: func(inv *inventory.Inventory) bool { return inv.Telemetry.On() }}}
 	none := map[string]string{"nvidia-smi": "missing"}
-	got := strings.Join(willNotMeasure(inv, on, none, nil), "\n")
+	got := strings.Join(willNotMeasure(inv, on, none, nil, false), "\n")
 	if !strings.Contains(got, "no nvidia-smi: telemetry") || !strings.Contains(got, "HEALTH-011") || len(got) > 100 {
 		t.Errorf("no nvidia-smi: %q", got)
 	}
-	if got := willNotMeasure(inv, on, map[string]string{"nvidia-smi": "driver 580.159.04"}, nil); len(got) != 0 {
+	if got := willNotMeasure(inv, on, map[string]string{"nvidia-smi": "driver 580.159.04"}, nil, false); len(got) != 0 {
 		t.Errorf("with nvidia-smi: %q, want nothing", got)
 	}
 	off := false
 	inv.Telemetry.Enabled = &off
-	if got := willNotMeasure(inv, on, none, nil); len(got) != 0 {
+	if got := willNotMeasure(inv, on, none, nil, false); len(got) != 0 {
 		t.Errorf("telemetry off: %q, want nothing", got)
+	}
+}
+
+// A pod (transport kubernetes) is the window's image: before the window
+// check says what a pod cannot do that a host with the same tools could
+// (start the inference server's or DCGM's container, run a workload image
+// of its own, be reached by mpirun without an sshd in its image), and does
+// not ask it for a runtime to run a job "in the image", which runs in it.
+func TestWillNotMeasureOnPods(t *testing.T) {
+	inv := &inventory.Inventory{Nodes: []inventory.Node{{Name: "a"}, {Name: "b"}}}
+	inv.Image.Reference, inv.Image.Runtime = "registry.example/train@sha256:"+strings.Repeat("ab", 32), "podman"
+	inv.Phases.AllReduce.Launcher, inv.Phases.AllReduce.Binary = "mpirun", "all_reduce_perf"
+	inv.Phases.Failure.Python, inv.Phases.Workload.Training.Python = "python3", "python3"
+	all := func(*inventory.Inventory) bool { return true }
+	on := []orchestrator.Phase{{Name: "diag", Enabled: all}, {Name: "allreduce", Enabled: all}, {Name: "image", Enabled: all},
+		{Name: "failure", Enabled: all}, {Name: "inference", Enabled: all}}
+	tools := map[string]string{"podman": "missing", "docker": "missing", "dcgmi": "missing", "mpirun": "4.1.4", "all_reduce_perf": "/usr/bin/all_reduce_perf",
+		"python3": "3.11.2", "torch": "2.6.0", "torchrun": "2.6.0"}
+	got := strings.Join(willNotMeasure(inv, on, tools, nil, true), "\n")
+	for _, want := range []string{
+		"no dcgmi in the pod's image, and a pod runs no phases.diag.image: DIAG-001",
+		"no sshd in the pod's image (mpirun reaches the other pods through it): NCCL-001, NCCL-002 and NCCL-006",
+		"a pod starts no container of its own for the inference server",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "podman") || strings.Contains(got, "RECOV") {
+		t.Errorf("a pod asked for a runtime, or its job in the image:\n%s", got)
+	}
+	if got := strings.Join(willNotMeasure(inv, on, tools, map[string]bool{"sshd": true}, true), "\n"); strings.Contains(got, "sshd") {
+		t.Errorf("a pod with sshd:\n%s", got)
+	}
+	// The same tools on a host: the runtime is what it lacks.
+	got = strings.Join(willNotMeasure(inv, on, tools, nil, false), "\n")
+	if !strings.Contains(got, "no podman (image.runtime)") || !strings.Contains(got, "RECOV-001..003") || strings.Contains(got, "sshd") {
+		t.Errorf("a host:\n%s", got)
+	}
+	inv.Phases.Workload.Image = "registry.example/own@sha256:" + strings.Repeat("cd", 32)
+	training := []orchestrator.Phase{{Name: "training", Enabled: all}}
+	if got := strings.Join(willNotMeasure(inv, training, tools, nil, true), "\n"); !strings.Contains(got, "a pod runs image.reference, not phases.workload.image") {
+		t.Errorf("a workload image of its own on a pod: %q", got)
 	}
 }
