@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gpuaccept/hostlist"
 	"gpuaccept/orchestrator/inventory"
@@ -583,14 +582,5 @@ func reasonText(r string) string {
 	return " (" + r + ")"
 }
 
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a character's start: a cut inside one would be written as
-	// U+FFFD.
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// clipText is remote.Clip: at most n bytes of s, whole characters.
+func clipText(s string, n int) string { return remote.Clip(s, n) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"unicode/utf8"
 	"syscall"
 	"time"
 )
@@ -143,13 +144,31 @@ func (e *HostKeyChangedError) Error() string {
 }
 
 // Shorten is s on one line, cut to n bytes with "..." where it was longer:
-// a command as an error or a verdict names it.
+// a command as an error or a verdict names it. It cuts on a character's
+// start, never inside one.
 func Shorten(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	return runeCut(s, max(n-3, 0)) + "..."
+}
+
+// Clip keeps at most n bytes of s, whole characters, and says with "…"
+// that it cut: a cut inside a character would be written as U+FFFD.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return runeCut(s, n) + "…"
+}
+
+// runeCut is s cut to at most n bytes on a character's start.
+func runeCut(s string, n int) string {
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func lastLines(s string, n int) string {

@@ -114,6 +114,53 @@ type KubeTransport interface {
 	// GPUSoftware is what the API shows of the software that gives pods
 	// their GPUs: the device plugin's pods by node, the GPU Operator's.
 	GPUSoftware(ctx context.Context, k KubeConfig) (KubeGPUSoftware, error)
+	// Access asks the API, for k's credential, whether it may do each of
+	// KubeNeeds (a SelfSubjectAccessReview each), in KubeNeeds' order.
+	Access(ctx context.Context, k KubeConfig) ([]KubeAccess, error)
+}
+
+// KubeNeed is one thing a window asks of the API: Verb on Resource
+// (Subresource of it, when set), in the window's namespace or, Cluster, in
+// every namespace at once. Required: without it no window runs; otherwise
+// Without says what is not measured.
+type KubeNeed struct {
+	Verb, Resource, Subresource string
+	Cluster, Required           bool
+	Without                     string
+}
+
+// What is "verb resource[/subresource]", as kubectl auth can-i takes it,
+// with "in every namespace" when Cluster.
+func (n KubeNeed) What() string {
+	s := n.Verb + " " + n.Resource
+	if n.Subresource != "" {
+		s += "/" + n.Subresource
+	}
+	if n.Cluster && n.Resource != "nodes" {
+		s += " in every namespace"
+	}
+	return s
+}
+
+// KubeNeeds are what a window asks of the API (inventories/README.md
+// names the same): its pods in its namespace, and to read the nodes and
+// every namespace's pods for the Kubernetes facts.
+var KubeNeeds = []KubeNeed{
+	{Verb: "create", Resource: "pods", Required: true},
+	{Verb: "get", Resource: "pods", Required: true},
+	{Verb: "list", Resource: "pods", Required: true},
+	{Verb: "delete", Resource: "pods", Required: true},
+	{Verb: "create", Resource: "pods", Subresource: "exec", Required: true},
+	{Verb: "list", Resource: "nodes", Cluster: true, Without: "KUBE-001 and KUBE-002 not measured, and kubernetes.node_selector finds no node"},
+	{Verb: "list", Resource: "pods", Cluster: true, Without: "the GPU device plugin and GPU Operator not named (KUBE-002)"},
+}
+
+// KubeAccess is the API's answer to one KubeNeed: Allowed, and the
+// authorizer's reason when it gave one.
+type KubeAccess struct {
+	KubeNeed
+	Allowed bool
+	Reason  string
 }
 
 // KubeGPUSoftware is the GPU software a cluster runs as pods, by the
@@ -194,6 +241,16 @@ func ListKubeNodes(ctx context.Context, k KubeConfig, selector map[string]string
 		return nil, &SetupError{Err: fmt.Errorf("kubernetes: %w", ErrNoKube)}
 	}
 	return t.Nodes(ctx, k, selector)
+}
+
+// KubeAccessOf asks k's cluster, through the registered transport, what
+// k's credential may do of KubeNeeds.
+func KubeAccessOf(ctx context.Context, k KubeConfig) ([]KubeAccess, error) {
+	t, ok := registeredKube()
+	if !ok {
+		return nil, &SetupError{Err: fmt.Errorf("kubernetes: %w", ErrNoKube)}
+	}
+	return t.Access(ctx, k)
 }
 
 // ReadKubeGPUSoftware asks k's cluster for the GPU software its pods run,

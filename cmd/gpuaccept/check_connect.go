@@ -60,6 +60,7 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 	if inv.Slurm.Allocates() {
 		return checkAllocation(ctx, out, progress, inv, ps, asJSON)
 	}
+	access, accessErr := kubeAccess(ctx, inv)
 	fmt.Fprintf(progress, "check: reaching %d node(s), %s\n", len(inv.Nodes), atATime(inv.FanOut()))
 	start := time.Now()
 	python := inv.Phases.Failure.Python
@@ -83,11 +84,28 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 		}
 	}
 	groups := notMeasuredGroups(inv, ps, res)
+	// What no window can run without is the check's failure, whatever
+	// the probe found.
+	var refused error
+	if no := kubeDenied(access); no != "" {
+		refused = fmt.Errorf("check --connect: the Kubernetes credential may not %s: no window can run", no)
+	}
 	if asJSON != nil {
-		return unreached, asJSON.print(out, inv, ps, res, groups, took)
+		asJSON.KubeAccess = kubeAccessOf(access)
+		if accessErr != nil {
+			asJSON.KubeAccessError = oneLine(accessErr.Error())
+		}
+		if err := asJSON.print(out, inv, ps, res, groups, took); err != nil {
+			return unreached, err
+		}
+		return unreached, refused
 	}
 	printReach(out, inv, res, took)
 	fmt.Fprintln(out)
+	if access != nil || accessErr != nil {
+		printKubeAccess(out, inv, access, accessErr)
+		fmt.Fprintln(out)
+	}
 	printTools(out, res)
 	fmt.Fprintln(out)
 	if len(groups) > 0 {
@@ -95,7 +113,7 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 		fmt.Fprintln(out)
 	}
 	printEstimate(out, inv, ps)
-	return unreached, nil
+	return unreached, refused
 }
 
 // printReach says how many nodes were reached, and why the others were

@@ -20,6 +20,11 @@ type connectJSON struct {
 	// Allocation: what the login node's Slurm said of the window's own
 	// allocation (its nodes are unknown until granted).
 	Allocation *allocationJSON
+	// KubeAccess: what the credential may do of what a window asks of a
+	// Kubernetes API (remote.KubeNeeds), when some node is a pod;
+	// KubeAccessError why it could not be asked.
+	KubeAccess      []kubeAccessJSON
+	KubeAccessError string
 }
 
 // allocationJSON is check --connect's answer for a window in its own
@@ -97,15 +102,18 @@ func (c *connectJSON) print(w io.Writer, inv *inventory.Inventory, ps []orchestr
 	}
 	return writeJSON(w, struct {
 		lintJSON
-		Reached     int             `json:"reached"`
-		Seconds     float64         `json:"seconds"`
-		Nodes       []connectNode   `json:"nodes"`
-		Tools       []toolGroup     `json:"tools"`
-		NotReached  []reasonGroup   `json:"not_reached"`
-		NotMeasured []reasonGroup   `json:"not_measured"`
-		Bound       connectBound    `json:"bound"`
-		Allocation  *allocationJSON `json:"allocation,omitempty"`
-	}{lintOf(inv, c.Warnings), reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound, c.Allocation})
+		Reached     int              `json:"reached"`
+		Seconds     float64          `json:"seconds"`
+		Nodes       []connectNode    `json:"nodes"`
+		Tools       []toolGroup      `json:"tools"`
+		NotReached  []reasonGroup    `json:"not_reached"`
+		NotMeasured []reasonGroup    `json:"not_measured"`
+		Bound       connectBound     `json:"bound"`
+		Allocation  *allocationJSON  `json:"allocation,omitempty"`
+		KubeAccess  []kubeAccessJSON `json:"kubernetes_access,omitempty"`
+		KubeError   string           `json:"kubernetes_access_error,omitempty"`
+	}{lintOf(inv, c.Warnings), reached, math.Round(took.Seconds()*10) / 10, nodes, nonNil(toolGroups(byTool)), nonNil(unreached), nonNil(groups), bound, c.Allocation,
+		c.KubeAccess, c.KubeAccessError})
 }
 
 // nonNil is s, or an empty list: JSON says [] rather than null.

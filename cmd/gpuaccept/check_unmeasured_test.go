@@ -11,6 +11,7 @@ import (
 
 	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/inventory"
+	"gpuaccept/remote"
 	"gpuaccept/scripts/standins"
 )
 
@@ -219,5 +220,45 @@ func TestWillNotMeasureOnPods(t *testing.T) {
 	training := []orchestrator.Phase{{Name: "training", Enabled: all}}
 	if got := strings.Join(willNotMeasure(inv, training, tools, nil, true), "\n"); !strings.Contains(got, "a pod runs image.reference, not phases.workload.image") {
 		t.Errorf("a workload image of its own on a pod: %q", got)
+	}
+}
+
+// check --connect says what the Kubernetes credential may not do, one
+// line each with what it costs (the whole window, or the facts), and
+// fails only for what no window can run without.
+func TestKubeAccessSaysWhatItCosts(t *testing.T) {
+	inv := &inventory.Inventory{}
+	inv.Kubernetes.Namespace = "gpu"
+	var access []remote.KubeAccess
+	for _, n := range remote.KubeNeeds {
+		access = append(access, remote.KubeAccess{KubeNeed: n, Allowed: !n.Cluster})
+	}
+	var b strings.Builder
+	printKubeAccess(&b, inv, access, nil)
+	want := "kubernetes access (namespace gpu):\n" +
+		"  may not list nodes: KUBE-001 and KUBE-002 not measured, and kubernetes.node_selector finds no node\n" +
+		"  may not list pods in every namespace: the GPU device plugin and GPU Operator not named (KUBE-002)\n"
+	if b.String() != want {
+		t.Errorf("a namespace admin:\n%s\nwant\n%s", b.String(), want)
+	}
+	if no := kubeDenied(access); no != "" {
+		t.Errorf("a namespace admin can run a window, not %q", no)
+	}
+	access[4].Allowed, access[4].Reason = false, "RBAC: \x1b[31mforbidden"
+	b.Reset()
+	printKubeAccess(&b, inv, access, nil)
+	if !strings.Contains(b.String(), "  may not create pods/exec: no window can run (RBAC: ") || strings.Contains(b.String(), "\x1b") {
+		t.Errorf("no exec:\n%q", b.String())
+	}
+	if no := kubeDenied(access); no != "create pods/exec" {
+		t.Errorf("kubeDenied %q", no)
+	}
+	for i := range access {
+		access[i].Allowed = true
+	}
+	b.Reset()
+	printKubeAccess(&b, inv, access, nil)
+	if !strings.HasPrefix(b.String(), "kubernetes access: all the window asks") {
+		t.Errorf("all allowed: %q", b.String())
 	}
 }

@@ -329,17 +329,8 @@ func cleanLevels(ls []workload.Level, want int) []workload.Level {
 	return ls
 }
 
-// clipText keeps at most n bytes of s (whole runes), saying it was cut.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// clipText is remote.Clip: at most n bytes of s, whole characters.
+func clipText(s string, n int) string { return remote.Clip(s, n) }
 
 // shownTail is a log's tail as a verdict may show it: whole lines,
 // control characters escaped, secrets scrubbed.
