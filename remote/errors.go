@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"unicode/utf8"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // ExitError reports a remote command that ran and did not succeed. It
