@@ -31,6 +31,10 @@ type Kube struct {
 	ImageID    string // its config digest, sha256:...
 	GPUs       int    // nvidia.com/gpu the node advertises
 	Bin        string // where the Kubernetes binaries are cached
+	// Nodes are every node's name (Node first) and NodeIPs their
+	// addresses, the host network of their pods: kube.sh up --nodes N runs
+	// a kubelet and a containerd of their own for each on this machine.
+	Nodes, NodeIPs []string
 }
 
 // KubeCommands are what kube.sh up needs besides the Kubernetes binaries (scripts/deps.sh installs them).
@@ -82,11 +86,17 @@ func BuildKube(ctx context.Context) (string, error) {
 // StartKube starts the lab's Kubernetes in dir (a fresh one: whatever ran there is torn down first) with gpus
 // nvidia.com/gpu on its node, and returns once the node is Ready and advertises them.
 func StartKube(ctx context.Context, dir string, gpus int) (*Kube, error) {
+	return StartKubeNodes(ctx, dir, gpus, 1)
+}
+
+// StartKubeNodes is StartKube with nodes nodes, each with its own kubelet and containerd on this machine and an
+// address of its own.
+func StartKubeNodes(ctx context.Context, dir string, gpus, nodes int) (*Kube, error) {
 	if _, err := BuildKube(ctx); err != nil {
 		return nil, err
 	}
 	_, _ = runKube(context.Background(), "down", "--dir", dir)
-	if _, err := runKube(ctx, "up", "--dir", dir, "--gpus", strconv.Itoa(gpus)); err != nil {
+	if _, err := runKube(ctx, "up", "--dir", dir, "--gpus", strconv.Itoa(gpus), "--nodes", strconv.Itoa(nodes)); err != nil {
 		return nil, err
 	}
 	return ReadKube(dir)
@@ -101,7 +111,11 @@ func ReadKube(dir string) (*Kube, error) {
 	env := parseEnv(b)
 	gpus, _ := strconv.Atoi(env["KUBE_GPUS"])
 	k := &Kube{Dir: dir, Kubeconfig: env["KUBECONFIG"], Node: env["KUBE_NODE"], API: env["KUBE_API"],
-		Image: env["KUBE_IMAGE"], ImageID: env["KUBE_IMAGE_ID"], GPUs: gpus, Bin: env["KUBE_BIN"]}
+		Image: env["KUBE_IMAGE"], ImageID: env["KUBE_IMAGE_ID"], GPUs: gpus, Bin: env["KUBE_BIN"],
+		Nodes: strings.Fields(env["KUBE_NODES"]), NodeIPs: strings.Fields(env["KUBE_NODE_IPS"])}
+	if len(k.Nodes) == 0 {
+		k.Nodes = []string{k.Node}
+	}
 	if k.Kubeconfig == "" || k.Node == "" || k.Image == "" {
 		return nil, fmt.Errorf("lab kube: %s is incomplete: %q", filepath.Join(dir, "env"), b)
 	}
