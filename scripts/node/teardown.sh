@@ -144,7 +144,9 @@ mark="gpuaccept-window-$run"
 haskey() { awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$1"; }
 if [ -z "$only" ] && [ -f "$keys" ] && haskey "$keys"; then
   (
-    flock -w 30 9 || exit 1 # every node at once on a shared home (windowkey.sh); the phase has 45 s
+    # every node at once on a shared home (windowkey.sh); the phase has 45 s. An image without flock (a pod's)
+    # has a home of its own.
+    if command -v flock >/dev/null 2>&1; then flock -w 30 9 || exit 1; fi
     real=$(readlink -f -- "$keys") && [ -f "$real" ] || exit 1
     haskey "$real" || exit 0 # another node of a shared home removed it
     links=$(stat -c %h -- "$real") || exit 1
@@ -155,7 +157,8 @@ if [ -z "$only" ] && [ -f "$keys" ] && haskey "$keys"; then
     end=1
     [ -z "$(tail -c1 -- "$real")" ] || end=0
     awk -v m="$mark" -v end="$end" 'BEGIN { ORS = "" } $NF != m { print sep $0; sep = "\n"; n++ } END { if (n && end) print "\n" }' "$real" >"$tmp" &&
-      chown --reference="$real" -- "$tmp" && chmod --reference="$real" -- "$tmp" &&
+      # Owner and mode as stat says them: busybox (a pod's image) has no --reference.
+      chown "$(stat -c %u:%g -- "$real")" -- "$tmp" && chmod "$(stat -c %a -- "$real")" -- "$tmp" &&
       { sync -- "$tmp" 2>/dev/null || true; } &&
       mv -f -- "$tmp" "$real"
   ) 9>>"$HOME/.ssh/.gpuaccept.lock" && echo "removed the window key from $keys" ||
