@@ -25,7 +25,7 @@ test: deps
 	@rc=0; GO=$(GO) bash scripts/test.sh || rc=$$?; \
 	  bash scripts/lab/cleanup-test-labs.sh || rc=1; exit $$rc
 
-# The Kubernetes transport against the lab's one-node cluster, whole: the
+# The Kubernetes transport against the lab's two-node cluster, whole: the
 # executor contract, windows through the API, a coordinator killed and
 # resumed. make test runs it too, less the contract's output-bounds item:
 # the lab's containerd cuts an exec carrying 16 MiB in about half the runs

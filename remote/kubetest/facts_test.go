@@ -44,9 +44,12 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "nvidia-device-plugin-daemonset-lab", Namespace: "default"},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "nvidia-device-plugin", Image: "localhost/nvidia/k8s-device-plugin:v0.17.0", ImagePullPolicy: corev1.PullNever,
-			}}}},
+			// On the window's node only: the lab has more.
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{"kubernetes.io/hostname": k.Node},
+				Containers: []corev1.Container{{
+					Name: "nvidia-device-plugin", Image: "localhost/nvidia/k8s-device-plugin:v0.17.0", ImagePullPolicy: corev1.PullNever,
+				}}}},
 		},
 	}
 	if _, err := cs.AppsV1().DaemonSets("default").Create(t.Context(), plugin, metav1.CreateOptions{}); err != nil {
@@ -61,13 +64,16 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Create(t.Context(), spoof, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// SetGPUs keeps the count it set: the count the other tests expect
+	// is the cluster's first.
+	gpus := k.GPUs
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = cs.AppsV1().DaemonSets("default").Delete(ctx, plugin.Name, *metav1.NewDeleteOptions(0))
 		_ = cs.CoreV1().Pods("default").Delete(ctx, spoof.Name, *metav1.NewDeleteOptions(0))
-		if err := k.SetGPUs(ctx, k.GPUs); err != nil {
-			t.Errorf("the node's %d GPUs again: %v", k.GPUs, err)
+		if err := k.SetGPUs(ctx, gpus); err != nil {
+			t.Errorf("the node's %d GPUs again: %v", gpus, err)
 		}
 	})
 	lab.Eventually(t, time.Minute, "the DaemonSet's pod on the node", func() bool {

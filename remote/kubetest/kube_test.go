@@ -143,9 +143,9 @@ func TestKubeAPISilentIsLost(t *testing.T) {
 }
 
 // The cluster's nodes through the seam (what an inventory's kubernetes:
-// section is made of): the lab's one node, Ready, with the GPUs its status
-// patch advertises; a selector chooses by label, one no node carries
-// chooses none.
+// section is made of): every node of the lab's, by name, Ready, with the
+// GPUs its status patch advertises; a selector chooses by label, one no
+// node carries chooses none.
 func TestKubeNodes(t *testing.T) {
 	k := needKube(t)
 	cfg := remote.KubeConfig{Kubeconfig: k.Kubeconfig}
@@ -153,8 +153,13 @@ func TestKubeNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 1 || nodes[0].Name != k.Node || !nodes[0].Ready || nodes[0].GPUs != int64(k.GPUs) || nodes[0].GPUCapacity != int64(k.GPUs) {
-		t.Fatalf("nodes %+v; want %s, Ready, %d nvidia.com/gpu", nodes, k.Node, k.GPUs)
+	if len(nodes) != len(k.Nodes) {
+		t.Fatalf("nodes %+v; want %v", nodes, k.Nodes)
+	}
+	for i, n := range nodes {
+		if n.Name != k.Nodes[i] || !n.Ready || n.GPUs != int64(k.GPUs) || n.GPUCapacity != int64(k.GPUs) {
+			t.Fatalf("nodes %+v; want %v, Ready, %d nvidia.com/gpu each", nodes, k.Nodes, k.GPUs)
+		}
 	}
 	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, map[string]string{"kubernetes.io/hostname": nodes[0].Labels["kubernetes.io/hostname"]}); err != nil || len(nodes) != 1 {
 		t.Errorf("by its hostname label: %+v, %v", nodes, err)
@@ -163,7 +168,26 @@ func TestKubeNodes(t *testing.T) {
 		t.Errorf("by a label no node has: %+v, %v", nodes, err)
 	}
 	cfg.GPUResource = "example.com/none"
-	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, nil); err != nil || len(nodes) != 1 || nodes[0].GPUs != 0 {
+	if nodes, err := remote.ListKubeNodes(t.Context(), cfg, nil); err != nil || len(nodes) != len(k.Nodes) || nodes[0].GPUs != 0 {
 		t.Errorf("another GPU resource: %+v, %v", nodes, err)
+	}
+}
+
+// The credential's access, as check --connect asks it of a real API (one
+// SelfSubjectAccessReview per need): the lab's token user may do all a
+// window asks.
+func TestKubeAccess(t *testing.T) {
+	k := needKube(t)
+	got, err := remote.KubeAccessOf(t.Context(), remote.KubeConfig{Kubeconfig: k.Kubeconfig, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(remote.KubeNeeds) {
+		t.Fatalf("%d answers for %d needs", len(got), len(remote.KubeNeeds))
+	}
+	for _, a := range got {
+		if !a.Allowed {
+			t.Errorf("may not %s: %s", a.What(), a.Reason)
+		}
 	}
 }

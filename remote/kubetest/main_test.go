@@ -1,5 +1,5 @@
 // Package kubetest proves the Kubernetes executor (remote/kube's Node) against a
-// real Kubernetes: the lab's one-node cluster (scripts/lab/kube.sh), brought
+// real Kubernetes: the lab's two-node cluster (scripts/lab/kube.sh), brought
 // up for the test run and torn down after it. It needs root on Linux and
 // the lab's packages (scripts/deps.sh); the Kubernetes binaries are built
 // once and cached (~6-7 minutes on a fresh 2-core machine). Where the
@@ -54,7 +54,9 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a fresh machine builds first
-	k, err := lab.StartKube(ctx, kubeDir, 4)
+	// Two nodes, each its own kubelet and containerd on this machine:
+	// mpirun between pods needs a second.
+	k, err := lab.StartKubeNodes(ctx, kubeDir, 4, 2)
 	cancel()
 	switch {
 	case err != nil && ctx.Err() == nil && isBuild(err):

@@ -83,7 +83,7 @@ func TestWindowKilledThenResumed(t *testing.T) {
 	cs := clientset(t, k)
 	dir := t.TempDir()
 	path := writeInventory(t, dir, k, "image: {reference: \""+zeroPin+"\"}\nquote: {gpus_per_node: 1}\n",
-		"  node_selector: kubernetes.io/os=linux\n")
+		"  node_selector: kubernetes.io/hostname="+k.Node+"\n")
 	runs := filepath.Join(dir, "runs")
 	child := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childEnv+"="+path+"|"+runs+"|"+k.Image)

@@ -16,8 +16,8 @@ import (
 
 // An inventory's kubernetes section reaches the lab's node as a window
 // does (orchestrator.Probe, what `check --connect` runs): the node chosen
-// by node_selector through the API (the kubelet's own kubernetes.io/os
-// label), named by the first label of its name, a pod of the run's own on it
+// by node_selector through the API (the kubelet's own kubernetes.io/hostname
+// label: the lab has two nodes), named by the first label of its name, a pod of the run's own on it
 // with the quote's GPUs, the command run in it, and the run's pods deleted
 // before Probe returns, the API listing none with its label. The pod's
 // image is the lab's (imported, never pulled), given by the Dialer: the
@@ -25,7 +25,7 @@ import (
 func TestProbeThroughTheInventory(t *testing.T) {
 	k := needKube(t)
 	path := writeInventory(t, t.TempDir(), k, "transport: kubernetes\nimage: {reference: \""+zeroPin+"\"}\nquote: {gpus_per_node: 2}\n",
-		"  node_selector: kubernetes.io/os=linux\n")
+		"  node_selector: kubernetes.io/hostname="+k.Node+"\n")
 	inv, err := inventory.Load(path)
 	if err != nil {
 		t.Fatal(err)

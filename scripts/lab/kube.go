@@ -18,8 +18,8 @@ var kubeScriptSource []byte
 
 var kubeEmbed = &embedded{name: "kube", content: kubeScriptSource}
 
-// Kube is the lab's one-node Kubernetes (kube.sh): etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler, containerd and a kubelet on this machine (127.0.0.1), the node advertising GPUs as the
+// Kube is the lab's Kubernetes (kube.sh): etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and, for each node, a containerd and a kubelet on this machine (127.0.0.1), each node advertising GPUs as the
 // extended resource nvidia.com/gpu, and the pod image imported into containerd (pods use imagePullPolicy
 // Never). Its pods' host network is this machine's.
 type Kube struct {
