@@ -87,6 +87,10 @@ func (fakeCluster) Dial(context.Context, string, remote.KubeConfig) (remote.Exec
 
 func (fakeCluster) DeletePods(context.Context, remote.KubeConfig) ([]string, error) { return nil, nil }
 
+func (fakeCluster) Access(context.Context, remote.KubeConfig) ([]remote.KubeAccess, error) {
+	return nil, errors.New("not asked")
+}
+
 func (fakeCluster) GPUSoftware(context.Context, remote.KubeConfig) (remote.KubeGPUSoftware, error) {
 	return remote.KubeGPUSoftware{}, nil
 }

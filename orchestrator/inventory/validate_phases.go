@@ -297,6 +297,20 @@ func (v *validator) checkpoint(c *Checkpoint) {
 }
 
 // failure fills the failure test's defaults and checks its choices.
+// anyPods: some node is reached through a cluster's API, in a pod (named,
+// or to be chosen by kubernetes.node_selector when the window starts).
+func (v *validator) anyPods() bool {
+	if v.inv.Kubernetes.NodeSelector != "" {
+		return true
+	}
+	for _, n := range v.inv.Nodes {
+		if v.inv.TransportOf(n) == TransportKubernetes {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *validator) failure(f *Failure, c *Checkpoint) {
 	const k = "phases.failure."
 	for _, d := range []struct {
@@ -312,6 +326,12 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 		// Both leave a timer behind the command (the link's restore, the
 		// reboot), which Slurm ends with the step that started it.
 		v.problem(k+"inject", "%s leaves a timer on the node past its command, which a Slurm step does not outlive (transport srun): use kill-node or kill-worker", f.Inject)
+	}
+	if v.anyPods() && (f.Inject == "cut" || f.Inject == "reboot") {
+		// A pod on the host network would cut or reboot the node under
+		// the cluster (and the other tenants' pods) from inside a
+		// container, which it has no right to and must not.
+		v.problem(k+"inject", "%s acts on the node under a pod (transport kubernetes), which a window's pod must not touch: use kill-node or kill-worker", f.Inject)
 	}
 	switch f.Inject {
 	case "kill-worker", "kill-node", "cut":
