@@ -125,14 +125,21 @@ type KubeTransport interface {
 // Without says what is not measured.
 type KubeNeed struct {
 	Verb, Resource, Subresource string
-	Cluster, Required           bool
-	Without                     string
+	// OrVerb does as well as Verb: client-go's exec asks get (its
+	// WebSocket) before create (SPDY).
+	OrVerb            string
+	Cluster, Required bool
+	Without           string
 }
 
 // What is "verb resource[/subresource]", as kubectl auth can-i takes it,
 // with "in every namespace" when Cluster.
 func (n KubeNeed) What() string {
-	s := n.Verb + " " + n.Resource
+	s := n.Verb
+	if n.OrVerb != "" {
+		s += " (or " + n.OrVerb + ")"
+	}
+	s += " " + n.Resource
 	if n.Subresource != "" {
 		s += "/" + n.Subresource
 	}
@@ -150,7 +157,7 @@ var KubeNeeds = []KubeNeed{
 	{Verb: "get", Resource: "pods", Required: true},
 	{Verb: "list", Resource: "pods", Required: true},
 	{Verb: "delete", Resource: "pods", Required: true},
-	{Verb: "create", Resource: "pods", Subresource: "exec", Required: true},
+	{Verb: "create", OrVerb: "get", Resource: "pods", Subresource: "exec", Required: true},
 	{Verb: "list", Resource: "nodes", Cluster: true, Without: "KUBE-001 and KUBE-002 not measured, and kubernetes.node_selector finds no node"},
 	{Verb: "list", Resource: "pods", Cluster: true, Without: "the GPU device plugin and GPU Operator not named (KUBE-002)"},
 }

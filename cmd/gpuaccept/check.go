@@ -76,11 +76,17 @@ of it, the quote lint's warnings too, as one JSON object. A node not reached exi
 				} else {
 					fmt.Fprintln(out)
 				}
-				inv, err := inv.WithKubeNodes(contextOf(cmd))
+				// Asked first: a credential that may not list nodes fails
+				// the node_selector's expansion, and this says why.
+				access := kubeAccess(contextOf(cmd), inv)
+				expanded, err := inv.WithKubeNodes(contextOf(cmd))
 				if err != nil {
+					if asJSON == nil {
+						printKubeAccess(out, inv, access)
+					}
 					return exitWith(exitCouldNotRun, err)
 				}
-				unreached, err := checkConnect(contextOf(cmd), out, cmd.ErrOrStderr(), inv, phases.All(), asJSON)
+				unreached, err := checkConnect(contextOf(cmd), out, cmd.ErrOrStderr(), expanded, phases.All(), asJSON, access)
 				if err != nil {
 					return exitWith(exitCouldNotRun, err)
 				}

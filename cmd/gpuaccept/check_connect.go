@@ -56,11 +56,11 @@ var toolOrder = []string{"nvidia-smi", "dcgmi", "mpirun", "all_reduce_perf", "po
 // answer, and says how long the window may take and what that costs. Its
 // error is for the coordinator's own failures; nodes not reached are
 // said, and make the exit status 3 (the window could not measure them).
-func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, asJSON *connectJSON) (unreached int, err error) {
+func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase, asJSON *connectJSON,
+	access kubeAccessed) (unreached int, err error) {
 	if inv.Slurm.Allocates() {
 		return checkAllocation(ctx, out, progress, inv, ps, asJSON)
 	}
-	access, accessErr := kubeAccess(ctx, inv)
 	fmt.Fprintf(progress, "check: reaching %d node(s), %s\n", len(inv.Nodes), atATime(inv.FanOut()))
 	start := time.Now()
 	python := inv.Phases.Failure.Python
@@ -87,13 +87,13 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 	// What no window can run without is the check's failure, whatever
 	// the probe found.
 	var refused error
-	if no := kubeDenied(access); no != "" {
+	if no := kubeDenied(access.list); no != "" {
 		refused = fmt.Errorf("check --connect: the Kubernetes credential may not %s: no window can run", no)
 	}
 	if asJSON != nil {
-		asJSON.KubeAccess = kubeAccessOf(access)
-		if accessErr != nil {
-			asJSON.KubeAccessError = oneLine(accessErr.Error())
+		asJSON.KubeAccess = kubeAccessOf(access.list)
+		if access.err != nil {
+			asJSON.KubeAccessError = oneLine(access.err.Error())
 		}
 		if err := asJSON.print(out, inv, ps, res, groups, took); err != nil {
 			return unreached, err
@@ -102,8 +102,7 @@ func checkConnect(ctx context.Context, out, progress io.Writer, inv *inventory.I
 	}
 	printReach(out, inv, res, took)
 	fmt.Fprintln(out)
-	if access != nil || accessErr != nil {
-		printKubeAccess(out, inv, access, accessErr)
+	if printKubeAccess(out, inv, access) {
 		fmt.Fprintln(out)
 	}
 	printTools(out, res)

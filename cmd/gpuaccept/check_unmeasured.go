@@ -16,7 +16,8 @@ import (
 // whether it has an sshd (a pod's image needs one for mpirun between the
 // pods); only their presence is read: they are not listed among the tools.
 const haveProbe = `printf '@@ have\n'; for t in aws gcloud gsutil azcopy curl wget; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done
-{ command -v sshd || [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ]; } >/dev/null 2>&1 && echo sshd
+{ command -v sshd || [ -x /usr/sbin/sshd ] || [ -x /usr/local/sbin/sshd ] || [ -x /sbin/sshd ]; } >/dev/null 2>&1 && echo sshd
+command -v ssh >/dev/null 2>&1 && echo ssh
 `
 
 // haveTools reads the probe's "have" section: the names it asked for that
@@ -34,7 +35,7 @@ func haveTools(out []byte) map[string]bool {
 		}
 		switch t := strings.TrimSpace(line); {
 		case !in:
-		case t == "aws", t == "gcloud", t == "gsutil", t == "azcopy", t == "curl", t == "wget", t == "sshd":
+		case t == "aws", t == "gcloud", t == "gsutil", t == "azcopy", t == "curl", t == "wget", t == "sshd", t == "ssh":
 			have[t] = true
 		}
 	}
@@ -82,8 +83,14 @@ func willNotMeasure(inv *inventory.Inventory, ps []orchestrator.Phase, tools map
 		if lacks("all_reduce_perf") {
 			no = append(no, "no "+a.Binary)
 		}
-		if pod && a.Launcher != "srun" && len(inv.Nodes) > 1 && !have["sshd"] {
-			no = append(no, "no sshd in the pod's image (mpirun reaches the other pods through it)")
+		if pod && a.Launcher != "srun" && len(inv.Nodes) > 1 {
+			// podsshd.sh's first needs (it then logs in to find orted).
+			switch {
+			case !have["sshd"]:
+				no = append(no, "no sshd in the pod's image (mpirun reaches the other pods through it)")
+			case !have["ssh"]:
+				no = append(no, "no ssh client in the pod's image (mpirun's)")
+			}
 		}
 		ids := "NCCL-001, NCCL-002 and NCCL-006"
 		if on["bisect"] {

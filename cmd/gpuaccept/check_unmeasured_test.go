@@ -208,8 +208,11 @@ func TestWillNotMeasureOnPods(t *testing.T) {
 	if strings.Contains(got, "podman") || strings.Contains(got, "RECOV") {
 		t.Errorf("a pod asked for a runtime, or its job in the image:\n%s", got)
 	}
-	if got := strings.Join(willNotMeasure(inv, on, tools, map[string]bool{"sshd": true}, true), "\n"); strings.Contains(got, "sshd") {
-		t.Errorf("a pod with sshd:\n%s", got)
+	if got := strings.Join(willNotMeasure(inv, on, tools, map[string]bool{"sshd": true, "ssh": true}, true), "\n"); strings.Contains(got, "ssh") {
+		t.Errorf("a pod with sshd and ssh:\n%s", got)
+	}
+	if got := strings.Join(willNotMeasure(inv, on, tools, map[string]bool{"sshd": true}, true), "\n"); !strings.Contains(got, "no ssh client in the pod's image") {
+		t.Errorf("a pod with sshd, no ssh:\n%s", got)
 	}
 	// The same tools on a host: the runtime is what it lacks.
 	got = strings.Join(willNotMeasure(inv, on, tools, nil, false), "\n")
@@ -234,7 +237,7 @@ func TestKubeAccessSaysWhatItCosts(t *testing.T) {
 		access = append(access, remote.KubeAccess{KubeNeed: n, Allowed: !n.Cluster})
 	}
 	var b strings.Builder
-	printKubeAccess(&b, inv, access, nil)
+	printKubeAccess(&b, inv, kubeAccessed{list: access})
 	want := "kubernetes access (namespace gpu):\n" +
 		"  may not list nodes: KUBE-001 and KUBE-002 not measured, and kubernetes.node_selector finds no node\n" +
 		"  may not list pods in every namespace: the GPU device plugin and GPU Operator not named (KUBE-002)\n"
@@ -246,19 +249,19 @@ func TestKubeAccessSaysWhatItCosts(t *testing.T) {
 	}
 	access[4].Allowed, access[4].Reason = false, "RBAC: \x1b[31mforbidden"
 	b.Reset()
-	printKubeAccess(&b, inv, access, nil)
-	if !strings.Contains(b.String(), "  may not create pods/exec: no window can run (RBAC: ") || strings.Contains(b.String(), "\x1b") {
+	printKubeAccess(&b, inv, kubeAccessed{list: access})
+	if !strings.Contains(b.String(), "  may not create (or get) pods/exec: no window can run (RBAC: ") || strings.Contains(b.String(), "\x1b") {
 		t.Errorf("no exec:\n%q", b.String())
 	}
-	if no := kubeDenied(access); no != "create pods/exec" {
+	if no := kubeDenied(access); no != "create (or get) pods/exec" {
 		t.Errorf("kubeDenied %q", no)
 	}
 	for i := range access {
 		access[i].Allowed = true
 	}
 	b.Reset()
-	printKubeAccess(&b, inv, access, nil)
-	if !strings.HasPrefix(b.String(), "kubernetes access: all the window asks") {
+	printKubeAccess(&b, inv, kubeAccessed{list: access})
+	if !strings.HasPrefix(b.String(), "kubernetes access: all a window asks") {
 		t.Errorf("all allowed: %q", b.String())
 	}
 }

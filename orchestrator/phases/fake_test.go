@@ -69,7 +69,7 @@ func fakeFleet(inv *inventory.Inventory) *fake.Fleet {
 			made[dir] = true
 			return fake.Reply{Stdout: dir + "\n"}
 		})
-		h.On(`(?s)^(GPUACCEPT_TEARDOWN_ENROOT=gpuaccept-\S+ )?(GPUACCEPT_TEARDOWN_CONTAINERS=1 )?bash -c .* teardown `, func(c *fake.Call) fake.Reply {
+		h.On(`(?s)^(GPUACCEPT_TEARDOWN_ENROOT=gpuaccept-\S+ )?(GPUACCEPT_TEARDOWN_CONTAINERS=1 )?(GPUACCEPT_POD=1 )?bash -c .* teardown `, func(c *fake.Call) fake.Reply {
 			return fake.Reply{Stdout: "removed $HOME/.gpuaccept/window\nprocesses ended: 0\n"}
 		})
 		h.Reply(`(?s)^bash -c .* left `, fake.Reply{Stdout: "checked\n"})

@@ -504,7 +504,8 @@ func capLines(lines []string, n int) []string {
 
 // endRanks ends what a failed run left on each node: the benchmark's
 // processes (they carry the window's mark) and Open MPI's daemons started
-// for the window (their command line names the window's ssh config). The
+// for the window (their command line names the window's ssh config; read
+// from /proc, since a pod's image may have no pgrep). The
 // call doubles as the liveness probe: a node that cannot run it within
 // 20 s is named silent.
 func endRanks(ctx context.Context, w *orchestrator.Window, nodes []*orchestrator.Node, binary string) (silent []string, ended map[string]int) {
@@ -513,7 +514,10 @@ for e in $(grep -lsxzF "GPUACCEPT_RUN=$1" /proc/[0-9]*/environ); do
   p=${e#/proc/}; p=${p%/environ}
   case "$(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null)" in *"$2"*) kill -KILL "$p" 2>/dev/null && n=$((n+1)) ;; esac
 done
-for p in $(pgrep -f "orted.*/\.gpuaccept/$1/ssh/config"); do kill -KILL "$p" 2>/dev/null && n=$((n+1)); done
+for c in /proc/[0-9]*/cmdline; do
+  p=${c#/proc/}; p=${p%/cmdline}
+  case "$(tr '\0' ' ' <"$c" 2>/dev/null)" in *[op]rted*"/.gpuaccept/$1/ssh/config"*) kill -KILL "$p" 2>/dev/null && n=$((n+1)) ;; esac
+done
 echo "$n"`
 	cmd := "bash -c " + remote.Quote(script) + " endranks " + remote.Quote(w.RunID()) + " " + remote.Quote(path.Base(binary))
 	var mu sync.Mutex

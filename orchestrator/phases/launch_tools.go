@@ -84,8 +84,19 @@ func podsUnreached(w *orchestrator.Window, nodes []*orchestrator.Node, what stri
 	if len(order) == 0 {
 		return nil
 	}
+	// Node words differ from pod to pod (a log line with its port): the
+	// first few say enough, and 1,000 of them would fill the verdict.
+	const said = 5
 	var parts []string
-	for _, r := range order {
+	for i, r := range order {
+		if i == said {
+			var more []string
+			for _, r := range order[said:] {
+				more = append(more, why[r]...)
+			}
+			parts = append(parts, fmt.Sprintf("and more on %s", hostlist.Compress(more)))
+			break
+		}
 		parts = append(parts, fmt.Sprintf("%s on %s", r, hostlist.Compress(why[r])))
 	}
 	return orchestrator.Unmeasured("sshd", "mpirun starts its daemons over SSH: %s: %s not measured", strings.Join(parts, "; "), what)

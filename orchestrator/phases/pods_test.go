@@ -152,7 +152,8 @@ func TestContainersOfTheirOwnInPodsAreNotMeasured(t *testing.T) {
 }
 
 // answerPodSSHD makes h's pod answer podsshd.sh with out (its server's
-// pid, or no-sshd), recording the arguments it was given.
+// pid, or why mpirun cannot reach it), recording the arguments it was
+// given.
 func answerPodSSHD(h *fake.Host, out string, seen func(args []string)) {
 	onScript(h, "podsshd.sh", func(c *fake.Call, a []string) fake.Reply {
 		if seen != nil {
@@ -173,7 +174,7 @@ func answerPodSSHD(h *fake.Host, out string, seen func(args []string)) {
 func TestCollectivesBetweenPodsWithoutSSHDAreNotMeasured(t *testing.T) {
 	f, inv := fabricFleet(t, 3, "")
 	for _, h := range f.Hosts() {
-		answerPodSSHD(h, "no-sshd\n", nil)
+		answerPodSSHD(h, "unreachable no sshd in the pod's image\n", nil)
 	}
 	r := runPods(t, inv, f, WindowKey, IntraNode, AllReduce, Bisection)
 	const why = "mpirun starts its daemons over SSH: no sshd in the pod's image on h[1-3]: "
@@ -293,5 +294,61 @@ func TestPodsAreReachedAtTheirAddress(t *testing.T) {
 	}
 	if addr["h1"] != "10.9.0.1" || addr["h2"] != "10.9.0.2" {
 		t.Errorf("the pods' servers listen at %v, want their pods' addresses", addr)
+	}
+}
+
+// What a pod's image lacks or refuses takes no pod out of the window: a
+// windowkey.sh that fails there (an image without a tool it needs) and a
+// server that will not start leave the collectives NOT MEASURED with the
+// pods' words, eight reasons said as five and the rest's pods; but a
+// podsshd.sh that finds the window's directory or arguments not the
+// window's (exit 3) fails its pod as a hostile node.
+func TestPodsWhoseSSHDCannotServe(t *testing.T) {
+	f, inv := fabricFleet(t, 9, "")
+	for i, h := range f.Hosts() {
+		switch h.Name() {
+		case "h1":
+			onScript(h, "windowkey.sh", func(*fake.Call, []string) fake.Reply {
+				return fake.Reply{Exit: 1, Stderr: "date: invalid date '@1796000000'\n"}
+			})
+		case "h9":
+			answerPodSSHD(h, "", nil)
+			onScript(h, "podsshd.sh", func(*fake.Call, []string) fake.Reply {
+				return fake.Reply{Exit: 3, Stderr: "podsshd: /root/.gpuaccept/x/ssh is not the window's directory\n"}
+			})
+		default:
+			onScript(h, "podsshd.sh", func(*fake.Call, []string) fake.Reply {
+				return fake.Reply{Exit: 1, Stderr: fmt.Sprintf("podsshd: sshd did not start: Bind to port %d failed: Address already in use.\n", 20000+i)}
+			})
+		}
+	}
+	r := runPods(t, inv, f, WindowKey, AllReduce)
+	v := verdictOf(t, r, "NCCL-002", "")
+	if v.Status != record.Skip || !strings.Contains(v.Incomplete, "the window's key was not installed: date: invalid date") ||
+		strings.Count(v.Incomplete, "Address already in use") != 4 || !strings.Contains(v.Incomplete, "and more on h[6-8]") ||
+		!strings.Contains(v.Incomplete, "; sshd did not start: Bind to port 20001 failed: Address already in use. on h2;") {
+		t.Errorf("NCCL-002: %+v", v)
+	}
+	for _, n := range r.Nodes {
+		if n.Quarantined != (n.Name == "h9") {
+			t.Errorf("%s quarantined %v: %s", n.Name, n.Quarantined, n.Reason)
+		}
+	}
+}
+
+// A window whose collectives do not go over several pods with mpirun
+// opens no server in any pod.
+func TestNoPodSSHDWithoutCollectives(t *testing.T) {
+	f, inv := fabricFleet(t, 2, "")
+	inv.Phases.AllReduce.Enabled = false
+	inv.Image.Mode, inv.Image.Relay = "push", "chain"
+	for _, h := range f.Hosts() {
+		answerPodSSHD(h, "sshd 1\n", nil)
+	}
+	runPods(t, inv, f, WindowKey)
+	for _, h := range f.Hosts() {
+		if n := h.Ran(`podsshd\.sh".* bash "\$f"`); n != 0 {
+			t.Errorf("%s: a server started for no collective", h.Name())
+		}
 	}
 }

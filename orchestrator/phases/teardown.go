@@ -41,6 +41,10 @@ var Teardown = orchestrator.Phase{
 		defer log.Close()
 		var out strings.Builder
 		cmd := "bash -c " + remote.Quote(scripts.Teardown) + " teardown " + remote.Quote(w.RunID()) + " \"" + dir + "\" " + remote.Quote(stateDir(n))
+		if podImager(n) != nil {
+			// A pod's home is its own: its image may lack flock.
+			cmd = "GPUACCEPT_POD=1 " + cmd
+		}
 		if f := w.Inv.Phases.Failure; f.Enabled && inventory.On(f.InImage) || w.Inv.Phases.Diag.Image != "" || w.Inv.Phases.Workload.Enabled {
 			cmd = "GPUACCEPT_TEARDOWN_CONTAINERS=1 " + cmd
 		}

@@ -88,7 +88,20 @@ var WindowKey = orchestrator.Phase{
 		// past the 128 KiB one argument may be (the bench found it).
 		cmd := toolCmd(w.RunID(), n.Name, "windowkey.sh", "\""+dir+"\"", remote.Quote(key.AuthorizedKey), "-", "-",
 			fmt.Sprint(expires.Unix()), remote.Quote(strings.Join(peers, ",")))
+		pod := podImager(n) != nil
+		if pod {
+			// A pod's home is its own: no lock against other nodes is
+			// needed where its image has no flock.
+			cmd = "export GPUACCEPT_POD=1; " + cmd
+		}
 		out, err := runIn(ctx, w, n, cmd, strings.NewReader(known+"\n@@ports\n"+portLines+"\n"))
+		if why := podKeyUnmeasured(err); pod && why != "" {
+			// A pod takes the key only for mpirun, which podsUnreached
+			// then leaves NOT MEASURED over it: a tool its image lacks
+			// does not take the pod out of the window.
+			return KeyInstalled{Fingerprint: key.Fingerprint, AuthorizedKey: key.AuthorizedKey,
+				SSHD: &PodSSHD{Unmeasured: "the window's key was not installed: " + why}}, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -137,6 +150,11 @@ var WindowKey = orchestrator.Phase{
 func podHostKeys(w *orchestrator.Window) (map[string]remote.WindowKey, error) {
 	v, err := w.Shared("podhostkeys", func() (any, error) {
 		keys := map[string]remote.WindowKey{}
+		if !podSSHDNeeded(w) {
+			// No port opened for nothing: the image relay does not reach
+			// pods, and one pod runs its collectives alone.
+			return keys, nil
+		}
 		for _, m := range w.Nodes {
 			if podImager(m) == nil {
 				continue
@@ -155,14 +173,40 @@ func podHostKeys(w *orchestrator.Window) (map[string]remote.WindowKey, error) {
 	return v.(map[string]remote.WindowKey), nil
 }
 
+// podSSHDNeeded: mpirun will launch collectives over more than one node,
+// which reaches pods only through the window's server in each.
+func podSSHDNeeded(w *orchestrator.Window) bool {
+	a := w.Inv.Phases.AllReduce
+	return a.Launcher == "mpirun" && (a.Enabled || w.Inv.Phases.Burnin.ClusterAllReduce) && len(w.Nodes) > 1
+}
+
 // podSSHPort is the port of the window's SSH server in n's pod: one of the
 // window's own (two windows on one cluster differ), and one per node,
-// since pods share their node's network and a test cluster may run two
-// nodes on one machine.
+// since pods share their node's network and a test cluster may run nodes
+// on one machine (pods 1,400 apart share a port, on nodes of their own).
+// It stays in 20000-29399: clear of the kubelet's and kube-proxy's
+// (10248-10260), the torchrun rendezvous ports (29500-31499), NodePorts
+// (30000-32767) and the ephemeral range above.
 func podSSHPort(w *orchestrator.Window, n *orchestrator.Node) int {
 	h := fnv.New32a()
 	h.Write([]byte(w.RunID()))
-	return 10000 + int(h.Sum32()%19000) + n.Index%20000
+	return 20000 + int(h.Sum32()%8000) + n.Index%1400
+}
+
+// podSSHDWithin bounds starting a pod's server and the login that checks
+// it (podsshd.sh waits 10 s for the server, the login 10 s to connect).
+const podSSHDWithin = 30 * time.Second
+
+// podKeyUnmeasured is why a pod's key or server is not there, from err,
+// when that is a tool or a server the pod's image lacks or refuses; ""
+// when err is nil, or says that the pushed script or the window's
+// directory is not the window's (exit 96, 3: a node to fail).
+func podKeyUnmeasured(err error) string {
+	var exit *remote.ExitError
+	if !errors.As(err, &exit) || exit.Status == 96 || exit.Status == 3 {
+		return ""
+	}
+	return remote.Shorten(lastLine(exit.StderrTail), 200)
 }
 
 // startPodSSHD gives n's pod its host key (its one 0600 file, never on a
@@ -178,17 +222,21 @@ func startPodSSHD(ctx context.Context, w *orchestrator.Window, n *orchestrator.N
 		return nil, fmt.Errorf("the pod's SSH host key: %w", err)
 	}
 	cmd := toolCmd(w.RunID(), n.Name, "podsshd.sh", "\""+nodeDir(w)+"\"", fmt.Sprint(port), remote.Quote(host), remote.Quote(line))
-	out, err := runOn(ctx, w, n, cmd)
-	var exit *remote.ExitError
-	switch {
-	case err != nil && errors.As(err, &exit):
-		sd.Unmeasured = "the pod's sshd did not start: " + remote.Shorten(lastLine(exit.StderrTail), 200)
+	sctx, cancel := context.WithTimeout(ctx, podSSHDWithin)
+	defer cancel()
+	out, err := runOn(sctx, w, n, cmd)
+	said := strings.TrimSpace(string(out))
+	switch why := podKeyUnmeasured(err); {
+	case why != "":
+		sd.Unmeasured = strings.TrimPrefix(why, "podsshd: ")
+	case err != nil && sctx.Err() != nil && ctx.Err() == nil:
+		sd.Unmeasured = fmt.Sprintf("the pod's sshd did not answer within %s", podSSHDWithin)
 	case err != nil:
 		return nil, err
-	case strings.TrimSpace(string(out)) == "no-sshd":
-		sd.Unmeasured = "no sshd in the pod's image"
-	case !strings.HasPrefix(strings.TrimSpace(string(out)), "sshd "):
-		return nil, fmt.Errorf("podsshd.sh did not say its server started: %.200q", strings.TrimSpace(string(out)))
+	case strings.HasPrefix(said, "unreachable "):
+		sd.Unmeasured = remote.Shorten(strings.TrimPrefix(said, "unreachable "), 200)
+	case !strings.HasPrefix(said, "sshd "):
+		return nil, fmt.Errorf("podsshd.sh did not say its server started: %.200q", said)
 	}
 	if sd.Unmeasured != "" {
 		w.Progress.Line("windowkey: %s: %s (collectives over it not measured)", n.Name, sd.Unmeasured)

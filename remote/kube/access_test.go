@@ -12,9 +12,9 @@ import (
 )
 
 // Access asks one SelfSubjectAccessReview per thing a window needs: its
-// pods and their exec in the window's namespace, the nodes and every
-// namespace's pods cluster-wide; it reads the authorizer's answer and
-// reason, in remote.KubeNeeds' order.
+// pods and their exec in the window's namespace (create, else get: either
+// execs), the nodes and every namespace's pods cluster-wide; it reads the
+// authorizer's answer and reason, in remote.KubeNeeds' order.
 func TestAccessAsksForEveryNeed(t *testing.T) {
 	cs := fake.NewClientset()
 	var asked []authorizationv1.ResourceAttributes
@@ -22,8 +22,9 @@ func TestAccessAsksForEveryNeed(t *testing.T) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
 		attr := *r.Spec.ResourceAttributes
 		asked = append(asked, attr)
-		// A namespace admin: everything in "gpu", nothing cluster-wide.
-		r.Status.Allowed = attr.Namespace == "gpu"
+		// A namespace admin: everything in "gpu" but exec by SPDY (create),
+		// exec by WebSocket (get) only; nothing cluster-wide.
+		r.Status.Allowed = attr.Namespace == "gpu" && (attr.Subresource != "exec" || attr.Verb == "get")
 		if !r.Status.Allowed {
 			r.Status.Reason = "RBAC: no ClusterRole grants " + attr.Verb + " " + attr.Resource
 		}
@@ -33,13 +34,21 @@ func TestAccessAsksForEveryNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(remote.KubeNeeds) || len(asked) != len(remote.KubeNeeds) {
-		t.Fatalf("%d answers, %d asked, want %d", len(got), len(asked), len(remote.KubeNeeds))
+	// The exec asked twice: create, refused, then get.
+	if len(got) != len(remote.KubeNeeds) || len(asked) != len(remote.KubeNeeds)+1 {
+		t.Fatalf("%d answers, %d asked, want %d and %d", len(got), len(asked), len(remote.KubeNeeds), len(remote.KubeNeeds)+1)
 	}
-	for i, a := range got {
-		q := asked[i]
+	j := 0
+	for _, a := range got {
+		q := asked[j]
 		if q.Verb != a.Verb || q.Resource != a.Resource || q.Subresource != a.Subresource || (q.Namespace == "") != a.Cluster {
 			t.Errorf("asked %+v for %+v", q, a.KubeNeed)
+		}
+		if j++; a.OrVerb != "" {
+			if asked[j].Verb != a.OrVerb {
+				t.Errorf("then asked %+v for %+v", asked[j], a.KubeNeed)
+			}
+			j++
 		}
 		if a.Allowed == a.Cluster || (a.Cluster && a.Reason == "") {
 			t.Errorf("%s: allowed %v, reason %q", a.What(), a.Allowed, a.Reason)
@@ -49,7 +58,7 @@ func TestAccessAsksForEveryNeed(t *testing.T) {
 	for _, a := range got {
 		whats[a.What()] = true
 	}
-	for _, w := range []string{"create pods", "create pods/exec", "delete pods", "list nodes", "list pods in every namespace"} {
+	for _, w := range []string{"create pods", "create (or get) pods/exec", "delete pods", "list nodes", "list pods in every namespace"} {
 		if !whats[w] {
 			t.Errorf("never asked %q: %v", w, whats)
 		}

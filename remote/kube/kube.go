@@ -88,18 +88,30 @@ func (transport) Access(ctx context.Context, k remote.KubeConfig) ([]remote.Kube
 func Access(ctx context.Context, cs kubernetes.Interface, ns string) ([]remote.KubeAccess, error) {
 	var out []remote.KubeAccess
 	for _, need := range remote.KubeNeeds {
-		attr := &authorizationv1.ResourceAttributes{Verb: need.Verb, Resource: need.Resource, Subresource: need.Subresource}
-		if !need.Cluster {
-			attr.Namespace = ns
+		a := remote.KubeAccess{KubeNeed: need}
+		for _, verb := range []string{need.Verb, need.OrVerb} {
+			if verb == "" || a.Allowed {
+				continue
+			}
+			attr := &authorizationv1.ResourceAttributes{Verb: verb, Resource: need.Resource, Subresource: need.Subresource}
+			if !need.Cluster {
+				attr.Namespace = ns
+			}
+			r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attr},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes: may it %s: %w", need.What(), err)
+			}
+			a.Allowed = r.Status.Allowed
+			if a.Reason == "" {
+				a.Reason = remote.Clip(cmp.Or(r.Status.Reason, r.Status.EvaluationError), 200)
+			}
 		}
-		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attr},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes: may it %s: %w", need.What(), err)
+		if a.Allowed {
+			a.Reason = ""
 		}
-		out = append(out, remote.KubeAccess{KubeNeed: need, Allowed: r.Status.Allowed,
-			Reason: remote.Clip(cmp.Or(r.Status.Reason, r.Status.EvaluationError), 200)})
+		out = append(out, a)
 	}
 	return out, nil
 }

@@ -144,9 +144,13 @@ mark="gpuaccept-window-$run"
 haskey() { awk -v m="$mark" '$NF == m { found = 1 } END { exit !found }' "$1"; }
 if [ -z "$only" ] && [ -f "$keys" ] && haskey "$keys"; then
   (
-    # every node at once on a shared home (windowkey.sh); the phase has 45 s. An image without flock (a pod's)
-    # has a home of its own.
-    if command -v flock >/dev/null 2>&1; then flock -w 30 9 || exit 1; fi
+    # every node at once on a shared home (windowkey.sh); the phase has 45 s. A pod (GPUACCEPT_POD) has a home
+    # of its own, and its image may have no flock; a host without one keeps the line, which expires.
+    if command -v flock >/dev/null 2>&1; then
+      flock -w 30 9 || exit 1
+    elif [ -z "${GPUACCEPT_POD-}" ]; then
+      exit 1
+    fi
     real=$(readlink -f -- "$keys") && [ -f "$real" ] || exit 1
     haskey "$real" || exit 0 # another node of a shared home removed it
     links=$(stat -c %h -- "$real") || exit 1

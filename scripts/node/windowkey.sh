@@ -61,11 +61,14 @@ chmod 700 "$HOME/.ssh"
 # Nodes may share one home (NFS): one writer at a time, each line once.
 # Every node of the window waits its turn at once: 10 s left 4 of 64 lab
 # nodes sharing one home unlocked on two busy cores; 40 s stays inside
-# the phase's minute. A container image may lack flock (util-linux): a
-# pod's home is its own, and so is the lock's purpose.
+# the phase's minute. A pod's image may lack flock (util-linux), and a
+# pod's home is its own (the coordinator sets GPUACCEPT_POD there).
 (
   if command -v flock >/dev/null 2>&1; then
     flock -w 40 9 || { echo "cannot lock $HOME/.ssh/.gpuaccept.lock" >&2; exit 1; }
+  elif [ -z "${GPUACCEPT_POD-}" ]; then
+    echo "no flock to lock $HOME/.ssh/.gpuaccept.lock with (util-linux)" >&2
+    exit 1
   fi
   touch "$HOME/.ssh/authorized_keys"
   # A last line without its newline would swallow ours.
