@@ -268,6 +268,10 @@ func kubeGPUVerdict(n record.KubeNode, k *record.KubeCluster, q inventory.Quote,
 	case quoted == 0:
 		// What the node offers pods is held to nothing: no PASS.
 		v.Status, v.Detail = record.Skip, "nothing to hold it to: no quote.gpus_per_node; "+smi+"; "+plugin
+	case seen == 0:
+		// Half of it held: no PASS over what was not measured.
+		v.Status, v.Detail = record.Skip, "as quoted, all allocatable; "+smi+"; "+plugin
+		v.Incomplete = "nvidia-smi's count of the GPUs in the pod not measured"
 	default:
 		v.Status, v.Detail = record.Pass, "as quoted, all allocatable; "+smi+"; "+plugin
 	}

@@ -32,7 +32,7 @@ func TestKubeGPUVerdict(t *testing.T) {
 		{"plugin found fewer", 4, 4, 8, smi(8), record.Fail, []string{"pods can ask for 4; the quote says 8;"}},
 		{"no resource", 0, 0, 8, nil, record.Fail, []string{"pods can ask for 0", "the quote says 8"}},
 		{"the pod got fewer", 8, 8, 8, smi(4), record.Fail, []string{"the pod asked for 8 and nvidia-smi in it saw 4"}},
-		{"smi not measured", 8, 8, 8, nil, record.Pass, []string{"nvidia-smi's count in the pod not measured"}},
+		{"smi not measured", 8, 8, 8, nil, record.Skip, []string{"nvidia-smi's count in the pod not measured"}},
 		{"nothing to hold", 8, 8, 0, smi(8), record.Skip, []string{"nothing to hold it to"}},
 	} {
 		n := record.KubeNode{Name: "gpu-01", APIName: "gpu-01.pool", Allocatable: c.alloc, Capacity: c.capa, DevicePlugin: plugin}

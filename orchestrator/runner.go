@@ -675,7 +675,11 @@ func (w *Window) releasePods() {
 	if w.reach.kubePods() != nil && w.rec != nil {
 		w.recordPodsDeleted(names, err)
 	}
+	var setup *remote.SetupError
 	switch {
+	case errors.As(err, &setup):
+		// The kubeconfig could not be used: no pod was made with it either.
+		w.Progress.Line("kubernetes: the window's pods not looked for: %s", clipText(err.Error(), 200))
 	case err != nil:
 		w.Progress.Line("kubernetes: the window's pods NOT all deleted: %s; delete them with kubectl delete pods -l %s=%s",
 			clipText(err.Error(), 200), KubeRunLabel, w.reach.run)

@@ -237,7 +237,9 @@ func CauseOf(err error) Cause {
 	case err == nil:
 		return Cause{}
 	case errors.As(err, &setup):
-		return Cause{Kind: "ssh setup", Buyer: true}
+		// The coordinator's own settings (a key, a config, a kubeconfig),
+		// whichever transport.
+		return Cause{Kind: "setup", Buyer: true}
 	case errors.As(err, &ne) && ne.jump:
 		return Cause{Kind: "jump host", Buyer: true}
 	case errors.As(err, &unknown):

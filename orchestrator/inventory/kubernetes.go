@@ -42,6 +42,10 @@ type Kubernetes struct {
 	// and the secret their image is pulled with.
 	ServiceAccount  string `mapstructure:"service_account" json:"service_account,omitempty"`
 	ImagePullSecret string `mapstructure:"image_pull_secret" json:"image_pull_secret,omitempty"`
+	// ImagePullPolicy is the pods' imagePullPolicy: Always, IfNotPresent
+	// (the default) or Never (an image the nodes hold already, by the
+	// reference given).
+	ImagePullPolicy string `mapstructure:"image_pull_policy" json:"image_pull_policy,omitempty"`
 }
 
 // KubeToleration is one toleration of the window's pods, as Kubernetes
@@ -63,7 +67,7 @@ func (inv *Inventory) KubeConfig(n Node, labels map[string]string) *remote.KubeC
 	c := &remote.KubeConfig{
 		Kubeconfig: k.Kubeconfig, Context: k.Context, Namespace: k.Namespace,
 		Node: n.Address, Image: inv.Image.Reference, GPUResource: k.GPUResource, GPUs: inv.Quote.GPUsPerNode,
-		Labels: labels, ServiceAccount: k.ServiceAccount, ImagePullSecret: k.ImagePullSecret,
+		Labels: labels, ServiceAccount: k.ServiceAccount, ImagePullSecret: k.ImagePullSecret, PullPolicy: k.ImagePullPolicy,
 		KeepaliveInterval: inv.SSH.KeepaliveInterval, KeepaliveMisses: inv.SSH.KeepaliveMisses,
 	}
 	for _, t := range k.Tolerations {
@@ -108,6 +112,11 @@ func (v *validator) kubernetes() {
 		if v.given(p+f.key) && !validKubeName(f.val) {
 			v.problem(p+f.key, "%q is not a Kubernetes object's name: lowercase letters, digits, '-' and '.'", short(f.val))
 		}
+	}
+	switch k.ImagePullPolicy {
+	case "", "Always", "IfNotPresent", "Never":
+	default:
+		v.problem(p+"image_pull_policy", "%q is not an imagePullPolicy: Always, IfNotPresent or Never", short(k.ImagePullPolicy))
 	}
 	for i, t := range k.Tolerations {
 		v.toleration(fmt.Sprintf("%stolerations[%d]", p, i), &k.Tolerations[i], t)

@@ -75,7 +75,7 @@ func (transport) Nodes(ctx context.Context, k remote.KubeConfig, selector map[st
 }
 
 func (transport) Access(ctx context.Context, k remote.KubeConfig) ([]remote.KubeAccess, error) {
-	_, cs, ns, err := kubeClient(k, "kubernetes")
+	_, cs, ns, err := kubeClient(k, "")
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func Nodes(ctx context.Context, k remote.KubeConfig, selector map[string]string)
 	if err != nil {
 		return nil, &remote.SetupError{Err: fmt.Errorf("kubernetes: node selector: %w", err)}
 	}
-	_, cs, _, err := kubeClient(k, "kubernetes")
+	_, cs, _, err := kubeClient(k, "")
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func kubeNode(n *corev1.Node, gpu corev1.ResourceName) remote.KubeNode {
 func GPUSoftware(ctx context.Context, k remote.KubeConfig) (remote.KubeGPUSoftware, error) {
 	k = k.WithDefaults()
 	out := remote.KubeGPUSoftware{DevicePlugins: map[string][]string{}}
-	_, cs, _, err := kubeClient(k, "kubernetes")
+	_, cs, _, err := kubeClient(k, "")
 	if err != nil {
 		return out, err
 	}
@@ -284,9 +284,14 @@ func kubeClient(k remote.KubeConfig, name string) (*rest.Config, kubernetes.Inte
 		rules.ExplicitPath = k.Kubeconfig
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context})
+	// name: the node the client is for; "" for the cluster as a whole.
+	who := "kubernetes"
+	if name != "" {
+		who = name + ": kubernetes"
+	}
 	rc, err := cc.ClientConfig()
 	if err != nil {
-		return nil, nil, "", &remote.SetupError{Err: fmt.Errorf("%s: kubernetes: kubeconfig: %w", name, err)}
+		return nil, nil, "", &remote.SetupError{Err: fmt.Errorf("%s: kubeconfig: %w", who, err)}
 	}
 	ns := k.Namespace
 	if ns == "" {
@@ -297,7 +302,7 @@ func kubeClient(k remote.KubeConfig, name string) (*rest.Config, kubernetes.Inte
 	rc.QPS, rc.Burst = 50, 100 // execs and pod checks of many nodes at once
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, "", &remote.SetupError{Err: fmt.Errorf("%s: kubernetes: %w", name, err)}
+		return nil, nil, "", &remote.SetupError{Err: fmt.Errorf("%s: %w", who, err)}
 	}
 	return rc, cs, ns, nil
 }
@@ -595,6 +600,12 @@ func (e *Node) ensurePod(ctx context.Context) error {
 			}
 		}
 	}
+	// A node the cluster does not have would leave the pod unscheduled
+	// until StartTimeout: said at once where the credential may read
+	// nodes (where it may not, the scheduler's reason says it later).
+	if _, err := e.cs.CoreV1().Nodes().Get(ctx, e.cfg.Node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: kubernetes: the cluster has no node %s", e.name, e.cfg.Node)
+	}
 	p, err := pods.Create(ctx, podSpec(e.cfg), metav1.CreateOptions{})
 	if err != nil {
 		return e.apiError(ctx, "create the pod", err)
@@ -690,6 +701,7 @@ func podNamePart(node string) string {
 func (e *Node) waitRunning(ctx context.Context) error {
 	pods := e.cs.CoreV1().Pods(e.ns)
 	why := "not scheduled yet"
+	var pullFailing time.Time
 	for {
 		p, err := pods.Get(ctx, e.pod, metav1.GetOptions{})
 		switch {
@@ -712,17 +724,33 @@ func (e *Node) waitRunning(ctx context.Context) error {
 			if w != "" {
 				why = w
 			}
+			// The kubelet retries a failed pull with a growing back-off;
+			// a pull still failing a while after the first is the image
+			// the pod was given, said now rather than at StartTimeout.
+			switch pulling := strings.HasPrefix(w, "ErrImagePull") || strings.HasPrefix(w, "ImagePullBackOff"); {
+			case !pulling:
+				pullFailing = time.Time{}
+			case pullFailing.IsZero():
+				pullFailing = time.Now()
+			case time.Since(pullFailing) > pullGivesUp:
+				return fmt.Errorf("%s: kubernetes: pod %s cannot pull its image %s (image.reference, kubernetes.image_pull_policy %s): %s",
+					e.name, e.pod, e.cfg.Image, e.cfg.PullPolicy, w)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return &remote.TimeoutError{Node: e.name, Step: "pod " + e.ns + "/" + e.pod + " running (" + why + ")", After: e.cfg.StartTimeout}
+				return &remote.TimeoutError{Node: e.name, Step: "pod " + e.ns + "/" + e.pod + " not running (" + why + ")", After: e.cfg.StartTimeout}
 			}
-			return fmt.Errorf("%s: kubernetes: pod %s running: %w", e.name, e.pod, ctx.Err())
+			return fmt.Errorf("%s: kubernetes: pod %s not running (%s): %w", e.name, e.pod, why, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
+
+// pullGivesUp is how long a pod's image pull may go on failing: the
+// kubelet's back-off has retried it twice or more by then.
+const pullGivesUp = 45 * time.Second
 
 func containerReady(p *corev1.Pod) bool {
 	for _, s := range p.Status.ContainerStatuses {
@@ -1007,7 +1035,7 @@ func DeletePods(ctx context.Context, cfg remote.KubeConfig) ([]string, error) {
 	if len(cfg.Labels) == 0 {
 		return nil, &remote.SetupError{Err: errors.New("kubernetes: no labels to find the window's pods by")}
 	}
-	_, cs, ns, err := kubeClient(cfg, "kubernetes")
+	_, cs, ns, err := kubeClient(cfg, "")
 	if err != nil {
 		return nil, err
 	}

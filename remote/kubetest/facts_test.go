@@ -87,22 +87,23 @@ func TestWindowNamesTheNodeThatOffersFewerGPUs(t *testing.T) {
 	if err := lab.BuildStandin(t.Context(), standin); err != nil {
 		t.Fatal(err)
 	}
-	// The pin: the lab image's config digest as podman built it (kube.sh);
-	// containerd, which holds it imported, not pulled, reports that as the
-	// pod's imageID (a pulled image's would be REPO@sha256:MANIFEST).
-	pin := k.ImageID
+	// The pin: the lab image by its manifest's digest, a name the nodes
+	// hold it by (kube.sh tags it so, as a pull by digest leaves it), so
+	// containerd reports REPO@sha256:MANIFEST as the pod's imageID; the
+	// inventory's own image_pull_policy Never, nothing overridden.
+	pin := k.ImageRef[strings.LastIndexByte(k.ImageRef, '@')+1:]
 	dir := t.TempDir()
-	path := writeInventory(t, dir, k, `image: {reference: "localhost/gpuaccept-kube@`+pin+`", smoke: [echo, "GPU 0: the lab's stand-in"]}
+	path := writeInventory(t, dir, k, `image: {reference: "`+k.ImageRef+`", smoke: [echo, "GPU 0: the lab's stand-in"]}
 simulated: true
 quote: {gpus_per_node: 8}
-`, "  nodes: ["+k.Node+"]\n")
+`, "  nodes: ["+k.Node+"]\n  image_pull_policy: Never\n")
 	inv, err := inventory.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
 		kc := *c.Kube
-		kc.Image, kc.PullPolicy, kc.StartTimeout = k.Image, "Never", 20*time.Second
+		kc.StartTimeout = 20 * time.Second
 		c.Kube = &kc
 		e, err := remote.DialNode(ctx, c)
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"gpuaccept/remote"
 	"gpuaccept/remote/kube"
 	"gpuaccept/scripts/lab"
@@ -189,5 +191,53 @@ func TestKubeAccess(t *testing.T) {
 		if !a.Allowed {
 			t.Errorf("may not %s: %s", a.What(), a.Reason)
 		}
+	}
+}
+
+// A pod whose image cannot be pulled fails to start within the kubelet's
+// second try or so, naming the image and the kubelet's reason, not after
+// the whole start timeout as "not running".
+func TestKubeImageThatCannotBePulled(t *testing.T) {
+	k := needKube(t)
+	cfg := window(k, "nopull")
+	cfg.Image, cfg.PullPolicy, cfg.StartTimeout = zeroPin, "IfNotPresent", 4*time.Minute
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kube.DeletePods(ctx, cfg); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	start := time.Now()
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: "kn1", Kube: &cfg})
+	took := time.Since(start)
+	if err == nil {
+		e.Close()
+		t.Fatal("a pod of an image no one holds started")
+	}
+	t.Logf("after %s: %v", took.Round(time.Second), err)
+	if !strings.Contains(err.Error(), "cannot pull its image "+zeroPin) || !strings.Contains(err.Error(), "ImagePull") || took > 2*time.Minute {
+		t.Errorf("after %s: %v", took.Round(time.Second), err)
+	}
+}
+
+// A node the cluster does not have is said at once, not after the pod's
+// start timeout as an unscheduled pod.
+func TestKubeNodeTheClusterDoesNotHave(t *testing.T) {
+	k := needKube(t)
+	cfg := window(k, "nonode")
+	cfg.Node, cfg.StartTimeout = "gpu-node-07", 2*time.Minute
+	start := time.Now()
+	e, err := remote.DialNode(t.Context(), remote.Config{Name: "gpu-node-07", Kube: &cfg})
+	if err == nil {
+		e.Close()
+		t.Fatal("a pod on a node the cluster does not have")
+	}
+	if !strings.Contains(err.Error(), "the cluster has no node gpu-node-07") || time.Since(start) > 10*time.Second {
+		t.Errorf("after %s: %v", time.Since(start).Round(time.Second), err)
+	}
+	list, lerr := clientset(t, k).CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{LabelSelector: "gpuaccept/window=" + cfg.Labels["gpuaccept/window"]})
+	if lerr != nil || len(list.Items) != 0 {
+		t.Errorf("pods made for it: %d (%v)", len(list.Items), lerr)
 	}
 }

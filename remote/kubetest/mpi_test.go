@@ -41,7 +41,9 @@ func TestMpirunBetweenPods(t *testing.T) {
 	// lab's other bridges. mpirun starts in the first node's pod, which
 	// Open MPI tells apart from the others here (kube.sh's notes).
 	subnet := k.NodeIPs[0][:strings.LastIndexByte(k.NodeIPs[0], '.')] + ".0/24"
-	path := writeInventory(t, dir, k, `image: {reference: "`+zeroPin+`"}
+	// The image as a user pins it: by its manifest's digest, held by the
+	// nodes (no registry in the lab), nothing overridden by the dialer.
+	path := writeInventory(t, dir, k, `image: {reference: "`+k.ImageRef+`"}
 simulated: true
 quote: {gpus_per_node: 4}
 phases:
@@ -55,15 +57,12 @@ phases:
     ranks_per_node: 1
     timeout: 2m
     mpi_args: [--mca, pml, ob1, --mca, btl, "tcp,self", --mca, btl_tcp_if_include, "`+subnet+`", --mca, oob_tcp_if_include, "`+subnet+`"]
-`, "  nodes: ["+k.Nodes[0]+", "+k.Nodes[1]+"]\n")
+`, "  nodes: ["+k.Nodes[0]+", "+k.Nodes[1]+"]\n  image_pull_policy: Never\n")
 	inv, err := inventory.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
-		kc := *c.Kube
-		kc.Image, kc.PullPolicy, kc.StartTimeout = k.Image, "Never", time.Minute
-		c.Kube = &kc
 		e, err := remote.DialNode(ctx, c)
 		if err != nil {
 			return nil, err

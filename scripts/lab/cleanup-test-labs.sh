@@ -10,4 +10,6 @@ rc=0
 for n in rt labt wt wt2 neigh bench ibench lbench bbench slurmt imgt; do
   bash "$here/lab.sh" down --name "$n" || rc=1
 done
+# the Kubernetes tests' cluster (remote/kubetest)
+bash "$here/kube.sh" down --dir /tmp/gpuaccept-kube-kt || rc=1
 exit $rc

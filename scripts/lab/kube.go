@@ -29,6 +29,10 @@ type Kube struct {
 	API        string // https://127.0.0.1:PORT
 	Image      string // the pod image's reference (localhost/gpuaccept-kube:1)
 	ImageID    string // its config digest, sha256:...
+	// ImageRef is the image pinned by its manifest's digest
+	// (localhost/gpuaccept-kube@sha256:...), a name the nodes hold it by
+	// too: an inventory's image.reference, with image_pull_policy Never.
+	ImageRef string
 	GPUs       int    // nvidia.com/gpu the node advertises
 	Bin        string // where the Kubernetes binaries are cached
 	// Nodes are every node's name (Node first) and NodeIPs their
@@ -112,7 +116,7 @@ func ReadKube(dir string) (*Kube, error) {
 	gpus, _ := strconv.Atoi(env["KUBE_GPUS"])
 	k := &Kube{Dir: dir, Kubeconfig: env["KUBECONFIG"], Node: env["KUBE_NODE"], API: env["KUBE_API"],
 		Image: env["KUBE_IMAGE"], ImageID: env["KUBE_IMAGE_ID"], GPUs: gpus, Bin: env["KUBE_BIN"],
-		Nodes: strings.Fields(env["KUBE_NODES"]), NodeIPs: strings.Fields(env["KUBE_NODE_IPS"])}
+		Nodes: strings.Fields(env["KUBE_NODES"]), NodeIPs: strings.Fields(env["KUBE_NODE_IPS"]), ImageRef: env["KUBE_IMAGE_REF"]}
 	if len(k.Nodes) == 0 {
 		k.Nodes = []string{k.Node}
 	}

@@ -26,7 +26,9 @@
 # openssh-client and openmpi-bin (kubectl only for humans).
 #
 # up writes, for the tests: DIR/kubeconfig (a token user, context "lab", namespace default), DIR/env (KUBE_DIR
-# KUBECONFIG KUBE_NODE KUBE_API KUBE_IMAGE KUBE_IMAGE_ID KUBE_GPUS KUBE_BIN KUBE_NODES KUBE_NODE_IPS, sh-sourceable;
+# KUBECONFIG KUBE_NODE KUBE_API KUBE_IMAGE KUBE_IMAGE_ID KUBE_GPUS KUBE_BIN KUBE_NODES KUBE_NODE_IPS KUBE_IMAGE_REF,
+# sh-sourceable; KUBE_IMAGE_REF is the image pinned by its manifest's digest, which the nodes hold under that name
+# too (an inventory's image.reference with kubernetes.image_pull_policy Never);
 # KUBE_NODE is the first node, KUBE_NODES and KUBE_NODE_IPS all of them, space separated; KUBE_GPUS is the first
 # node's count), DIR/nodes and DIR/logs/*.log. The first node is NAME (--node, default gpuaccept-kube-n1) at
 # 10.244.252.1, node I is NAME-I at 10.244.252.I: addresses of this machine's own, /32 on the bridge gakube-node (no
@@ -428,11 +430,18 @@ EOF
 		die "building the pod image failed (log $LOGS/image.log):"$'\n'"$(log_tail image)"
 	read -r IMAGE_ID <"$st/id"
 	IMAGE_ID=sha256:${IMAGE_ID#sha256:}
-	local i
+	local i digest
 	for ((i = 1; i <= NODES; i++)); do
 		node_vars "$i"
 		ctr --address "$N_SOCK" -n k8s.io images import "$st/image.tar" >>"$LOGS/image.log" 2>&1 ||
 			die "ctr images import into $N_SOCK failed (log $LOGS/image.log):"$'\n'"$(log_tail image)"
+		# Also by its manifest's digest, as a pull by a pinned reference leaves an image: an inventory pins it
+		# (KUBE_IMAGE_REF) with kubernetes.image_pull_policy Never, and the pod's imageID is that digest
+		digest=$(ctr --address "$N_SOCK" -n k8s.io images ls "name==$IMAGE" | awk 'NR == 2 { print $3 }')
+		[[ $digest == sha256:* ]] || die "no manifest digest for $IMAGE in $N_SOCK"
+		IMAGE_REF=${IMAGE%:*}@$digest
+		ctr --address "$N_SOCK" -n k8s.io images tag --force "$IMAGE" "$IMAGE_REF" >>"$LOGS/image.log" 2>&1 ||
+			die "ctr images tag $IMAGE_REF failed (log $LOGS/image.log)"
 	done
 	rm -rf "$st/root" "$st/run" "$st/tmp" "$st/varlib" "$R"
 }
@@ -554,7 +563,7 @@ cmd_up() {
 	{
 		printf "KUBE_DIR='%s'\nKUBECONFIG='%s'\nKUBE_NODE='%s'\nKUBE_API='%s'\n" "$DIR" "$KCFG" "$NODE" "$API"
 		printf "KUBE_IMAGE='%s'\nKUBE_IMAGE_ID='%s'\nKUBE_GPUS='%s'\nKUBE_BIN='%s'\n" "$IMAGE" "$IMAGE_ID" "$GPUS" "$CACHE"
-		printf "KUBE_NODES='%s'\nKUBE_NODE_IPS='%s'\n" "$(node_list N_NAME)" "$(node_list N_IP)"
+		printf "KUBE_NODES='%s'\nKUBE_NODE_IPS='%s'\nKUBE_IMAGE_REF='%s'\n" "$(node_list N_NAME)" "$(node_list N_IP)" "$IMAGE_REF"
 	} >"$DIR/env.new"
 	mv -f "$DIR/env.new" "$DIR/env"
 	if ((NODES == 1)); then
@@ -608,10 +617,20 @@ stop() { # stop NAME: TERM, KILL after 5 s
 	rm -f "$PIDS/$1.pid"
 }
 
+# sweep: every process whose command line names a file under DIR (a kubelet, containerd, a shim, etcd, the API
+# server) killed, whatever the pid files say: a kubelet left by a run whose DIR went first held its port, and the
+# next cluster's kubelet on that address died at start (seen in the lab)
+sweep() {
+	local pid
+	for pid in $(pgrep -f -- "$DIR/" 2>/dev/null); do
+		[[ $pid == "$$" ]] || kill -KILL "$pid" 2>/dev/null || true
+	done
+}
+
 cmd_down() {
 	need_root
 	set_paths
-	[[ -d $DIR ]] || return 0
+	[[ -d $DIR ]] || { sweep; return 0; }
 	local i id pid
 	for ((i = 1; i <= NODES; i++)); do
 		node_vars "$i"
@@ -649,6 +668,7 @@ cmd_down() {
 		ip link del "$N_BR" 2>/dev/null || true
 	done
 	ip link del "$NODE_BR" 2>/dev/null || true
+	sweep
 	rm -rf "$DIR"
 }
 
