@@ -33,8 +33,8 @@ type Kube struct {
 	// (localhost/gpuaccept-kube@sha256:...), a name the nodes hold it by
 	// too: an inventory's image.reference, with image_pull_policy Never.
 	ImageRef string
-	GPUs       int    // nvidia.com/gpu the node advertises
-	Bin        string // where the Kubernetes binaries are cached
+	GPUs     int    // nvidia.com/gpu the node advertises
+	Bin      string // where the Kubernetes binaries are cached
 	// Nodes are every node's name (Node first) and NodeIPs their
 	// addresses, the host network of their pods: kube.sh up --nodes N runs
 	// a kubelet and a containerd of their own for each on this machine.
