@@ -105,8 +105,11 @@ func TestExamplesLoad(t *testing.T) {
 func checkInvariants(t *testing.T, inv *Inventory) {
 	t.Helper()
 	// Nodes, or none but the window's own allocation's, never both.
-	if inv.Provider == "" || (len(inv.Nodes) == 0) != inv.Slurm.Allocates() {
-		t.Errorf("provider %q, %d nodes, allocates %v", inv.Provider, len(inv.Nodes), inv.Slurm.Allocates())
+	// No node named: the window's own Slurm allocation's, or those the
+	// Kubernetes node_selector finds when the window starts.
+	later := inv.Slurm.Allocates() || inv.Kubernetes.NodeSelector != ""
+	if inv.Provider == "" || len(inv.Nodes) == 0 && !later || len(inv.Nodes) > 0 && inv.Slurm.Allocates() {
+		t.Errorf("provider %q, %d nodes, allocates %v, node_selector %q", inv.Provider, len(inv.Nodes), inv.Slurm.Allocates(), inv.Kubernetes.NodeSelector)
 	}
 	for i, n := range inv.Nodes {
 		if n.Name == "" || n.Address == "" || n.User == "" || n.Port < 0 || n.Port > 65535 {
