@@ -337,11 +337,10 @@ func TestPodsWhoseSSHDCannotServe(t *testing.T) {
 }
 
 // A window whose collectives do not go over several pods with mpirun
-// opens no server in any pod.
+// opens no server in any pod: one pod alone runs its all-reduce itself,
+// though the key phase runs there.
 func TestNoPodSSHDWithoutCollectives(t *testing.T) {
-	f, inv := fabricFleet(t, 2, "")
-	inv.Phases.AllReduce.Enabled = false
-	inv.Image.Mode, inv.Image.Relay = "push", "chain"
+	f, inv := fabricFleet(t, 1, "")
 	for _, h := range f.Hosts() {
 		answerPodSSHD(h, "sshd 1\n", nil)
 	}
@@ -349,6 +348,10 @@ func TestNoPodSSHDWithoutCollectives(t *testing.T) {
 	for _, h := range f.Hosts() {
 		if n := h.Ran(`podsshd\.sh".* bash "\$f"`); n != 0 {
 			t.Errorf("%s: a server started for no collective", h.Name())
+		}
+		// The phase ran there, only no server.
+		if n := h.Ran(`windowkey\.sh".* bash "\$f"`); n != 1 {
+			t.Errorf("%s: windowkey.sh ran %d times, want 1", h.Name(), n)
 		}
 	}
 }
