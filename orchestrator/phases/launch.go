@@ -273,6 +273,9 @@ func (j job) runOnce(ctx context.Context, w *orchestrator.Window, timeout time.D
 		if len(s.Faults) > 0 {
 			s.Error = join(faultsText(s.Faults), s.Error)
 		}
+		if j.usesSrun(w) {
+			s.Error = join(srunFirstEnded(string(errOut)), s.Error)
+		}
 		return s
 	}
 	if from.Index < 0 {
@@ -465,6 +468,24 @@ func (j job) mergeJSON(ctx context.Context, w *orchestrator.Window, r *parse.NCC
 
 func (j job) usesSrun(w *orchestrator.Window) bool {
 	return len(j.nodes) > 1 && w.Inv.Phases.AllReduce.Launcher == "srun"
+}
+
+// srunTaskEnded is srun's line on tasks of a step that ended badly:
+// "srun: error: h2: task 0: Exited with exit code 1", "srun: error:
+// h[3-4]: tasks 1-2: Terminated".
+var srunTaskEnded = regexp.MustCompile(`(?m)^srun: error: (\S+): (tasks? \S+): (.+)$`)
+
+// srunFirstEnded names the task that ended a step first, as srun said it
+// ("" when srun said none): under --kill-on-bad-exit srun then terminates
+// every other task, and its lines about those are all that a failed
+// command's last lines hold, which named no node.
+func srunFirstEnded(stderr string) string {
+	for _, m := range srunTaskEnded.FindAllStringSubmatch(stderr, -1) {
+		if what := strings.TrimSpace(m[3]); what != "Terminated" {
+			return fmt.Sprintf("%s on %s ended the step first (srun: %s)", m[2], m[1], remote.Shorten(what, 80))
+		}
+	}
+	return ""
 }
 
 // scancel ends the job's Slurm job: killing srun alone may leave its
