@@ -49,6 +49,8 @@ type KubeConfig struct {
 	ServiceAccount, ImagePullSecret string
 	// Tolerations let the pod onto a tainted node (GPU nodes often are).
 	Tolerations []Toleration
+	// Volumes are mounted into the pod.
+	Volumes []KubeVolume
 	// ActiveDeadline is the pod's activeDeadlineSeconds: the kubelet ends
 	// it then whatever the coordinator does (default 12h).
 	ActiveDeadline time.Duration
@@ -73,6 +75,14 @@ type Toleration struct {
 	// TolerationSeconds bounds how long a NoExecute taint is tolerated
 	// (nil: for ever).
 	TolerationSeconds *int64
+}
+
+// KubeVolume is one volume of the pod: a directory of the node
+// (HostPath, which must exist: hostPath type Directory) or a
+// PersistentVolumeClaim of the namespace (Claim), at MountPath.
+type KubeVolume struct {
+	MountPath, HostPath, Claim string
+	ReadOnly                   bool
 }
 
 // Defaults of KubeConfig.
@@ -286,6 +296,16 @@ func (k KubeConfig) via() string {
 // API often resolves nowhere inside a pod.
 type PodAddresser interface {
 	PodIP() string
+}
+
+// PodDeleter is an executor whose node is a pod that the window may
+// delete through the cluster's API (the failure test's delete-pod):
+// DeletePod asks for the deletion, returns once the API has taken it
+// (the pod's processes end within its grace period) and names the pod.
+// The executor is lost from then on; dialling the node again makes a new
+// pod there.
+type PodDeleter interface {
+	DeletePod(ctx context.Context) (pod string, err error)
 }
 
 // PodImager is an executor whose commands run in a container that a

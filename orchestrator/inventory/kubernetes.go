@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -46,6 +47,23 @@ type Kubernetes struct {
 	// (the default) or Never (an image the nodes hold already, by the
 	// reference given).
 	ImagePullPolicy string `mapstructure:"image_pull_policy" json:"image_pull_policy,omitempty"`
+	// Volumes are mounted into every pod of the window: a pod's own
+	// filesystem goes with it, so whatever must outlive a pod or be seen
+	// by every node (the failure test's checkpoints, the checkpoint
+	// phase's files) lies on one of them.
+	Volumes []KubeVolume `mapstructure:"volumes" json:"volumes,omitempty"`
+}
+
+// KubeVolume is a volume of the window's pods: a directory of the node
+// (host_path; it must exist there, or the pod does not start, rather
+// than a missing shared mount silently becoming the node's local disk)
+// or a PersistentVolumeClaim of the namespace (claim; ReadWriteMany for
+// one that every node shares), mounted at mount_path.
+type KubeVolume struct {
+	MountPath string `mapstructure:"mount_path" json:"mount_path"`
+	HostPath  string `mapstructure:"host_path" json:"host_path,omitempty"`
+	Claim     string `mapstructure:"claim" json:"claim,omitempty"`
+	ReadOnly  bool   `mapstructure:"read_only" json:"read_only,omitempty"`
 }
 
 // KubeToleration is one toleration of the window's pods, as Kubernetes
@@ -73,7 +91,25 @@ func (inv *Inventory) KubeConfig(n Node, labels map[string]string) *remote.KubeC
 	for _, t := range k.Tolerations {
 		c.Tolerations = append(c.Tolerations, remote.Toleration{Key: t.Key, Operator: t.Operator, Value: t.Value, Effect: t.Effect, TolerationSeconds: t.Seconds})
 	}
+	for _, vol := range k.Volumes {
+		c.Volumes = append(c.Volumes, remote.KubeVolume{MountPath: vol.MountPath, HostPath: vol.HostPath, Claim: vol.Claim, ReadOnly: vol.ReadOnly})
+	}
 	return c
+}
+
+// OnKubeVolume is the volume of the window's pods that holds dir (the
+// deepest mount that contains it), nil when dir lies in the pod's own
+// filesystem.
+func (k Kubernetes) OnKubeVolume(dir string) *KubeVolume {
+	dir = path.Clean(dir)
+	var best *KubeVolume
+	for i, vol := range k.Volumes {
+		m := path.Clean(vol.MountPath)
+		if (dir == m || strings.HasPrefix(dir, m+"/")) && (best == nil || len(m) > len(best.MountPath)) {
+			best = &k.Volumes[i]
+		}
+	}
+	return best
 }
 
 // kubeNodeName is a Kubernetes node's name: a DNS subdomain (RFC 1123),
@@ -120,6 +156,10 @@ func (v *validator) kubernetes() {
 	}
 	for i, t := range k.Tolerations {
 		v.toleration(fmt.Sprintf("%stolerations[%d]", p, i), &k.Tolerations[i], t)
+	}
+	mounted := map[string]string{}
+	for i, vol := range k.Volumes {
+		v.kubeVolume(fmt.Sprintf("%svolumes[%d]", p, i), vol, mounted)
 	}
 	if v.given(p + "node_selector") {
 		if _, err := ParseSelector(k.NodeSelector); err != nil {
@@ -184,6 +224,32 @@ func (v *validator) kubeImage() {
 		// test nodes without their GPUs.
 		v.problem("quote.gpus_per_node", "required with transport kubernetes: each pod asks for that many %s, and gets no GPU without it",
 			cmp.Or(v.inv.Kubernetes.GPUResource, remote.DefaultGPUResource))
+	}
+}
+
+// kubeVolume checks one of kubernetes.volumes; mounted holds the mount
+// paths seen so far, by key.
+func (v *validator) kubeVolume(key string, vol KubeVolume, mounted map[string]string) {
+	m := vol.MountPath
+	switch {
+	case m == "":
+		v.problem(key+".mount_path", "required: where the volume appears in each pod (an absolute path)")
+	case !path.IsAbs(m) || path.Clean(m) != m || m == "/":
+		v.problem(key+".mount_path", "%q is not an absolute, clean path below / (e.g. /shared)", short(m))
+	case mounted[m] != "":
+		v.problem(key+".mount_path", "%s is mounted by %s already", m, mounted[m])
+	default:
+		mounted[m] = key
+	}
+	switch {
+	case vol.HostPath == "" && vol.Claim == "":
+		v.problem(key, "give host_path (a directory of the node) or claim (a PersistentVolumeClaim of the namespace)")
+	case vol.HostPath != "" && vol.Claim != "":
+		v.problem(key, "both host_path and claim: a volume is one or the other")
+	case vol.HostPath != "" && (!path.IsAbs(vol.HostPath) || path.Clean(vol.HostPath) != vol.HostPath):
+		v.problem(key+".host_path", "%q is not an absolute, clean path of the node", short(vol.HostPath))
+	case vol.Claim != "" && !validKubeName(vol.Claim):
+		v.problem(key+".claim", "%q is not a PersistentVolumeClaim's name: lowercase letters, digits, '-' and '.'", short(vol.Claim))
 	}
 }
 

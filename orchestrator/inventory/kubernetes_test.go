@@ -126,6 +126,7 @@ image: {reference: "`+kubeImage+`"}
 quote: {gpus_per_node: 8}
 phases: {failure: {enabled: true, dir: /shared}}
 kubernetes:
+  volumes: [{mount_path: /shared, claim: shared}]
   node_selector: "gpu=`+extra+`"
   nodes: [gpu-2.pool-a]
 `)
@@ -156,5 +157,23 @@ kubernetes:
 	none.Nodes = nil
 	if _, err := none.WithKubeNodes(t.Context()); err == nil || !strings.HasPrefix(err.Error(), none.Path+": kubernetes.node_selector gpu=none: ") {
 		t.Errorf("no node: %v", err)
+	}
+}
+
+// OnKubeVolume finds the deepest mount that holds a directory, and none
+// for one beside a mount whose name it merely begins with.
+func TestOnKubeVolume(t *testing.T) {
+	k := Kubernetes{Volumes: []KubeVolume{{MountPath: "/data", Claim: "a"}, {MountPath: "/data/ckpt", HostPath: "/mnt/c"}, {MountPath: "/x/", Claim: "b"}}}
+	for dir, want := range map[string]string{
+		"/data": "/data", "/data/run": "/data", "/data/ckpt/run": "/data/ckpt", "/data/ckpt": "/data/ckpt",
+		"/datasets/run": "", "/": "", "/data/../etc": "", "/x/y": "/x/", "/tmp/data": "",
+	} {
+		got := ""
+		if v := k.OnKubeVolume(dir); v != nil {
+			got = v.MountPath
+		}
+		if got != want {
+			t.Errorf("OnKubeVolume(%q) = %q, want %q", dir, got, want)
+		}
 	}
 }

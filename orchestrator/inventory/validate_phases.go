@@ -293,6 +293,13 @@ func (v *validator) checkpoint(c *Checkpoint) {
 		v.problem(k+"dir", "required: where the checkpoint is written (a shared filesystem, or a local disk with shared: false)")
 	} else if strings.ContainsAny(c.Dir, "'\"\n$`") {
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(c.Dir))
+	} else if v.anyPods() && v.inv.Kubernetes.OnKubeVolume(c.Dir) == nil {
+		where := "one that every node shares (a host_path of a shared mount, or a claim)"
+		if c.Shared != nil && !*c.Shared {
+			where = "the node's disk (a host_path)"
+		}
+		v.problem(k+"dir", "%s lies in each pod's own filesystem (transport kubernetes): its container layer, which goes with the pod and no other node sees; mount a volume there with kubernetes.volumes: %s",
+			short(c.Dir), where)
 	}
 }
 
@@ -327,6 +334,9 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 		// reboot), which Slurm ends with the step that started it.
 		v.problem(k+"inject", "%s leaves a timer on the node past its command, which a Slurm step does not outlive (transport srun): use kill-node or kill-worker", f.Inject)
 	}
+	if f.Inject == "delete-pod" && !v.anyPods() {
+		v.problem(k+"inject", "delete-pod deletes the victim's pod through the Kubernetes API: only for nodes reached by transport kubernetes; use kill-node")
+	}
 	if v.anyPods() && (f.Inject == "cut" || f.Inject == "reboot") {
 		// A pod on the host network would cut or reboot the node under
 		// the cluster (and the other tenants' pods) from inside a
@@ -334,13 +344,13 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 		v.problem(k+"inject", "%s acts on the node under a pod (transport kubernetes), which a window's pod must not touch: use kill-node or kill-worker", f.Inject)
 	}
 	switch f.Inject {
-	case "kill-worker", "kill-node", "cut":
+	case "kill-worker", "kill-node", "cut", "delete-pod":
 	case "reboot":
 		if !f.AllowReboot {
 			v.problem(k+"inject", "reboot restarts a rented machine: set phases.failure.allow_reboot: true to mean it")
 		}
 	default:
-		v.problem(k+"inject", "must be kill-worker, kill-node, cut or reboot, got %q", short(f.Inject))
+		v.problem(k+"inject", "must be kill-worker, kill-node, cut, reboot or delete-pod, got %q", short(f.Inject))
 	}
 	if f.Recovery == "" {
 		f.Recovery = "elastic"
@@ -409,6 +419,11 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 		v.problem(k+"dir", "required: a directory every node sees, for the job's checkpoints (or set phases.checkpoint.dir)")
 	} else if strings.ContainsAny(f.Dir, "'\"\n$`") {
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(f.Dir))
+	} else if v.anyPods() && v.inv.Kubernetes.OnKubeVolume(f.Dir) == nil && v.inv.Kubernetes.OnKubeVolume(c.Dir) == nil {
+		// Every rank loads the checkpoint rank 0 found there; a pod's own
+		// filesystem is no other node's, and a deleted pod's is gone.
+		v.problem(k+"dir", "%s lies in each pod's own filesystem (transport kubernetes), which no other node sees and goes with the pod: mount a volume every node shares there with kubernetes.volumes (a host_path of a shared mount, or a claim)",
+			short(f.Dir))
 	}
 	if v.nodesLost || v.nodesLater {
 		return
@@ -428,6 +443,18 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 		}
 		if !found {
 			v.problem(k+"victim", "no node named %q in nodes", short(f.Victim))
+		}
+	}
+	if f.Inject == "delete-pod" {
+		victim := f.Victim
+		if victim == "" && len(v.inv.Nodes) > 0 {
+			victim = v.inv.Nodes[len(v.inv.Nodes)-1].Name
+		}
+		for _, n := range v.inv.Nodes {
+			if n.Name == victim && v.inv.TransportOf(n) != TransportKubernetes {
+				v.problem(k+"inject", "delete-pod: the victim %s is reached by transport %s, not in a pod: name a node of transport kubernetes in phases.failure.victim",
+					victim, v.inv.TransportOf(n))
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"gpuaccept/orchestrator"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
 	"gpuaccept/remote/fake"
 )
 
@@ -356,5 +359,112 @@ func TestLeftoversAreGroupedAsHostRanges(t *testing.T) {
 	res.Left["gpu-1000"] = 0
 	if v := leftVerdict(res, record.NewVerdict("RECOV-004", "")); v.Status != record.Pass {
 		t.Errorf("nothing left: %s %q", v.Status, v.Measured)
+	}
+}
+
+// deletablePod is a fake host's executor as a pod the window may delete
+// through the API: deleting it ends every process in it (the trainer's
+// launcher there), drops its connections (the executor is lost) and
+// takes its files (the pushed scripts) with it; the next dial is a new
+// pod on the same node.
+type deletablePod struct {
+	podNode
+	h       *fake.Host
+	tr      *trainer
+	deleted *int
+}
+
+func (p deletablePod) DeletePod(context.Context) (string, error) {
+	p.tr.mu.Lock()
+	p.tr.killed[p.h.Name()] = true
+	p.tr.mu.Unlock()
+	*p.deleted++
+	for path := range p.h.Files() {
+		p.h.Remove(path)
+	}
+	p.h.Drop("pod gpuaccept-" + p.h.Name() + " deleted by the window")
+	return "gpuaccept-" + p.h.Name(), nil
+}
+
+// TestFailureDeletePodBringsANewPod: delete-pod on pods: the victim's pod
+// is deleted through the API, the survivors go on from the checkpoint,
+// the window makes a new pod on the victim's node, pushes its scripts
+// there again (the old pod's went with it) and the victim's launcher
+// rejoins from it; nothing is left running.
+func TestFailureDeletePodBringsANewPod(t *testing.T) {
+	inv := fakeInventory(t, 3, killTest)
+	// The fake's nodes are dialled as pods here; the inventory refuses
+	// delete-pod for nodes it reaches over SSH (bad-failure-delete-pod).
+	inv.Phases.Failure.Inject = "delete-pod"
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	deleted, dials := 0, 0
+	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
+		e, err := f.Dial(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if c.Name == "h3" {
+			dials++
+		}
+		pn := podNode{Executor: e, img: remote.PodImage{ImageID: "sha256:" + pin}}
+		return deletablePod{podNode: pn, h: f.Host(c.Name), tr: tr, deleted: &deleted}, nil
+	}
+	rec, _, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, FailurePhase, Teardown},
+		orchestrator.Options{RunsDir: t.TempDir(), Dial: dial, Tool: "test"})
+	if err != nil {
+		t.Fatalf("window: %v", err)
+	}
+	var res Failed
+	if pr := resultOf(t, rec, "failure", -1); jsonOf(pr, &res) != nil || pr.Outcome != record.OK {
+		t.Fatalf("failure phase: %+v", pr)
+	}
+	if deleted != 1 || dials < 2 {
+		t.Errorf("h3's pod deleted %d time(s), dialled %d time(s): want once, and again after", deleted, dials)
+	}
+	for _, id := range []string{"RECOV-001", "RECOV-004"} {
+		if v := verdictOf(t, rec, id, ""); v.Status != record.Pass {
+			t.Errorf("%s: %+v", id, v)
+		}
+	}
+	if v := verdictOf(t, rec, "RECOV-003", "h3"); v.Status != record.Pass {
+		t.Errorf("RECOV-003 (h3 back in the job, from its new pod): %+v", v)
+	}
+	if n := f.Host("h3").Ran(`tar -x -o -f ` + archiveName); n != 2 {
+		t.Errorf("h3's scripts unpacked %d time(s), want 2 (the new pod's too)", n)
+	}
+	var what []string
+	for _, a := range res.Actions {
+		what = append(what, a.What+": "+a.Output)
+	}
+	said := strings.Join(what, "\n")
+	for _, want := range []string{"delete-pod: pod gpuaccept-h3 deleted through the Kubernetes API", "new pod: ", "scripts pushed again"} {
+		if !strings.Contains(said, want) {
+			t.Errorf("the actions do not say %q:\n%s", want, said)
+		}
+	}
+	for _, h := range f.Hosts() {
+		if h.Running() != 0 {
+			t.Errorf("%s: %d command(s) still running after the window", h.Name(), h.Running())
+		}
+	}
+}
+
+// delete-pod on a node that is not a pod is an error of the test, not a
+// failure of the node.
+func TestFailureDeletePodOfAHostIsAnError(t *testing.T) {
+	inv := fakeInventory(t, 2, killTest)
+	inv.Phases.Failure.Inject = "delete-pod"
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2")
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	rec := runFake(t, inv, f, FailurePhase)
+	if pr := resultOf(t, rec, "failure", -1); pr.Outcome == record.OK || !strings.Contains(pr.Error, "not reached through a pod") {
+		t.Errorf("failure phase: %s %q", pr.Outcome, pr.Error)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ type failureJob struct {
 
 	mu  sync.Mutex
 	gen int
+	// podDeleted: delete-pod took the victim's pod; podBack: a new one
+	// runs there, the window's scripts in it.
+	podDeleted, podBack bool
 }
 
 func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
@@ -408,6 +412,25 @@ func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node
 		if err != nil && f.Inject != "reboot" {
 			return fmt.Errorf("%s: %s: %w: %s", victim.Name, f.Inject, err, strings.TrimSpace(out))
 		}
+	case "delete-pod":
+		pd, ok := victim.Exec().(remote.PodDeleter)
+		if !ok {
+			return fmt.Errorf("%s: delete-pod: the node is not reached through a pod of the window (transport kubernetes)", victim.Name)
+		}
+		dctx, cancel := context.WithTimeout(ctx, injectWithin)
+		pod, err := pd.DeletePod(dctx)
+		cancel()
+		// From the API's word: the pod's processes end within its grace
+		// period after it, which is part of what the failure costs.
+		j.res.InjectedAt = j.now()
+		if err != nil {
+			j.act(victim.Name, f.Inject, err.Error())
+			return fmt.Errorf("%s: delete-pod: %w", victim.Name, err)
+		}
+		j.mu.Lock()
+		j.podDeleted = true
+		j.mu.Unlock()
+		j.act(victim.Name, f.Inject, "pod "+pod+" deleted through the Kubernetes API")
 	case "cut":
 		secs := strconv.Itoa(int(f.CutFor.Seconds()))
 		// The session dies with the link: the line before the cut is the
@@ -435,7 +458,7 @@ func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, vi
 	if f.Inject == "cut" && j.now() < j.res.InjectedAt+f.CutFor.Seconds() {
 		return false
 	}
-	if _, err := j.node(ctx, victim, 10*time.Second, "count"); err != nil {
+	if err := j.answers(ctx, victim); err != nil {
 		// Gone for good, as far as this test can wait: a relaunch goes on
 		// without it.
 		if f.Recovery == "relaunch" && j.now() > j.res.InjectedAt+f.CutFor.Seconds()+60 {
@@ -477,6 +500,52 @@ func (j *failureJob) recover(ctx context.Context, nodes []*orchestrator.Node, vi
 	return true
 }
 
+// answers is nil once the victim answers again: its processes counted,
+// in a new pod on its node after delete-pod.
+func (j *failureJob) answers(ctx context.Context, victim *orchestrator.Node) error {
+	if j.f.Inject == "delete-pod" {
+		if err := j.podAgain(ctx, victim); err != nil {
+			return err
+		}
+	}
+	_, err := j.node(ctx, victim, 10*time.Second, "count")
+	return err
+}
+
+// podAgain brings the victim of delete-pod back as the cluster would
+// bring back a job's pod: a new pod of the window on the same node (as a
+// resumed window makes one), the window's scripts pushed there again and
+// its private directory made anew (the tools phase's step: the old pod's
+// went with it). Once; bounded by the time the job has to resume.
+func (j *failureJob) podAgain(ctx context.Context, victim *orchestrator.Node) error {
+	j.mu.Lock()
+	done := j.podBack
+	j.mu.Unlock()
+	if done {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, j.f.ResumeWithin)
+	defer cancel()
+	e, err := j.w.Reconnect(pctx, victim)
+	if err != nil {
+		return fmt.Errorf("no new pod: %w", err)
+	}
+	pushed, err := Tools.PerNode(pctx, j.w, victim)
+	if err != nil {
+		j.act(victim.Name, "new pod without the window's scripts", err.Error())
+		return fmt.Errorf("the new pod %s: %w", e.Addr(), err)
+	}
+	j.mu.Lock()
+	j.podBack = true
+	j.mu.Unlock()
+	state := ""
+	if tp, ok := pushed.(ToolsPushed); ok {
+		state = ", private directory " + tp.State
+	}
+	j.act(victim.Name, "new pod", fmt.Sprintf("%s: the window's scripts pushed again%s", e.Addr(), state))
+	return nil
+}
+
 // stopAll stops the job on nodes for a relaunch.
 func (j *failureJob) stopAll(ctx context.Context, nodes []*orchestrator.Node) {
 	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
@@ -516,6 +585,19 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 		if _, err := j.node(ctx, victim, 10*time.Second, "restore"); err != nil {
 			j.act(victim.Name, "not reachable at cleanup; its restore is scheduled on the node", err.Error())
 		}
+	}
+	j.mu.Lock()
+	podGone := j.podDeleted && !j.podBack
+	j.mu.Unlock()
+	if podGone {
+		// Asking it would make a pod there only to count nothing: the
+		// window's processes went with the pod, which teardown finds gone
+		// by the window's label (KUBE-003).
+		j.mu.Lock()
+		j.res.Left[victim.Name] = 0
+		j.mu.Unlock()
+		j.act(victim.Name, "not counted", "its pod was deleted and none made again: the window's processes went with it")
+		nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *orchestrator.Node) bool { return n == victim })
 	}
 	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {
 		out, err := j.node(ctx, n, 20*time.Second, "kill-node")

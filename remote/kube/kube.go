@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -358,7 +359,12 @@ type Node struct {
 	lost     *remote.ConnectionLostError
 }
 
-var _ remote.Executor = (*Node)(nil)
+var (
+	_ remote.Executor     = (*Node)(nil)
+	_ remote.PodAddresser = (*Node)(nil)
+	_ remote.PodImager    = (*Node)(nil)
+	_ remote.PodDeleter   = (*Node)(nil)
+)
 
 // Name is the node's name.
 func (e *Node) Name() string { return e.name }
@@ -625,6 +631,22 @@ func podSpec(k remote.KubeConfig) *corev1.Pod {
 			}},
 		},
 	}
+	for i, v := range k.Volumes {
+		name := fmt.Sprintf("gpuaccept-volume-%d", i)
+		vol := corev1.Volume{Name: name}
+		if v.Claim != "" {
+			vol.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Claim, ReadOnly: v.ReadOnly}
+		} else {
+			// Directory: a shared mount missing on the node stops the
+			// pod, where the default would make an empty directory of
+			// the node's own disk in its place.
+			dir := corev1.HostPathDirectory
+			vol.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath, Type: &dir}
+		}
+		p.Spec.Volumes = append(p.Spec.Volumes, vol)
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+	}
 	if k.ImagePullSecret != "" {
 		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: k.ImagePullSecret}}
 	}
@@ -666,7 +688,7 @@ func podNamePart(node string) string {
 func (e *Node) waitRunning(ctx context.Context) error {
 	pods := e.cs.CoreV1().Pods(e.ns)
 	why := "not scheduled yet"
-	var pullFailing time.Time
+	var pullFailing, lastMountLook time.Time
 	for {
 		p, err := pods.Get(ctx, e.pod, metav1.GetOptions{})
 		switch {
@@ -688,6 +710,18 @@ func (e *Node) waitRunning(ctx context.Context) error {
 			}
 			if w != "" {
 				why = w
+			}
+			if w == "ContainerCreating" && time.Since(lastMountLook) > 5*time.Second {
+				// A volume that cannot be mounted shows only in the pod's
+				// events: a node without the host_path directory never
+				// gets one, said now rather than at StartTimeout.
+				lastMountLook = time.Now()
+				if msg := e.failedMount(ctx); msg != "" {
+					if strings.Contains(msg, "hostPath type check failed") {
+						return fmt.Errorf("%s: kubernetes: pod %s cannot mount a volume (kubernetes.volumes): %s", e.name, e.pod, msg)
+					}
+					why = "ContainerCreating: " + msg
+				}
 			}
 			// The kubelet retries a failed pull with a growing back-off;
 			// a pull still failing a while after the first is the image
@@ -711,6 +745,23 @@ func (e *Node) waitRunning(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// failedMount is what the pod's newest FailedMount event says ("" when
+// none, or when the credential may not read events).
+func (e *Node) failedMount(ctx context.Context) string {
+	ev, err := e.cs.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + e.pod + ",reason=FailedMount"})
+	if err != nil || len(ev.Items) == 0 {
+		return ""
+	}
+	last := ev.Items[0]
+	for _, x := range ev.Items[1:] {
+		if x.LastTimestamp.After(last.LastTimestamp.Time) {
+			last = x
+		}
+	}
+	return remote.Shorten(last.Message, 300)
 }
 
 // pullGivesUp is how long a pod's image pull may go on failing: the
@@ -986,11 +1037,22 @@ func (e *Node) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remo
 	return remote.UploadByCommand(ctx, e, src, size, remotePath, o)
 }
 
-// DeletePod deletes the window's pod on the node and waits until it is
-// gone (bounded by ctx): the end of the lease, which the window decides.
-// Commands still running end with the pod.
-func (e *Node) DeletePod(ctx context.Context) error {
-	return deletePods(ctx, e.cs, e.ns, e.name, []string{e.pod})
+// DeletePod implements remote.PodDeleter: this pod, by its UID (never
+// another made since under its name), deleted with its own grace period,
+// as an eviction does; its commands end with it. The executor is lost
+// from the API's answer on, so that the node's next dial makes a new pod
+// rather than waiting for the watch to notice.
+func (e *Node) DeletePod(ctx context.Context) (string, error) {
+	uid := types.UID(e.uid)
+	err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, e.pod, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone already, or only its name is left to another pod.
+	case err != nil:
+		return e.pod, e.apiError(ctx, "delete pod "+e.pod, err)
+	}
+	e.markLost("pod "+e.pod+" deleted by the window", nil)
+	return e.pod, nil
 }
 
 // DeletePods is remote.DeleteKubePods: every pod of the window (cfg's

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,23 @@ func TestKubePodSpec(t *testing.T) {
 	}
 	if sel := selector(k, true); !strings.Contains(sel, "gpuaccept/window=w1") || !strings.Contains(sel, NodeLabel+"=Node_A.example") {
 		t.Errorf("selector %q", sel)
+	}
+	if len(s.Volumes) != 0 || len(c.VolumeMounts) != 0 {
+		t.Errorf("volumes without kubernetes.volumes: %+v %+v", s.Volumes, c.VolumeMounts)
+	}
+	k.Volumes = []remote.KubeVolume{{MountPath: "/shared", HostPath: "/mnt/lustre"}, {MountPath: "/ckpt", Claim: "ckpt-rwx", ReadOnly: true}}
+	s = podSpec(k).Spec
+	c = s.Containers[0]
+	if len(s.Volumes) != 2 || len(c.VolumeMounts) != 2 {
+		t.Fatalf("volumes %+v, mounts %+v", s.Volumes, c.VolumeMounts)
+	}
+	if hp := s.Volumes[0].HostPath; hp == nil || hp.Path != "/mnt/lustre" || *hp.Type != corev1.HostPathDirectory ||
+		!reflect.DeepEqual(c.VolumeMounts[0], corev1.VolumeMount{Name: s.Volumes[0].Name, MountPath: "/shared"}) {
+		t.Errorf("host_path volume %+v mounted %+v: want a Directory that must exist", s.Volumes[0], c.VolumeMounts[0])
+	}
+	if pvc := s.Volumes[1].PersistentVolumeClaim; pvc == nil || pvc.ClaimName != "ckpt-rwx" || !pvc.ReadOnly ||
+		!reflect.DeepEqual(c.VolumeMounts[1], corev1.VolumeMount{Name: s.Volumes[1].Name, MountPath: "/ckpt", ReadOnly: true}) || s.Volumes[0].Name == s.Volumes[1].Name {
+		t.Errorf("claim volume %+v mounted %+v", s.Volumes[1], c.VolumeMounts[1])
 	}
 	long := strings.Repeat("n", 70)
 	if l := nodeLabel(long); len(l) > 63 || l == nodeLabel(long+"x") {
