@@ -40,7 +40,7 @@ torch, the kernel and the OS), each answer once with its nodes; what the plan ca
 for a tool a node lacks (each reason once with its nodes); then how long the window may take
 at most (its phases' deadlines) and what that costs at the quote. With -o json it prints all
 of it, the quote lint's warnings too, as one JSON object. A node not reached exits 3.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return exitWith(exitBadInput, fmt.Errorf("--output: %q is not text or json", output))
@@ -240,8 +240,12 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 	}
 
 	q := inv.Quote
-	fmt.Fprintf(w, "quote: %d × %s (%s, %g GiB) per node; fabric %s, %d × %g Gb/s NICs\n",
-		q.GPUsPerNode, orDash(q.GPUModel), orDash(q.FormFactor), q.GPUMemoryGiB, orDash(q.Fabric), q.NICsPerNode, q.NICGbps)
+	nics := "NICs not stated"
+	if q.NICsPerNode > 0 || q.NICGbps > 0 {
+		nics = fmt.Sprintf("%d × %g Gb/s NICs", q.NICsPerNode, q.NICGbps)
+	}
+	fmt.Fprintf(w, "quote: %d × %s (%s, %g GiB) per node; fabric %s, %s\n",
+		q.GPUsPerNode, orDash(q.GPUModel), orDash(q.FormFactor), q.GPUMemoryGiB, orDash(q.Fabric), nics)
 	if q.Driver != "" || q.CUDA != "" {
 		fmt.Fprintf(w, "       driver %s, CUDA %s\n", orDash(q.Driver), orDash(q.CUDA))
 	}
@@ -352,17 +356,23 @@ func printNodes(w io.Writer, inv *inventory.Inventory) {
 		}
 		r.names, r.addrs = append(r.names, n.Name), append(r.addrs, n.Address)
 	}
-	fmt.Fprintf(w, "%d node(s)\n", len(inv.Nodes))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NODE\tADDRESS\tUSER\tLABELS\n")
-	for _, r := range rows {
-		addr := hostlist.Compress(r.addrs)
-		if r.port != 0 {
-			addr += fmt.Sprintf(" port %d", r.port)
+	if len(inv.Nodes) == 0 && inv.Kubernetes.NodeSelector != "" {
+		// Nothing to tabulate: the selector's nodes are the API's to say.
+		fmt.Fprintf(w, "nodes: those kubernetes.node_selector %s finds when the window starts (check --connect lists them)\n",
+			inv.Kubernetes.NodeSelector)
+	} else {
+		fmt.Fprintf(w, "%d node(s)\n", len(inv.Nodes))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "NODE\tADDRESS\tUSER\tLABELS\n")
+		for _, r := range rows {
+			addr := hostlist.Compress(r.addrs)
+			if r.port != 0 {
+				addr += fmt.Sprintf(" port %d", r.port)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", hostlist.Compress(r.names), addr, r.user, r.labels)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", hostlist.Compress(r.names), addr, r.user, r.labels)
+		tw.Flush()
 	}
-	tw.Flush()
 	if len(inv.SSH.Jump) > 0 {
 		fmt.Fprintf(w, "through jump host(s) %s\n", strings.Join(inv.SSH.Jump, " -> "))
 	}
@@ -398,15 +408,30 @@ func kubeReach(inv *inventory.Inventory, pods int) string {
 	}
 	where += ", namespace " + cmp.Or(k.Namespace, "the context's")
 	sel := ""
-	if inv.Kubernetes.NodeSelector != "" {
+	if inv.Kubernetes.NodeSelector != "" && pods > 0 {
 		sel = "; more nodes from node_selector " + inv.Kubernetes.NodeSelector + " when the window starts"
 	}
 	n := fmt.Sprintf("%d node(s)", pods)
 	if pods == 0 {
 		n = "the nodes"
 	}
-	return fmt.Sprintf("%s through the Kubernetes API (%s)%s: one pod each of %s asking for %d %s, "+
-		"deleted at the window's end; KUBE-001..003 from the API", n, where, sel, inv.Image.Reference, k.GPUs, k.GPUResource)
+	var vols []string
+	for _, v := range k.Volumes {
+		from := "host_path " + v.HostPath
+		if v.Claim != "" {
+			from = "claim " + v.Claim
+		}
+		if v.ReadOnly {
+			from += ", read-only"
+		}
+		vols = append(vols, fmt.Sprintf("%s (%s)", v.MountPath, from))
+	}
+	mounts := ""
+	if len(vols) > 0 {
+		mounts = ", mounting " + strings.Join(vols, ", ")
+	}
+	return fmt.Sprintf("%s through the Kubernetes API (%s)%s: one pod each of %s asking for %d %s%s, "+
+		"deleted at the window's end; KUBE-001..003 from the API", n, where, sel, inv.Image.Reference, k.GPUs, k.GPUResource, mounts)
 }
 
 // atATime says how many nodes the window works on at once (0: all).

@@ -242,7 +242,29 @@ kubernetes:
 	res = gpuaccept(t, work, "check", sel)
 	flat = strings.Join(strings.Fields(res.stdout), " ")
 	if res.code != 0 || !strings.Contains(flat, "the nodes through the Kubernetes API") ||
-		!strings.Contains(flat, "more nodes from node_selector pool=a when the window starts") || strings.Contains(res.stdout, "known_hosts") {
+		!strings.Contains(flat, "nodes: those kubernetes.node_selector pool=a finds when the window starts") ||
+		strings.Contains(res.stdout, "0 node(s)") || strings.Contains(res.stdout, "NODE ") || strings.Contains(res.stdout, "known_hosts") ||
+		!strings.Contains(res.stdout, "32 at a time") {
 		t.Errorf("selector: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// A command given too few or too many arguments says which, in its own
+// usage's words, not cobra's "accepts 1 arg(s), received 0".
+func TestMissingArgumentsSayWhatIsMissing(t *testing.T) {
+	work := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status"}, "status needs RUN_DIR (gpuaccept status RUN_DIR; --help says more)"},
+		{[]string{"diff", "a"}, "diff needs BASELINE CANDIDATE"},
+		{[]string{"check", "a", "b"}, "check takes INVENTORY, got 2 argument(s): a b"},
+		{[]string{"parse", "dcgmi"}, "dcgmi needs FILE (gpuaccept parse dcgmi FILE;"},
+	} {
+		res := gpuaccept(t, work, tc.args...)
+		if res.code == 0 || !strings.Contains(res.stderr, tc.want) || strings.Contains(res.stderr, "accepts") {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, res.code, res.stderr, tc.want)
+		}
 	}
 }

@@ -22,7 +22,7 @@ judged.
 
 Exit codes: 0 no regression, 1 regression (each named on stderr too), 2 bad input (a missing or
 unreadable run.json).`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch output {
 			case "text", "json", "markdown":

@@ -183,7 +183,7 @@ func TestDiff(t *testing.T) {
 		{[]string{"diff", empty, base}, empty + ": no run.json"},
 		{[]string{"diff", base, notJSON}, notJSON + ": not a gpuaccept run.json"},
 		{[]string{"diff", base, base, "-o", "xml"}, `"xml" is not text, json or markdown`},
-		{[]string{"diff", base}, "accepts 2 arg(s)"},
+		{[]string{"diff", base}, "diff needs BASELINE CANDIDATE"},
 	} {
 		r := gpuaccept(t, work, c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -116,5 +117,22 @@ func newVersionCmd() *cobra.Command {
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), toolName())
 		},
+	}
+}
+
+// exactArgs is cobra.ExactArgs with an error that says what is missing
+// in the command's own words (its Use line), not "accepts 1 arg(s),
+// received 0".
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n {
+			return nil
+		}
+		want := strings.Join(strings.Fields(cmd.Use)[1:], " ")
+		usage := cmd.CommandPath() + " " + want
+		if len(args) < n {
+			return fmt.Errorf("%s needs %s (%s; --help says more)", cmd.Name(), want, usage)
+		}
+		return fmt.Errorf("%s takes %s, got %d argument(s): %s (%s)", cmd.Name(), want, len(args), strings.Join(args, " "), usage)
 	}
 }

@@ -27,7 +27,7 @@ its JSON says "ok": false and stderr says why), 2 when the file is not that tool
 		sub := &cobra.Command{
 			Use:   tool + " FILE",
 			Short: short,
-			Args:  cobra.ExactArgs(1),
+			Args:  exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				data, err := readParsed(args[0])
 				if err != nil {

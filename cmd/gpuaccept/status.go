@@ -35,7 +35,7 @@ node's last telemetry sample (nodes that read alike on one line, as a host range
 the telemetry shows so far (HEALTH-011..016 that did not pass).
 It reads the journal and the telemetry files only; it never talks to the nodes.
 Exit 0, or 2 when RUN_DIR holds no journal.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			now := time.Now()
 			st, err := orchestrator.ReadStatus(args[0], now)

@@ -34,7 +34,7 @@ names who signed; --signer NAME, repeated, requires a signature of each NAME (sa
 prepared and whoever approved), NAME a principal or a key's fingerprint (SHA256:...).
 Exit 0 when intact (and signed, when asked), 1 when not, 2 when the manifest is missing or
 unreadable.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			out := cmd.OutOrStdout()
@@ -177,7 +177,7 @@ holds; without it, ssh-agent's only key signs.
 
 Anyone can check them: gpuaccept verify RUN_DIR --allowed-signers FILE [--signer NAME]..., or
 ssh-keygen -Y verify -f FILE -I NAME -n gpuaccept -s RUN_DIR/MANIFEST.sha256.<key>.sig < RUN_DIR/MANIFEST.sha256`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			manifest, err := intactManifest(dir, cmd.ErrOrStderr(), "not signed: ")

@@ -147,6 +147,10 @@ func (inv *Inventory) FanOut() int {
 		// Its nodes, not yet known, go over SSH through the login node.
 		return inv.SSH.Concurrency
 	}
+	if inv.Kubernetes.NodeSelector != "" {
+		// Pods on nodes the selector finds when the window starts.
+		return inv.SSH.Concurrency
+	}
 	for _, n := range inv.Nodes {
 		if t := inv.TransportOf(n); t == TransportSSH || t == TransportKubernetes {
 			// The API's execs and pods as wide as SSH's sessions.
