@@ -297,7 +297,7 @@ func (j *failureJob) command(n *orchestrator.Node, size, gen int) string {
 		restarts = 3
 	}
 	dir := failureDir(j.w)
-	args := j.torch.torchrunArgs(nnodes, restarts, gen, fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))
+	args := j.torch.torchrunArgs(n, nnodes, restarts, gen, fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))
 	if len(f.Command) > 0 {
 		args = append(args, "--no_python")
 		for _, c := range f.Command {
@@ -373,17 +373,38 @@ func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeou
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var out bytes.Buffer
-	var stdout io.Writer = &out
+	// Both streams go into one buffer, which an executor writes from two
+	// goroutines (the Kubernetes exec's did, under the race detector).
+	out := &lockedBuffer{}
+	var stdout io.Writer = out
 	lines := &lineWriter{fn: func(string) {}}
 	if onLine != nil {
 		lines.fn = onLine
-		stdout = io.MultiWriter(&out, lines)
+		stdout = io.MultiWriter(out, lines)
 	}
 	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID()), remote.Quote(stateDir(n))}, args...)
-	err = e.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: &out})
+	err = e.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: out})
 	lines.flush()
 	return out.String(), err
+}
+
+// lockedBuffer is a bytes.Buffer that a command's stdout and stderr may
+// both write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // inject fails the victim and sets InjectedAt to when it took effect, as

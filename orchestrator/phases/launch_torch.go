@@ -80,8 +80,19 @@ func (t *torchLauncher) port(gen int) int {
 // script or command (which the caller appends): nnodes is torchrun's
 // --nnodes ("3", or "2:3" for an elastic job), logDir where the launcher
 // keeps its workers' logs.
-func (t *torchLauncher) torchrunArgs(nnodes string, restarts, gen int, logDir string) []string {
-	rdzv := t.w.FabricHost(t.w.Active()[0])
+func (t *torchLauncher) torchrunArgs(n *orchestrator.Node, nnodes string, restarts, gen int, logDir string) []string {
+	first := t.w.Active()[0]
+	rdzv := t.w.FabricHost(first)
+	// Which launcher serves the rendezvous store is said, not guessed:
+	// torchrun guesses by matching the endpoint to the machine's host
+	// name and its addresses, and a fabric or pod address that the host
+	// name does not resolve to left every launcher a client of a store
+	// no one served (the lab's Kubernetes nodes, each an address of one
+	// machine: every launcher timed out connecting).
+	isHost := 0
+	if n == first {
+		isHost = 1
+	}
 	return []string{remote.Quote(t.python), "-m", "torch.distributed.run",
 		"--nnodes=" + nnodes, fmt.Sprintf("--nproc_per_node=%d", t.procs),
 		"--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=%s:%d", remote.Quote(rdzv), t.port(gen)),
@@ -89,7 +100,7 @@ func (t *torchLauncher) torchrunArgs(nnodes string, restarts, gen int, logDir st
 		// Found in the lab: a 1 s monitor and a 5 s last call re-form an
 		// elastic group in ~20 s instead of ~45 s; torch 1.13's torchrun
 		// needs --redirects/--tee to start at all on Python 3.11.
-		"--monitor_interval=1", "--rdzv_conf=last_call_timeout=5,join_timeout=60",
+		"--monitor_interval=1", fmt.Sprintf("--rdzv_conf=last_call_timeout=5,join_timeout=60,is_host=%d", isHost),
 		"--redirects=1", "--tee=1", "--log_dir=" + remote.Quote(logDir)}
 }
 

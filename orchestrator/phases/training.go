@@ -205,7 +205,7 @@ func (t *trainingJob) job(ctx context.Context, within time.Duration) (nodes []wo
 // ddp_train.py.
 func (t *trainingJob) command(l *torchLauncher, n *orchestrator.Node, gen int) string {
 	dir := trainingDir(t.w)
-	args := l.torchrunArgs(fmt.Sprint(len(t.nodes)), 0, gen, fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))
+	args := l.torchrunArgs(n, fmt.Sprint(len(t.nodes)), 0, gen, fmt.Sprintf("%s/logs/%s-g%d", dir, n.Name, gen))
 	// The workers' stdout comes teed with its rank's prefix; their stderr
 	// (where a buyer's job may log its steps) is the launcher's own,
 	// unprefixed, and read too. torch 1.13's torchrun fails in to_map

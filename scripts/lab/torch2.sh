@@ -8,7 +8,8 @@
 #   torch2.sh [DIR]      DIR defaults to $GPUACCEPT_TORCH2_DIR, else /var/cache/gpuaccept/torch2-trixie
 #
 # Prints DIR/rootfs when it is ready. A container runs it with `--rootfs DIR/rootfs`, or a lab image with its
-# usr/ mounted at /usr, /lib and /lib64 and its etc/ld.so.cache at /etc/ld.so.cache (orchestrator/labtest).
+# usr/ mounted at /usr, /lib and /lib64 and its etc/ld.so.cache at /etc/ld.so.cache (orchestrator/labtest), or a
+# Kubernetes lab pod with its usr/ mounted over /usr (remote/kubetest).
 # DIR/rootfs/TORCH_VERSION holds the Debian version of python3-torch. Re-running is free once built; concurrent
 # runs wait for one another (flock). Measured on the lab's 2-core Debian 12 machine: 1-4 minutes (apt update and
 # the download of 154 packages, 207 MB: 40-55 s; unpacking: 20 s idle, 3 minutes with the machine loaded); the
@@ -44,8 +45,8 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
-# .ready-2: the layout this script makes (bump it when that changes, so older builds are made again).
-if [ -f "$dir/rootfs/.ready-2" ]; then
+# .ready-3: the layout this script makes (bump it when that changes, so older builds are made again).
+if [ -f "$dir/rootfs/.ready-3" ]; then
 	echo "$dir/rootfs"
 	exit 0
 fi
@@ -58,7 +59,9 @@ apt=(apt-get -q -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::Sou
 	-o APT::Install-Recommends=false -o Debug::NoLocking=1)
 t0=$(date +%s)
 "${apt[@]}" update >"$apt_dir/update.log" 2>&1 || die "apt-get update for $suite failed: $(tail -3 "$apt_dir/update.log")"
-"${apt[@]}" -y --download-only install python3-torch >"$apt_dir/download.log" 2>&1 ||
+# coreutils, tar, grep and sed too: the Kubernetes lab mounts this usr/ over a pod's whole /usr, where the
+# window's own commands (the guard's head, mktemp, sha256sum, tar, failure.sh's grep) must still be GNU's
+"${apt[@]}" -y --download-only install python3-torch coreutils tar grep sed >"$apt_dir/download.log" 2>&1 ||
 	die "downloading python3-torch from $suite failed: $(tail -3 "$apt_dir/download.log")"
 t1=$(date +%s)
 tmp=$dir/rootfs.tmp
@@ -125,7 +128,7 @@ class _NoLibuv:
 sys.meta_path.insert(0, _NoLibuv())
 PY
 dpkg-deb -f "$(ls "$apt_dir"/cache/archives/python3-torch_*.deb | head -1)" Version >"$tmp/TORCH_VERSION"
-: >"$tmp/.ready-2"
+: >"$tmp/.ready-3"
 mv "$tmp" "$dir/rootfs"
 # The .debs are not needed once unpacked (~200 MB).
 rm -f "$apt_dir"/cache/archives/*.deb
