@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,6 +130,11 @@ func (w *Window) recordPodsDeleted(names []string, err error) {
 		w.rec.Kubernetes = rec
 	}
 	rec.PodsDeleted = append(rec.PodsDeleted, names...)
+	var setup *remote.SetupError
+	if errors.As(err, &setup) {
+		rec.NotLookedFor = clipText(err.Error(), 300)
+		return
+	}
 	if err != nil {
 		rec.DeleteError = clipText(err.Error(), 300)
 		return
@@ -164,6 +170,10 @@ func (w *Window) judgeKube() []record.Verdict {
 	}
 	v := record.NewVerdict("KUBE-003", "")
 	switch {
+	case rec.NotLookedFor != "" && rec.Deleted.IsZero() && rec.DeleteError == "":
+		v.Status, v.Measured = record.Skip, "not looked for"
+		v.Detail = clipText("the kubeconfig could not be used, to make pods or to look for them: "+rec.NotLookedFor, 400)
+		v.Incomplete = "the window's pods not looked for"
 	case rec.DeleteError != "":
 		v.Status, v.Measured = record.Warn, "pods left"
 		v.Detail = clipText(fmt.Sprintf("NOT all deleted (%s): %s", rec.DeleteError, rec.Delete), 400)

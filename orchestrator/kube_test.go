@@ -9,6 +9,7 @@ import (
 
 	"gpuaccept/orchestrator/inventory"
 	"gpuaccept/orchestrator/record"
+	"gpuaccept/remote"
 )
 
 // KUBE-002 holds what pods can ask for to what the device plugin found
@@ -129,6 +130,13 @@ func TestJudgeKube(t *testing.T) {
 	}
 	if v := vs[4]; v.ID != "KUBE-003" || v.Status != record.Skip {
 		t.Errorf("before any deletion: %+v", v)
+	}
+	// A kubeconfig that could not be used made no pod and found none:
+	// not measured, not a warning that pods were left.
+	w.recordPodsDeleted(nil, &remote.SetupError{Err: errTest("kubernetes: kubeconfig /k/config: no such file")})
+	if v := w.judgeKube()[4]; v.Status != record.Skip || v.Measured != "not looked for" || v.Incomplete == "" ||
+		!strings.Contains(v.Detail, "no such file") {
+		t.Errorf("an unusable kubeconfig: %s %q %q (incomplete %q)", v.Status, v.Measured, v.Detail, v.Incomplete)
 	}
 	w.recordPodsDeleted(nil, errTest("pods \"gpuaccept-gpu-01\" is forbidden"))
 	if v := w.judgeKube()[4]; v.Status != record.Warn || !strings.Contains(v.Detail, "kubectl --kubeconfig /k/config --context lab -n gpu delete pods -l gpuaccept/run=20261206T190000Z-k-0001") {

@@ -27,11 +27,15 @@ type KubeCluster struct {
 	// PodsDeleted the pods deleted at the window's end, DeleteError why
 	// the API still listed some (or could not say), Deleted when the API
 	// listed none.
-	Label       string    `json:"label"`
-	Delete      string    `json:"delete_command"`
-	PodsDeleted []string  `json:"pods_deleted,omitempty"`
-	DeleteError string    `json:"delete_error,omitempty"`
-	Deleted     time.Time `json:"deleted,omitzero"`
+	Label       string   `json:"label"`
+	Delete      string   `json:"delete_command"`
+	PodsDeleted []string `json:"pods_deleted,omitempty"`
+	DeleteError string   `json:"delete_error,omitempty"`
+	// NotLookedFor: why the window's pods were not looked for at its end
+	// (a kubeconfig that could not be used, with which no pod was made
+	// either).
+	NotLookedFor string    `json:"not_looked_for,omitempty"`
+	Deleted      time.Time `json:"deleted,omitzero"`
 }
 
 // KubeNode is one node of the window as the API described it.
