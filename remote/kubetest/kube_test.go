@@ -241,3 +241,46 @@ func TestKubeNodeTheClusterDoesNotHave(t *testing.T) {
 		t.Errorf("pods made for it: %d (%v)", len(list.Items), lerr)
 	}
 }
+
+// A host_path volume the node lacks (a shared mount missing there) stops
+// the pod, which says so within seconds: the kubelet's FailedMount
+// event, the volume's key named, not the start timeout's "not running".
+// And a volume the node has is mounted where the inventory says.
+func TestKubeVolumes(t *testing.T) {
+	k := needKube(t)
+	dir := t.TempDir()
+	cfg := window(k, "volumes")
+	cfg.Volumes = []remote.KubeVolume{{MountPath: "/shared", HostPath: dir}, {MountPath: "/ro", HostPath: dir, ReadOnly: true}}
+	e := dialKube(t, cfg)
+	var out bytes.Buffer
+	if err := e.Run(t.Context(), remote.Cmd{Command: "echo from-the-pod >/shared/mark && cat /ro/mark && ! touch /ro/other 2>/dev/null", Stdout: &out}); err != nil || out.String() != "from-the-pod\n" {
+		t.Errorf("the volumes in the pod: %v %q", err, out.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := kube.DeletePods(ctx, cfg); err != nil {
+		t.Errorf("teardown: %v", err)
+	}
+
+	cfg = window(k, "novolume")
+	cfg.StartTimeout = 3 * time.Minute
+	cfg.Volumes = []remote.KubeVolume{{MountPath: "/shared", HostPath: "/nonexistent/gpuaccept-shared"}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kube.DeletePods(ctx, cfg); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	start := time.Now()
+	ne, err := remote.DialNode(t.Context(), remote.Config{Name: "kn1", Kube: &cfg})
+	took := time.Since(start)
+	if err == nil {
+		ne.Close()
+		t.Fatal("a pod started without its host_path volume")
+	}
+	t.Logf("after %s: %v", took.Round(time.Second), err)
+	if !strings.Contains(err.Error(), "cannot mount a volume (kubernetes.volumes)") || !strings.Contains(err.Error(), "/nonexistent/gpuaccept-shared") || took > time.Minute {
+		t.Errorf("after %s: %v", took.Round(time.Second), err)
+	}
+}
