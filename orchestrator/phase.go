@@ -22,6 +22,11 @@ type Phase struct {
 	// AlwaysRun phases run again on --resume even when the journal holds
 	// their results (connect: connections do not survive the coordinator).
 	AlwaysRun bool
+	// Provisions: a per-node phase that puts on a node what the later
+	// phases run (the tools phase's scripts). It runs again on a node
+	// whose pod was replaced by a new one (Reconnect), whose filesystem
+	// started empty.
+	Provisions bool
 	// Serves names the phases an essential phase exists for (the window's
 	// key: the MPI launches and the image relay). When the selection
 	// leaves out every one of them, it is left out too, and on --resume it

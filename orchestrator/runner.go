@@ -297,6 +297,9 @@ func (w *Window) execute(ctx context.Context, phases []Phase, j *journal, done m
 		if phases[i].Teardown {
 			w.teardowns = append(w.teardowns, &phases[i])
 		}
+		if phases[i].Provisions && phases[i].PerNode != nil && w.provision == nil {
+			w.provision = &phases[i]
+		}
 	}
 	ends := time.Now()
 	for i := range phases {

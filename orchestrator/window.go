@@ -49,6 +49,9 @@ type Window struct {
 	// window's teardown phases, which a released node runs at once.
 	idle      *idleGuard
 	teardowns []*Phase
+	// provision is the phase run again on a node whose pod was replaced
+	// (Phase.Provisions), nil when the window has none.
+	provision *Phase
 }
 
 // Deadline is when the window will be over at the latest: when it (or its
@@ -76,7 +79,10 @@ type Node struct {
 	mu       sync.Mutex
 	exec     remote.Executor
 	dialling sync.Mutex
-	notes    map[string]string
+	// unprovisioned: the address of the pod the node's new one replaced,
+	// until the provisioning phase ran in it (held under dialling).
+	unprovisioned string
+	notes         map[string]string
 
 	quarantined   bool
 	reason        string
@@ -173,16 +179,40 @@ func (w *Window) Reconnect(ctx context.Context, n *Node) (remote.Executor, error
 	n.dialling.Lock()
 	defer n.dialling.Unlock()
 	if e := n.Exec(); e != nil && !e.Lost() {
-		return e, nil
+		return e, w.provisionAgain(ctx, n, e)
 	}
 	e, err := w.reach.Dial(ctx, n.Config)
 	if err != nil {
 		return nil, err
 	}
-	if old := n.setExec(e); old != nil {
+	old := n.setExec(e)
+	if old != nil {
 		old.Close()
+		// A pod deleted (an eviction, the failure test's delete-pod) comes
+		// back as a new pod whose filesystem holds nothing of the window:
+		// the provisioning phase's work is done there again before any
+		// later phase runs a script it pushed.
+		if _, pod := e.(remote.PodImager); pod && old.Addr() != e.Addr() && w.provision != nil {
+			n.unprovisioned = old.Addr()
+		}
 	}
-	return e, nil
+	return e, w.provisionAgain(ctx, n, e)
+}
+
+// provisionAgain runs the provisioning phase on n when its pod was
+// replaced and that has not been done yet (or failed: tried again at the
+// next Reconnect). Called with n.dialling held.
+func (w *Window) provisionAgain(ctx context.Context, n *Node, e remote.Executor) error {
+	if n.unprovisioned == "" {
+		return nil
+	}
+	p := w.provision
+	if _, err := guarded(func() (any, error) { return p.PerNode(ctx, w, n) }); err != nil {
+		return fmt.Errorf("%s: its pod %s replaced by %s, and %s failed there: %w", n.Name, n.unprovisioned, e.Addr(), p.Name, err)
+	}
+	w.Progress.Node(n.Name, "its pod %s was replaced by %s: %s done there again", n.unprovisioned, e.Addr(), p.Name)
+	n.unprovisioned = ""
+	return nil
 }
 
 // Quarantined reports whether the node was left out, and why.

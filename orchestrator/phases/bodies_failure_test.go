@@ -372,7 +372,11 @@ type deletablePod struct {
 	h       *fake.Host
 	tr      *trainer
 	deleted *int
+	pod     string
 }
+
+// Addr is the pod's, a new one for each dial, as the API names pods.
+func (p deletablePod) Addr() string { return "kubernetes:default/" + p.pod }
 
 func (p deletablePod) DeletePod(context.Context) (string, error) {
 	p.tr.mu.Lock()
@@ -383,7 +387,7 @@ func (p deletablePod) DeletePod(context.Context) (string, error) {
 		p.h.Remove(path)
 	}
 	p.h.Drop("pod gpuaccept-" + p.h.Name() + " deleted by the window")
-	return "gpuaccept-" + p.h.Name(), nil
+	return p.pod, nil
 }
 
 // TestFailureDeletePodBringsANewPod: delete-pod on pods: the victim's pod
@@ -401,17 +405,21 @@ func TestFailureDeletePodBringsANewPod(t *testing.T) {
 	for _, h := range f.Hosts() {
 		tr.answer(h)
 	}
+	var mu sync.Mutex
 	deleted, dials := 0, 0
 	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
 		e, err := f.Dial(ctx, c)
 		if err != nil {
 			return nil, err
 		}
+		mu.Lock()
 		if c.Name == "h3" {
 			dials++
 		}
+		pod := fmt.Sprintf("gpuaccept-%s-%d", c.Name, dials)
+		mu.Unlock()
 		pn := podNode{Executor: e, img: remote.PodImage{ImageID: "sha256:" + pin}}
-		return deletablePod{podNode: pn, h: f.Host(c.Name), tr: tr, deleted: &deleted}, nil
+		return deletablePod{podNode: pn, h: f.Host(c.Name), tr: tr, deleted: &deleted, pod: pod}, nil
 	}
 	rec, _, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, FailurePhase, Teardown},
 		orchestrator.Options{RunsDir: t.TempDir(), Dial: dial, Tool: "test"})
@@ -422,6 +430,8 @@ func TestFailureDeletePodBringsANewPod(t *testing.T) {
 	if pr := resultOf(t, rec, "failure", -1); jsonOf(pr, &res) != nil || pr.Outcome != record.OK {
 		t.Fatalf("failure phase: %+v", pr)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if deleted != 1 || dials < 2 {
 		t.Errorf("h3's pod deleted %d time(s), dialled %d time(s): want once, and again after", deleted, dials)
 	}
@@ -441,7 +451,7 @@ func TestFailureDeletePodBringsANewPod(t *testing.T) {
 		what = append(what, a.What+": "+a.Output)
 	}
 	said := strings.Join(what, "\n")
-	for _, want := range []string{"delete-pod: pod gpuaccept-h3 deleted through the Kubernetes API", "new pod: ", "scripts pushed again"} {
+	for _, want := range []string{"delete-pod: pod gpuaccept-h3-1 deleted through the Kubernetes API", "new pod: kubernetes:default/gpuaccept-h3-2", "scripts pushed again"} {
 		if !strings.Contains(said, want) {
 			t.Errorf("the actions do not say %q:\n%s", want, said)
 		}

@@ -536,8 +536,8 @@ func (j *failureJob) answers(ctx context.Context, victim *orchestrator.Node) err
 // podAgain brings the victim of delete-pod back as the cluster would
 // bring back a job's pod: a new pod of the window on the same node (as a
 // resumed window makes one), the window's scripts pushed there again and
-// its private directory made anew (the tools phase's step: the old pod's
-// went with it). Once; bounded by the time the job has to resume.
+// its private directory made anew (the old pod's went with it). Once;
+// bounded by the time the job has to resume.
 func (j *failureJob) podAgain(ctx context.Context, victim *orchestrator.Node) error {
 	j.mu.Lock()
 	done := j.podBack
@@ -547,23 +547,16 @@ func (j *failureJob) podAgain(ctx context.Context, victim *orchestrator.Node) er
 	}
 	pctx, cancel := context.WithTimeout(ctx, j.f.ResumeWithin)
 	defer cancel()
+	// The window's Reconnect makes the pod and runs the tools phase in it
+	// (Phase.Provisions) before it returns.
 	e, err := j.w.Reconnect(pctx, victim)
 	if err != nil {
-		return fmt.Errorf("no new pod: %w", err)
-	}
-	pushed, err := Tools.PerNode(pctx, j.w, victim)
-	if err != nil {
-		j.act(victim.Name, "new pod without the window's scripts", err.Error())
-		return fmt.Errorf("the new pod %s: %w", e.Addr(), err)
+		return fmt.Errorf("no new pod ready: %w", err)
 	}
 	j.mu.Lock()
 	j.podBack = true
 	j.mu.Unlock()
-	state := ""
-	if tp, ok := pushed.(ToolsPushed); ok {
-		state = ", private directory " + tp.State
-	}
-	j.act(victim.Name, "new pod", fmt.Sprintf("%s: the window's scripts pushed again%s", e.Addr(), state))
+	j.act(victim.Name, "new pod", fmt.Sprintf("%s: the window's scripts pushed again, private directory %s", e.Addr(), stateDir(victim)))
 	return nil
 }
 

@@ -355,3 +355,66 @@ func TestNoPodSSHDWithoutCollectives(t *testing.T) {
 		}
 	}
 }
+
+// replacedPod is a fake host's executor as a pod: Addr names the pod,
+// which each dial makes anew, as the API does once a pod was deleted.
+type replacedPod struct {
+	podNode
+	pod string
+}
+
+func (p replacedPod) Addr() string { return "kubernetes:default/" + p.pod }
+
+// A pod deleted between phases (an eviction) is made again at the next
+// phase's redial, and the window's scripts are pushed into the new pod
+// before that phase runs one: it is not refused as a missing or tampered
+// copy (exit 96), nor is the node quarantined for it.
+func TestAReplacedPodGetsTheScriptsAgain(t *testing.T) {
+	inv := fakeInventory(t, 2, "image: {reference: \"registry.example/train@sha256:"+pin+"\"}\n")
+	f := fakeFleet(inv)
+	var mu sync.Mutex
+	dials := map[string]int{}
+	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
+		e, err := f.Dial(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		dials[c.Name]++
+		pod := fmt.Sprintf("gpuaccept-%s-%d", c.Name, dials[c.Name])
+		mu.Unlock()
+		return replacedPod{podNode: podNode{Executor: e, img: remote.PodImage{ImageID: "sha256:" + pin}}, pod: pod}, nil
+	}
+	h2 := f.Host("h2")
+	onScript(h2, "failure.sh", func(*fake.Call, []string) fake.Reply { return fake.Reply{Stdout: "ran\n"} })
+	onScript(f.Host("h1"), "failure.sh", func(*fake.Call, []string) fake.Reply { return fake.Reply{Stdout: "ran\n"} })
+	evict := orchestrator.Phase{Name: "evict", Deadline: func(*inventory.Inventory) time.Duration { return time.Minute },
+		Cluster: func(ctx context.Context, w *orchestrator.Window) (any, error) {
+			// The pod goes, and everything in it with it.
+			for path := range h2.Files() {
+				h2.Remove(path)
+			}
+			h2.Drop("pod gpuaccept-h2-1 was deleted")
+			return nil, nil
+		}}
+	uses := orchestrator.Phase{Name: "uses", Deadline: func(*inventory.Inventory) time.Duration { return time.Minute },
+		PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
+			return runOn(ctx, w, n, toolCmd(w.RunID(), n.Name, "failure.sh", "count"))
+		}}
+	rec, _, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, evict, uses, Teardown},
+		orchestrator.Options{RunsDir: t.TempDir(), Dial: dial, Tool: "test"})
+	if err != nil {
+		t.Fatalf("window: %v", err)
+	}
+	for i := range 2 {
+		if pr := resultOf(t, rec, "uses", i); pr.Outcome != record.OK {
+			t.Errorf("node %d after its pod was replaced: %s %s", i, pr.Outcome, pr.Error)
+		}
+	}
+	if n := h2.Ran(`tar -x -o -f ` + archiveName); n != 2 {
+		t.Errorf("h2's scripts unpacked %d time(s), want 2 (its new pod's too)", n)
+	}
+	if n := f.Host("h1").Ran(`tar -x -o -f ` + archiveName); n != 1 {
+		t.Errorf("h1's scripts unpacked %d time(s), want 1 (its pod stayed)", n)
+	}
+}

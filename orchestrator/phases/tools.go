@@ -41,11 +41,12 @@ type PushedFile struct {
 // sha256 again (toolCmd), so the evidence names exactly what ran. It runs
 // again on --resume: the binary resuming may carry other scripts.
 var Tools = orchestrator.Phase{
-	Name:      "tools",
-	Gating:    true,
-	AlwaysRun: true,
-	Enabled:   func(*inventory.Inventory) bool { return true },
-	Deadline:  func(*inventory.Inventory) time.Duration { return 2 * time.Minute },
+	Name:       "tools",
+	Gating:     true,
+	AlwaysRun:  true,
+	Provisions: true,
+	Enabled:    func(*inventory.Inventory) bool { return true },
+	Deadline:   func(*inventory.Inventory) time.Duration { return 2 * time.Minute },
 	PerNode: func(ctx context.Context, w *orchestrator.Window, n *orchestrator.Node) (any, error) {
 		res := ToolsPushed{Dir: toolsDir(w.RunID(), n.Name)}
 		e, err := execOf(n)
