@@ -131,7 +131,8 @@ func (w *Window) recordPodsDeleted(names []string, err error) {
 	}
 	rec.PodsDeleted = append(rec.PodsDeleted, names...)
 	var setup *remote.SetupError
-	if errors.As(err, &setup) {
+	if errors.As(err, &setup) && !w.podReached() {
+		// The kubeconfig that could not be used now made no pod either.
 		rec.NotLookedFor = clipText(err.Error(), 300)
 		return
 	}
@@ -140,6 +141,20 @@ func (w *Window) recordPodsDeleted(names []string, err error) {
 		return
 	}
 	rec.DeleteError, rec.Deleted = "", time.Now().UTC()
+}
+
+// podReached: some node of transport kubernetes was connected, in a pod
+// of the window's.
+func (w *Window) podReached() bool {
+	for _, n := range w.Nodes {
+		if n.Config.Kube == nil {
+			continue
+		}
+		if r, ok := w.Result("connect", n.Index, nil); ok && r.Outcome == record.OK {
+			return true
+		}
+	}
+	return false
 }
 
 // judgeKube is, for each Kubernetes node, KUBE-001 (ready, schedulable,
@@ -172,7 +187,7 @@ func (w *Window) judgeKube() []record.Verdict {
 	switch {
 	case rec.NotLookedFor != "" && rec.Deleted.IsZero() && rec.DeleteError == "":
 		v.Status, v.Measured = record.Skip, "not looked for"
-		v.Detail = clipText("the kubeconfig could not be used, to make pods or to look for them: "+rec.NotLookedFor, 400)
+		v.Detail = clipText("the kubeconfig could not be used, to make pods or to look for them: "+rec.NotLookedFor+"; to be sure: "+rec.Delete, 400)
 		v.Incomplete = "the window's pods not looked for"
 	case rec.DeleteError != "":
 		v.Status, v.Measured = record.Warn, "pods left"

@@ -138,6 +138,13 @@ func TestJudgeKube(t *testing.T) {
 		!strings.Contains(v.Detail, "no such file") {
 		t.Errorf("an unusable kubeconfig: %s %q %q (incomplete %q)", v.Status, v.Measured, v.Detail, v.Incomplete)
 	}
+	// The same error once a pod was made (a kubeconfig rotated during the
+	// window): pods may be left, said with the kubectl line.
+	w.rec.Phases = append(w.rec.Phases, record.PhaseResult{Phase: "connect", Index: 0, Node: "gpu-01", Outcome: record.OK})
+	w.recordPodsDeleted(nil, &remote.SetupError{Err: errTest("kubernetes: kubeconfig /k/config: no such file")})
+	if v := w.judgeKube()[4]; v.Status != record.Warn || !strings.Contains(v.Detail, "delete pods -l") {
+		t.Errorf("an unusable kubeconfig after a pod was made: %s %q", v.Status, v.Detail)
+	}
 	w.recordPodsDeleted(nil, errTest("pods \"gpuaccept-gpu-01\" is forbidden"))
 	if v := w.judgeKube()[4]; v.Status != record.Warn || !strings.Contains(v.Detail, "kubectl --kubeconfig /k/config --context lab -n gpu delete pods -l gpuaccept/run=20261206T190000Z-k-0001") {
 		t.Errorf("not deleted: %s %s", v.Status, v.Detail)

@@ -306,6 +306,10 @@ type PodAddresser interface {
 // pod there.
 type PodDeleter interface {
 	DeletePod(ctx context.Context) (pod string, err error)
+	// PodGone says whether the API no longer has the pod (the one this
+	// executor reached, not another of its name): its processes are gone
+	// with it.
+	PodGone(ctx context.Context) (bool, error)
 }
 
 // PodImager is an executor whose commands run in a container that a

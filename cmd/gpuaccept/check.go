@@ -408,12 +408,15 @@ func kubeReach(inv *inventory.Inventory, pods int) string {
 	}
 	where += ", namespace " + cmp.Or(k.Namespace, "the context's")
 	sel := ""
-	if inv.Kubernetes.NodeSelector != "" && pods > 0 {
-		sel = "; more nodes from node_selector " + inv.Kubernetes.NodeSelector + " when the window starts"
-	}
 	n := fmt.Sprintf("%d node(s)", pods)
-	if pods == 0 {
-		n = "the nodes"
+	switch {
+	case pods > 0 && inv.Kubernetes.NodeSelector != "":
+		sel = "; more nodes from node_selector " + inv.Kubernetes.NodeSelector + " when the window starts"
+	case pods == 0 && len(inv.Nodes) > 0:
+		// The table lists the inventory's other nodes only.
+		n = "the nodes node_selector " + inv.Kubernetes.NodeSelector + " finds when the window starts"
+	case pods == 0:
+		n = "the nodes" // said above the table
 	}
 	var vols []string
 	for _, v := range k.Volumes {

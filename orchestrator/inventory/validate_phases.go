@@ -293,13 +293,24 @@ func (v *validator) checkpoint(c *Checkpoint) {
 		v.problem(k+"dir", "required: where the checkpoint is written (a shared filesystem, or a local disk with shared: false)")
 	} else if strings.ContainsAny(c.Dir, "'\"\n$`") {
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(c.Dir))
-	} else if v.anyPods() && v.inv.Kubernetes.OnKubeVolume(c.Dir) == nil {
+	} else if v.anyPods() {
 		where := "one that every node shares (a host_path of a shared mount, or a claim)"
 		if c.Shared != nil && !*c.Shared {
 			where = "the node's disk (a host_path)"
 		}
-		v.problem(k+"dir", "%s lies in each pod's own filesystem (transport kubernetes): its container layer, which goes with the pod and no other node sees; mount a volume there with kubernetes.volumes: %s",
-			short(c.Dir), where)
+		v.podVolume(k+"dir", c.Dir, "its container layer, which goes with the pod and no other node sees; mount a volume there with kubernetes.volumes: "+where)
+	}
+}
+
+// podVolume reports dir (at key), which the window writes in every pod,
+// when it lies in each pod's own filesystem (why says what that costs and
+// what to mount) or on a volume mounted read-only.
+func (v *validator) podVolume(key, dir, why string) {
+	switch vol := v.inv.Kubernetes.OnKubeVolume(dir); {
+	case vol == nil:
+		v.problem(key, "%s lies in each pod's own filesystem (transport kubernetes): %s", short(dir), why)
+	case vol.ReadOnly:
+		v.problem(key, "%s lies on the volume mounted read-only at %s (kubernetes.volumes): the window writes there", short(dir), vol.MountPath)
 	}
 }
 
@@ -412,19 +423,25 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 	if !f.Enabled {
 		return
 	}
-	if f.Dir == "" {
+	inherited := f.Dir == ""
+	if inherited {
 		f.Dir = c.Dir
 	}
-	if strings.TrimSpace(f.Dir) == "" {
+	switch {
+	case strings.TrimSpace(f.Dir) == "":
 		v.problem(k+"dir", "required: a directory every node sees, for the job's checkpoints (or set phases.checkpoint.dir)")
-	} else if strings.ContainsAny(f.Dir, "'\"\n$`") {
+	case strings.ContainsAny(f.Dir, "'\"\n$`"):
 		v.problem(k+"dir", "%q: no quotes, $ or backquotes in a path", short(f.Dir))
-	} else if v.anyPods() && v.inv.Kubernetes.OnKubeVolume(f.Dir) == nil && v.inv.Kubernetes.OnKubeVolume(c.Dir) == nil {
-		// Every rank loads the checkpoint rank 0 found there; a pod's own
-		// filesystem is no other node's, and a deleted pod's is gone.
-		v.problem(k+"dir", "%s lies in each pod's own filesystem (transport kubernetes), which no other node sees and goes with the pod: mount a volume every node shares there with kubernetes.volumes (a host_path of a shared mount, or a claim)",
-			short(f.Dir))
+	case inherited && c.Shared != nil && !*c.Shared:
+		// Every rank loads the checkpoint rank 0 found: on a disk of its
+		// own the others find none.
+		v.problem(k+"dir", "left out, it is phases.checkpoint.dir %s, a disk of each node's own there (shared: false): give a directory every node sees", short(f.Dir))
+	case v.anyPods():
+		// A pod's own filesystem is no other node's, and a deleted pod's
+		// is gone.
+		v.podVolume(k+"dir", f.Dir, "no other node sees it and it goes with the pod: mount a volume every node shares there with kubernetes.volumes (a host_path of a shared mount, or a claim)")
 	}
+	v.deletePodVictim(f)
 	if v.nodesLost || v.nodesLater {
 		return
 	}
@@ -445,16 +462,22 @@ func (v *validator) failure(f *Failure, c *Checkpoint) {
 			v.problem(k+"victim", "no node named %q in nodes", short(f.Victim))
 		}
 	}
-	if f.Inject == "delete-pod" {
-		victim := f.Victim
-		if victim == "" && len(v.inv.Nodes) > 0 {
-			victim = v.inv.Nodes[len(v.inv.Nodes)-1].Name
-		}
-		for _, n := range v.inv.Nodes {
-			if n.Name == victim && v.inv.TransportOf(n) != TransportKubernetes {
-				v.problem(k+"inject", "delete-pod: the victim %s is reached by transport %s, not in a pod: name a node of transport kubernetes in phases.failure.victim",
-					victim, v.inv.TransportOf(n))
-			}
+}
+
+// deletePodVictim: delete-pod's victim must be in a pod. The default one,
+// the last node, is known only where no selector adds nodes at the end.
+func (v *validator) deletePodVictim(f *Failure) {
+	if f.Inject != "delete-pod" {
+		return
+	}
+	victim := f.Victim
+	if victim == "" && len(v.inv.Nodes) > 0 && !v.nodesLater {
+		victim = v.inv.Nodes[len(v.inv.Nodes)-1].Name
+	}
+	for _, n := range v.inv.Nodes {
+		if n.Name == victim && v.inv.TransportOf(n) != TransportKubernetes {
+			v.problem("phases.failure.inject", "delete-pod: the victim %s is reached by transport %s, not in a pod: name a node of transport kubernetes in phases.failure.victim",
+				victim, v.inv.TransportOf(n))
 		}
 	}
 }

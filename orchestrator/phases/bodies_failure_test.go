@@ -375,6 +375,8 @@ type deletablePod struct {
 	pod     string
 }
 
+func (p deletablePod) PodGone(context.Context) (bool, error) { return *p.deleted > 0, nil }
+
 // Addr is the pod's, a new one for each dial, as the API names pods.
 func (p deletablePod) Addr() string { return "kubernetes:default/" + p.pod }
 
@@ -476,5 +478,64 @@ func TestFailureDeletePodOfAHostIsAnError(t *testing.T) {
 	rec := runFake(t, inv, f, FailurePhase)
 	if pr := resultOf(t, rec, "failure", -1); pr.Outcome == record.OK || !strings.Contains(pr.Error, "not reached through a pod") {
 		t.Errorf("failure phase: %s %q", pr.Outcome, pr.Error)
+	}
+}
+
+// delete-pod where the node takes no new pod (cordoned, say): the
+// survivors go on without the victim, the attempts at a new pod do not
+// hold up the recovery, RECOV-003 warns that it did not come back, and
+// the leftover count asks the API whether the deleted pod is gone rather
+// than making a pod there to count in.
+func TestFailureDeletePodWithoutANewPod(t *testing.T) {
+	inv := fakeInventory(t, 3, killTest)
+	inv.Phases.Failure.Inject = "delete-pod"
+	f := fakeFleet(inv)
+	tr := newTrainer("h1", "h2", "h3")
+	for _, h := range f.Hosts() {
+		tr.answer(h)
+	}
+	var mu sync.Mutex
+	deleted, dials := 0, 0
+	dial := func(ctx context.Context, c remote.Config) (remote.Executor, error) {
+		mu.Lock()
+		if c.Name == "h3" {
+			dials++
+			if deleted > 0 {
+				mu.Unlock()
+				return nil, fmt.Errorf("h3: kubernetes: pod gpuaccept-h3-%d not running (not scheduled: 0/3 nodes are available)", dials)
+			}
+		}
+		mu.Unlock()
+		e, err := f.Dial(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		pn := podNode{Executor: e, img: remote.PodImage{ImageID: "sha256:" + pin}}
+		return deletablePod{podNode: pn, h: f.Host(c.Name), tr: tr, deleted: &deleted, pod: "gpuaccept-" + c.Name + "-1"}, nil
+	}
+	rec, _, err := orchestrator.Start(t.Context(), inv, []orchestrator.Phase{Connect, Tools, FailurePhase},
+		orchestrator.Options{RunsDir: t.TempDir(), Dial: dial, Tool: "test"})
+	if err != nil {
+		t.Fatalf("window: %v", err)
+	}
+	var res Failed
+	if pr := resultOf(t, rec, "failure", -1); jsonOf(pr, &res) != nil {
+		t.Fatalf("failure phase: %+v", pr)
+	}
+	if v := verdictOf(t, rec, "RECOV-001", ""); v.Status != record.Pass {
+		t.Errorf("RECOV-001 (the survivors went on): %+v", v)
+	}
+	if v := verdictOf(t, rec, "RECOV-003", "h3"); v.Status != record.Warn {
+		t.Errorf("RECOV-003 (h3 never back): %+v", v)
+	}
+	if v := verdictOf(t, rec, "RECOV-004", ""); v.Status != record.Pass || res.Left["h3"] != 0 {
+		t.Errorf("RECOV-004 (h3's deleted pod gone, asked of the API): %+v, left %v", v, res.Left)
+	}
+	var said []string
+	for _, a := range res.Actions {
+		said = append(said, a.What+": "+a.Output)
+	}
+	if all := strings.Join(said, "\n"); !strings.Contains(all, "no new pod ready") || !strings.Contains(all, "not counted: its pod was deleted and none made again") {
+		t.Errorf("the actions:\n%s", all)
 	}
 }

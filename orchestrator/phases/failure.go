@@ -92,9 +92,15 @@ type failureJob struct {
 
 	mu  sync.Mutex
 	gen int
-	// podDeleted: delete-pod took the victim's pod; podBack: a new one
-	// runs there, the window's scripts in it.
-	podDeleted, podBack bool
+	// deleted: the victim's pod that delete-pod deleted; podBack: a new
+	// one runs there, the window's scripts in it. podWait is closed when
+	// the attempt at a new pod under way ended (podErr its error);
+	// podCancel ends it.
+	deleted   remote.PodDeleter
+	podBack   bool
+	podWait   chan struct{}
+	podErr    error
+	podCancel context.CancelFunc
 }
 
 func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
@@ -113,6 +119,20 @@ func runFailure(ctx context.Context, w *orchestrator.Window) (any, error) {
 		}
 		if victim == nil {
 			return nil, fmt.Errorf("the victim %s is not in the window any more (quarantined earlier)", f.Victim)
+		}
+	}
+	if f.Inject == "delete-pod" {
+		// Said before the job runs, not after minutes of it: the victim
+		// must be a pod, by default the last node in one.
+		if f.Victim == "" {
+			for _, n := range nodes[1:] {
+				if _, ok := n.Exec().(remote.PodDeleter); ok {
+					victim = n
+				}
+			}
+		}
+		if _, ok := victim.Exec().(remote.PodDeleter); !ok {
+			return nil, fmt.Errorf("%s: delete-pod: the node is not reached through a pod of the window (transport kubernetes)", victim.Name)
 		}
 	}
 	if victim == nodes[0] {
@@ -449,7 +469,7 @@ func (j *failureJob) inject(ctx context.Context, victim, rdzv *orchestrator.Node
 			return fmt.Errorf("%s: delete-pod: %w", victim.Name, err)
 		}
 		j.mu.Lock()
-		j.podDeleted = true
+		j.deleted = pd
 		j.mu.Unlock()
 		j.act(victim.Name, f.Inject, "pod "+pod+" deleted through the Kubernetes API")
 	case "cut":
@@ -536,28 +556,59 @@ func (j *failureJob) answers(ctx context.Context, victim *orchestrator.Node) err
 // podAgain brings the victim of delete-pod back as the cluster would
 // bring back a job's pod: a new pod of the window on the same node (as a
 // resumed window makes one), the window's scripts pushed there again and
-// its private directory made anew (the old pod's went with it). Once;
-// bounded by the time the job has to resume.
+// its private directory made anew (the old pod's went with it). The pod
+// is made in the background, bounded by the time the job has to resume:
+// a node that takes no new pod (cordoned, NotReady) must not hold up the
+// recovery loop, whose relaunch goes on without the victim after a
+// minute. nil once the pod is there; the error until then.
 func (j *failureJob) podAgain(ctx context.Context, victim *orchestrator.Node) error {
 	j.mu.Lock()
-	done := j.podBack
-	j.mu.Unlock()
-	if done {
+	defer j.mu.Unlock()
+	if j.podBack {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, j.f.ResumeWithin)
-	defer cancel()
-	// The window's Reconnect makes the pod and runs the tools phase in it
-	// (Phase.Provisions) before it returns.
-	e, err := j.w.Reconnect(pctx, victim)
-	if err != nil {
-		return fmt.Errorf("no new pod ready: %w", err)
+	if j.podWait == nil {
+		wait := make(chan struct{})
+		pctx, cancel := context.WithTimeout(ctx, j.f.ResumeWithin)
+		j.podWait, j.podCancel = wait, cancel
+		go func() {
+			defer close(wait)
+			defer cancel()
+			// The window's Reconnect makes the pod and runs the tools
+			// phase in it (Phase.Provisions) before it returns.
+			e, err := j.w.Reconnect(pctx, victim)
+			if err != nil {
+				j.act(victim.Name, "no new pod ready", err.Error())
+			} else {
+				j.act(victim.Name, "new pod", fmt.Sprintf("%s: the window's scripts pushed again, private directory %s", e.Addr(), stateDir(victim)))
+			}
+			j.mu.Lock()
+			j.podErr, j.podBack = err, err == nil
+			j.mu.Unlock()
+			j.log.poke()
+		}()
 	}
+	select {
+	case <-j.podWait:
+		// Failed: tried again at the next call.
+		err := j.podErr
+		j.podWait = nil
+		return fmt.Errorf("no new pod: %w", err)
+	default:
+		return errors.New("its new pod is not ready yet")
+	}
+}
+
+// endPodAgain ends an attempt at a new pod still under way and waits for
+// it: nothing of the test may run past it.
+func (j *failureJob) endPodAgain() {
 	j.mu.Lock()
-	j.podBack = true
+	wait, cancel := j.podWait, j.podCancel
 	j.mu.Unlock()
-	j.act(victim.Name, "new pod", fmt.Sprintf("%s: the window's scripts pushed again, private directory %s", e.Addr(), stateDir(victim)))
-	return nil
+	if wait != nil {
+		cancel()
+		<-wait
+	}
 }
 
 // stopAll stops the job on nodes for a relaunch.
@@ -600,17 +651,31 @@ func (j *failureJob) cleanup(nodes []*orchestrator.Node, victim *orchestrator.No
 			j.act(victim.Name, "not reachable at cleanup; its restore is scheduled on the node", err.Error())
 		}
 	}
+	j.endPodAgain()
 	j.mu.Lock()
-	podGone := j.podDeleted && !j.podBack
+	deleted := j.deleted
+	if j.podBack {
+		deleted = nil
+	}
 	j.mu.Unlock()
-	if podGone {
-		// Asking it would make a pod there only to count nothing: the
-		// window's processes went with the pod, which teardown finds gone
-		// by the window's label (KUBE-003).
+	if deleted != nil {
+		// Its pod was deleted and none made again. Counting in it would
+		// make a pod there only to count nothing: the window's processes
+		// went with the deleted one, once the API no longer has it.
+		gctx, gcancel := context.WithTimeout(ctx, 15*time.Second)
+		gone, err := deleted.PodGone(gctx)
+		gcancel()
+		left, said := 0, "its pod was deleted and none made again; the API has it no more, nor its processes"
+		switch {
+		case err != nil:
+			left, said = -1, "its deleted pod could not be looked for: "+err.Error()
+		case !gone:
+			left, said = -1, "its deleted pod is still there (terminating): its processes not counted"
+		}
 		j.mu.Lock()
-		j.res.Left[victim.Name] = 0
+		j.res.Left[victim.Name] = left
 		j.mu.Unlock()
-		j.act(victim.Name, "not counted", "its pod was deleted and none made again: the window's processes went with it")
+		j.act(victim.Name, "not counted", said)
 		nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *orchestrator.Node) bool { return n == victim })
 	}
 	j.each(ctx, nodes, func(ctx context.Context, n *orchestrator.Node) {

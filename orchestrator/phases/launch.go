@@ -480,6 +480,11 @@ var srunTaskEnded = regexp.MustCompile(`(?m)^srun: error: (\S+): (tasks? \S+): (
 // every other task, and its lines about those are all that a failed
 // command's last lines hold, which named no node.
 func srunFirstEnded(stderr string) string {
+	// Only before srun began ending the step: after it, its KILL of a
+	// task that outlived the TERM says "Killed" of a task it ended.
+	if i := strings.Index(stderr, "_step_signal: Terminating StepId"); i >= 0 {
+		stderr = stderr[:i]
+	}
 	for _, m := range srunTaskEnded.FindAllStringSubmatch(stderr, -1) {
 		if what := strings.TrimSpace(m[3]); what != "Terminated" {
 			return fmt.Sprintf("%s on %s ended the step first (srun: %s)", m[2], m[1], remote.Shorten(what, 80))

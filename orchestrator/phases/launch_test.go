@@ -13,6 +13,12 @@ func TestSrunFirstEnded(t *testing.T) {
 		{"srun: error: h[3-4]: tasks 1-2: Terminated\n", ""},
 		{"srun: error: gpu-07: tasks 8-15: Killed\n", "tasks 8-15 on gpu-07 ended the step first (srun: Killed)"},
 		{"no srun here\n", ""},
+		// After srun began ending the step, what it says is its own doing.
+		{"srun: launch/slurm: _step_signal: Terminating StepId=9.3\nsrun: error: h4: task 2: Killed\n", ""},
+		{"srun: error: gpu-03: task 5: Out Of Memory\nsrun: launch/slurm: _step_signal: Terminating StepId=9.3\n",
+			"task 5 on gpu-03 ended the step first (srun: Out Of Memory)"},
+		{"srun: error: gpu-03: task 5: Segmentation fault (core dumped)\n",
+			"task 5 on gpu-03 ended the step first (srun: Segmentation fault (core dumped))"},
 	} {
 		if got := srunFirstEnded(tc.in); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)

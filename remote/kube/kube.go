@@ -711,12 +711,17 @@ func (e *Node) waitRunning(ctx context.Context) error {
 			if w != "" {
 				why = w
 			}
-			if w == "ContainerCreating" && time.Since(lastMountLook) > 5*time.Second {
+			if strings.HasPrefix(w, "ContainerCreating") && time.Since(lastMountLook) > 5*time.Second {
 				// A volume that cannot be mounted shows only in the pod's
 				// events: a node without the host_path directory never
 				// gets one, said now rather than at StartTimeout.
 				lastMountLook = time.Now()
 				if msg := e.failedMount(ctx); msg != "" {
+					for i, v := range e.cfg.Volumes {
+						if strings.Contains(msg, fmt.Sprintf("%q", fmt.Sprintf("gpuaccept-volume-%d", i))) {
+							msg = fmt.Sprintf("kubernetes.volumes[%d] (%s at %s): %s", i, cmp.Or(v.HostPath, "claim "+v.Claim), v.MountPath, msg)
+						}
+					}
 					if strings.Contains(msg, "hostPath type check failed") {
 						return fmt.Errorf("%s: kubernetes: pod %s cannot mount a volume (kubernetes.volumes): %s", e.name, e.pod, msg)
 					}
@@ -1053,6 +1058,19 @@ func (e *Node) DeletePod(ctx context.Context) (string, error) {
 	}
 	e.markLost("pod "+e.pod+" deleted by the window", nil)
 	return e.pod, nil
+}
+
+// PodGone implements remote.PodDeleter: the API has no pod of this name,
+// or only another one made since under it.
+func (e *Node) PodGone(ctx context.Context) (bool, error) {
+	p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, e.pod, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: kubernetes: pod %s: %w", e.name, e.pod, err)
+	}
+	return string(p.UID) != e.uid, nil
 }
 
 // DeletePods is remote.DeleteKubePods: every pod of the window (cfg's
