@@ -234,6 +234,10 @@ func TestFailureKillsANodeAndTheJobResumes(t *testing.T) {
 	if n := f.Host("h3").Ran(`failure\.sh".* bash "\$f" kill-node `); n < 1 {
 		t.Errorf("h3 was never killed: %q", f.Host("h3").Commands())
 	}
+	// torch 1.13's torchrun has no --local_addr.
+	if n := f.Host("h3").Ran(`--local_addr`); n != 0 {
+		t.Errorf("a 1.13 launch given --local_addr: %q", f.Host("h3").Commands())
+	}
 	for _, h := range f.Hosts() {
 		if h.Running() != 0 {
 			t.Errorf("%s: %d command(s) still running after the window", h.Name(), h.Running())
@@ -259,6 +263,10 @@ func TestFailureVictimRejoinsOnTorch2(t *testing.T) {
 	}
 	if n := f.Host("h3").Ran(`export .*` + regexp.QuoteMeta(noSharedStore) + `.*exec python3 -m torch\.distributed\.run `); n < 2 {
 		t.Errorf("h3's launches without %s: %q", noSharedStore, f.Host("h3").Commands())
+	}
+	// 2.x's launchers name their node by its address, not the host name.
+	if n := f.Host("h3").Ran(`torch\.distributed\.run .*--local_addr=192\.0\.2\.13 `); n < 2 {
+		t.Errorf("h3's 2.x launches without its address: %q", f.Host("h3").Commands())
 	}
 	// The versions are in the record and in what the buyer reads.
 	var res Failed

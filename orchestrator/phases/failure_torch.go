@@ -60,6 +60,12 @@ func (j *failureJob) probeTorch(ctx context.Context, nodes []*orchestrator.Node)
 		j.mu.Unlock()
 	})
 	j.w.Progress.Line("failure: %s", torchText(j.res.Nodes, j.res.Torch))
+	j.mu.Lock()
+	j.torch.launcherTorch = map[string]string{}
+	for name, v := range j.res.Torch {
+		j.torch.launcherTorch[name] = v.Launcher
+	}
+	j.mu.Unlock()
 }
 
 // torchProbe is the command that prints "torch VERSION" with the

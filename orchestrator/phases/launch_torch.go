@@ -48,6 +48,9 @@ type torchLauncher struct {
 	onLine    func(node, line string, at time.Time)
 	onErrLine func(node, line string, at time.Time)
 	onEnd     func()
+	// launcherTorch: each node's launcher PyTorch, where it was probed
+	// before the launches (the failure test's); "" where not known.
+	launcherTorch map[string]string
 
 	mu       sync.Mutex
 	launches map[string]*launch
@@ -93,7 +96,7 @@ func (t *torchLauncher) torchrunArgs(n *orchestrator.Node, nnodes string, restar
 	if n == first {
 		isHost = 1
 	}
-	return []string{remote.Quote(t.python), "-m", "torch.distributed.run",
+	args := []string{remote.Quote(t.python), "-m", "torch.distributed.run",
 		"--nnodes=" + nnodes, fmt.Sprintf("--nproc_per_node=%d", t.procs),
 		"--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=%s:%d", remote.Quote(rdzv), t.port(gen)),
 		fmt.Sprintf("--rdzv_id=%s-g%d", t.names, gen), fmt.Sprintf("--max_restarts=%d", restarts),
@@ -102,6 +105,16 @@ func (t *torchLauncher) torchrunArgs(n *orchestrator.Node, nnodes string, restar
 		// needs --redirects/--tee to start at all on Python 3.11.
 		"--monitor_interval=1", fmt.Sprintf("--rdzv_conf=last_call_timeout=5,join_timeout=60,is_host=%d", isHost),
 		"--redirects=1", "--tee=1", "--log_dir=" + remote.Quote(logDir)}
+	if v := t.launcherTorch[n.Name]; v != "" && !strings.HasPrefix(v, "0.") && !strings.HasPrefix(v, "1.") {
+		// The rendezvous tells nodes apart by address and PID, the
+		// address by default the host name's: two nodes of one name (the
+		// lab's pods on one machine, whose PIDs matched under load) were
+		// one node, and each formed a job of its own. 2.x takes the
+		// node's address (1.13 refuses the option); it is also the one
+		// published for the workers' store.
+		args = append(args, "--local_addr="+remote.Quote(t.w.FabricHost(n)))
+	}
+	return args
 }
 
 // shellLine is the whole command for a node: the job's directory made
