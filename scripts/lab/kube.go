@@ -99,11 +99,41 @@ func StartKubeNodes(ctx context.Context, dir string, gpus, nodes int) (*Kube, er
 	if _, err := BuildKube(ctx); err != nil {
 		return nil, err
 	}
-	_, _ = runKube(context.Background(), "down", "--dir", dir)
-	if _, err := runKube(ctx, "up", "--dir", dir, "--gpus", strconv.Itoa(gpus), "--nodes", strconv.Itoa(nodes)); err != nil {
+	up := func() error {
+		_, _ = runKube(context.Background(), "down", "--dir", dir)
+		_, err := runKube(ctx, "up", "--dir", dir, "--gpus", strconv.Itoa(gpus), "--nodes", strconv.Itoa(nodes))
+		return err
+	}
+	err := up()
+	if err != nil && ctx.Err() == nil {
+		// Twice in one session on the 2-core machine, right after another
+		// cluster of the same directory went down, the first kubelet died
+		// at its start with an empty log; the next start held. What the
+		// daemons said is kept in the error, and the start tried once more.
+		first := fmt.Errorf("%w; the daemons' logs then:\n%s", err, kubeLogs(dir))
+		if err = up(); err != nil {
+			return nil, fmt.Errorf("%w; the start before it: %w", err, first)
+		}
+		fmt.Fprintf(os.Stderr, "lab kube: the cluster started at the second try; the first: %v\n", first)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return ReadKube(dir)
+}
+
+// kubeLogs is the end of every daemon's log under dir, for an error.
+func kubeLogs(dir string) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "== %s (%d bytes)\n%s\n", filepath.Base(f), len(data), tail(string(data), 1500))
+	}
+	return b.String()
 }
 
 // ReadKube reads dir/env, as kube.sh up writes it.
