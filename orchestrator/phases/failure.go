@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -393,9 +392,10 @@ func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeou
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// Both streams go into one buffer, which an executor writes from two
-	// goroutines (the Kubernetes exec's did, under the race detector).
-	out := &lockedBuffer{}
+	// Both streams go into one capture, which an executor writes from two
+	// goroutines (the Kubernetes exec's did, under the race detector), and
+	// which a node printing without end does not fill.
+	out := NewCapture(captureHead, captureTail)
 	var stdout io.Writer = out
 	lines := &lineWriter{fn: func(string) {}}
 	if onLine != nil {
@@ -405,26 +405,7 @@ func (j *failureJob) nodeLines(ctx context.Context, n *orchestrator.Node, timeou
 	words := append([]string{remote.Quote(op), remote.Quote(j.w.RunID()), remote.Quote(stateDir(n))}, args...)
 	err = e.Run(cctx, remote.Cmd{Command: toolCmd(j.w.RunID(), n.Name, "failure.sh", words...), Stdout: stdout, Stderr: out})
 	lines.flush()
-	return out.String(), err
-}
-
-// lockedBuffer is a bytes.Buffer that a command's stdout and stderr may
-// both write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return string(out.Bytes()), err
 }
 
 // inject fails the victim and sets InjectedAt to when it took effect, as
