@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -347,8 +348,11 @@ func TestParseFio(t *testing.T) {
 // a step each with slurm.steps: each, ssh.concurrency at a time.
 func TestCheckSaysHowSrunRunsTheCommands(t *testing.T) {
 	res := gpuaccept(t, "../..", "check", "inventories/slurm-srun.yaml")
+	// The allocation the window will ask for, as salloc will be asked,
+	// its time limit included (the window's bound, not salloc's default).
 	if res.code != 0 || !strings.Contains(res.stdout, "(no SSH to the nodes), all at once\n") ||
-		!strings.Contains(res.stdout, "the commands the nodes start together share one job step (slurm.steps: shared)") {
+		!strings.Contains(res.stdout, "the commands the nodes start together share one job step (slurm.steps: shared)") ||
+		!regexp.MustCompile(`\n  salloc --no-shell .*--partition=gpu[^\n]*\n?.*--nodes=4 --exclusive --time=[0-9]+\n`).MatchString(res.stdout) {
 		t.Fatalf("exit %d, plan:\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 	b, err := os.ReadFile("../../inventories/slurm-srun.yaml")

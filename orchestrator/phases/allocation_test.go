@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -227,4 +228,37 @@ func slurmInventory(t *testing.T, more string) *inventory.Inventory {
 		t.Fatalf("%v\n%s", err, body)
 	}
 	return inv
+}
+
+// The job's time limit is the window's own bound: a phase given an hour
+// more asks Slurm for an hour more, and slurm.allocate.time, when stated,
+// is asked as written. A limit short of the window would have Slurm end
+// the job, and every node with it, before the window's last phase.
+func TestSallocTimeIsTheWindowsBound(t *testing.T) {
+	minutes := func(more string) int {
+		t.Helper()
+		line := orchestrator.SlurmCommand(slurmInventory(t, more), All())
+		m := regexp.MustCompile(` --time=([0-9]+)(?: |$)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no --time in the salloc line %q", line)
+		}
+		n, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	short := minutes("phases:\n  diag:\n    timeout: 15m\n")
+	long := minutes("phases:\n  diag:\n    timeout: 75m\n")
+	if long-short != 60 {
+		t.Errorf("the diagnostic's deadline went up by 60 minutes, the job's time limit by %d (%d to %d)", long-short, short, long)
+	}
+	if short < 15+15 {
+		t.Errorf("--time=%d is short of the diagnostic's deadline and the margin alone", short)
+	}
+	stated := slurmInventory(t, "")
+	stated.Slurm.Allocate.Time = inventory.SlurmTime(90 * time.Minute)
+	if line := orchestrator.SlurmCommand(stated, All()); !strings.Contains(line, " --time=90") {
+		t.Errorf("slurm.allocate.time 90m was not asked as written: %q", line)
+	}
 }

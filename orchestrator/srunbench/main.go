@@ -3,7 +3,7 @@
 // (transport: srun), with a job step per command (slurm.steps: each) and
 // with the steps the nodes' commands share (the default): the same
 // window (connect, tools, preflight, teardown on every lab host, the GPU
-// tools the lab's stand-ins) over 32 hosts, then 128, the most the lab
+// tools the lab's stand-ins) over 32 hosts, then 127, the most the lab
 // holds. For each it prints the window's wall time, the coordinator's
 // CPU time and peak memory (the gpuaccept process's rusage), the SSH
 // logins it made (sshd's "Accepted publickey" lines): one per node by
@@ -11,7 +11,7 @@
 // commands each), and the job steps srun asked slurmctld for (the
 // window's own count, on its stderr). It asserts nothing.
 //
-//	go run ./orchestrator/srunbench [-hosts 32,128] [-ways ssh,srun-each,srun] [-keep DIR]
+//	go run ./orchestrator/srunbench [-hosts 32,127] [-ways ssh,srun-each,srun] [-keep DIR]
 //
 // Root on Linux, Slurm installed (make deps); it brings up its own lab
 // (name "sbench": the login node h1 and the measured hosts h2...) and
@@ -37,7 +37,7 @@ import (
 )
 
 func main() {
-	sizes := flag.String("hosts", "32,128", "measured host counts, comma-separated (the lab adds the login node)")
+	sizes := flag.String("hosts", "32,127", "measured host counts, comma-separated (the lab adds the login node)")
 	keep := flag.String("keep", "", "a directory to keep each window's run directory in")
 	ways := flag.String("ways", "ssh,srun-each,srun", "the ways measured, comma-separated: ssh, srun-each, srun")
 	flag.Parse()
