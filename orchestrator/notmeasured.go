@@ -44,6 +44,9 @@ func IsNotMeasured(err error) (*NotMeasured, bool) {
 	}
 	var sa *remote.StepAbortedError
 	if errors.As(err, &sa) {
+		if sa.Reason != "" {
+			return &NotMeasured{Tool: "slurm", Why: sa.Reason}, true
+		}
 		return &NotMeasured{Tool: "slurm", Why: "srun aborted the job step the command shared with other nodes' before its end"}, true
 	}
 	return nil, false

@@ -304,9 +304,16 @@ type StepAbortedError struct {
 	Node, Command string
 	// Said is what srun said.
 	Said string
+	// Reason, when set, says why instead: srun did not abort the step,
+	// and yet its end says nothing of the node (the step stopped passing
+	// the coordinator's stream on; two tasks said they ran on the node).
+	Reason string
 }
 
 func (e *StepAbortedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Node, e.Command, e.Reason)
+	}
 	return fmt.Sprintf("%s: %s: srun aborted the job step this node's command shared with others, before its end: %s",
 		e.Node, e.Command, strings.TrimSpace(e.Said))
 }

@@ -14,6 +14,10 @@
 #   k NAME   the command NAME (SELF) is cancelled: one job step runs a
 #            command on each of many nodes, and every node's guard hears
 #            the one control stream (srun_step.sh)
+# In such a step the guard also says on fd 9, which the step's runner
+# gives it, when it stopped the command because the stream fell silent or
+# ended: there that is srun no longer passing the stream on, not the
+# coordinator gone, and the command's end is then no answer of the node's.
 # End of the control stream (the channel closed, the connection or the
 # coordinator died) ends the command: TERM to its group, KILL after GRACE.
 # Processes that leave the group on purpose (setsid) are not followed.
@@ -81,12 +85,13 @@ groupalive() {
     ps -A -o pgid=,stat= | awk -v g="$pid" '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'
   fi
 }
+# fd 9 is the guard's alone: the command does not get it.
 if [ "$withstdin" = 1 ]; then
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpuaccept-guard.XXXXXX") || exit 125
   mkfifo "$dir/in" || exit 125
-  setsid bash -c "$cmd" <"$dir/in" &
+  setsid bash -c "$cmd" <"$dir/in" 9>&- &
 else
-  setsid bash -c "$cmd" </dev/null &
+  setsid bash -c "$cmd" </dev/null 9>&- &
 fi
 pid=$!
 # From here on the guard's stderr is the command's alone: bash reports a
@@ -107,6 +112,7 @@ control() {
       # Timed out (>128: the coordinator fell silent) or end of stream (the
       # channel is gone): either way nobody is waiting for this command.
       # The guard itself stops it, so nothing of ours outlives the guard.
+      [ -n "$self" ] && { echo lost >&9; } 2>/dev/null
       kill -USR1 $$
       exit 0
     fi

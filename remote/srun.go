@@ -538,6 +538,9 @@ func (s *Srun) UploadFrom(ctx context.Context, src io.ReaderAt, size int64, remo
 // which runs no srun of its own on a node. Only the start of a line is
 // held back, and only while it could still be Slurm's.
 type srunSplit struct {
+	// mu: the login node's session may end, past its grace, before its
+	// output is copied to the end; a late Write then meets flush.
+	mu      sync.Mutex
 	cmd     io.Writer
 	tail    *Tail
 	srun    *srunLines
@@ -580,6 +583,8 @@ func slurmLine(start []byte) int {
 }
 
 func (w *srunSplit) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
 		switch {
@@ -641,6 +646,8 @@ func (w *srunSplit) pass(p []byte) {
 // flush ends the stream: a line left unfinished is given to whoever it
 // belongs to.
 func (w *srunSplit) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.ours {
 		w.srun.add(string(w.pending))
 	} else {
@@ -652,6 +659,9 @@ func (w *srunSplit) flush() {
 // srunLines are srun's own messages about one step, bounded; started is
 // closed at the step's stepStarted line, which is not kept.
 type srunLines struct {
+	// mu: written by the stderr copy, read by the step's end, which a
+	// session past its grace does not wait for.
+	mu      sync.Mutex
 	node    string
 	lines   []string
 	started chan struct{}
@@ -674,6 +684,15 @@ const (
 )
 
 func (s *srunLines) add(line string) {
+	if heard := s.keep(line); heard != "" && s.heard != nil {
+		s.heard(heard)
+	}
+}
+
+// keep keeps line, and says it back when heard must be told of it.
+func (s *srunLines) keep(line string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	line = strings.TrimRight(line, "\r\n")
 	if line == stepStarted {
 		if s.started != nil {
@@ -683,7 +702,7 @@ func (s *srunLines) add(line string) {
 				close(s.started)
 			}
 		}
-		return
+		return ""
 	}
 	if len(line) > srunLineBytes {
 		line = line[:srunLineBytes]
@@ -700,22 +719,24 @@ func (s *srunLines) add(line string) {
 		s.abort = true
 	}
 	if s.shared && taskEnded.MatchString(line) {
-		return
+		return ""
 	}
 	if len(s.lines) == srunKeep {
 		copy(s.lines, s.lines[1:])
 		s.lines = s.lines[:srunKeep-1]
 	}
 	s.lines = append(s.lines, line)
-	if s.heard != nil {
-		s.heard(line)
-	}
+	return line
 }
 
 // lost is the line in which srun says the node cannot be reached through
 // the job any more (it failed, it left the job, the job ended); "" when
 // none does.
-func (s *srunLines) lost() string { return s.lostSaid }
+func (s *srunLines) lost() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lostSaid
+}
 
 // What srun (Slurm 20.11 to 25.05) says when a step cannot reach its
 // node: the node failed under it, the step could not be made (the node
@@ -729,6 +750,8 @@ var srunLostSays = []string{
 // task ended ("srun: error: NODE: task 0: Exited with exit code 3") says
 // nothing the exit status does not.
 func (s *srunLines) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var b strings.Builder
 	for _, l := range s.lines {
 		if strings.HasPrefix(l, "srun: error: "+s.node+": task ") {

@@ -69,11 +69,25 @@ type stepper struct {
 	open  *stepBatch
 	steps int
 	own   int // steps of a command's own
-	// unshared: srun aborted a shared step, and every command takes a
-	// step of its own since.
-	unshared bool
+	// aborts counts the shared steps srun gave up; after the first,
+	// every command takes a step of its own until unsharedUntil, after
+	// the second for good.
+	aborts        int
+	unsharedUntil time.Time
+	// now, in unit tests, is the clock.
+	now func() time.Time
 	// onLaunch, in unit tests, takes a step instead of starting it.
 	onLaunch func(*stepBatch)
+	// askSlurm, in unit tests, answers leftTheJob.
+	askSlurm func(*Srun) (gone bool, state string, err error)
+}
+
+// leftTheJob asks Slurm whether s's node left the job.
+func (p *stepper) leftTheJob(ctx context.Context, s *Srun) (bool, string, error) {
+	if p.askSlurm != nil {
+		return p.askSlurm(s)
+	}
+	return s.leftTheJob(ctx)
 }
 
 // stepperFor is the stepper the nodes of job with args share.
@@ -96,10 +110,33 @@ func (l *Logins) stepperFor(job string, args []string, beat, lease, stepStart ti
 	return p
 }
 
+// unshareFor is how long the job's commands take steps of their own
+// after srun gave up a shared step for the first time. srun gives a whole
+// step up for one node's I/O error: a node that fails once may be gone
+// since, and steps of one's own cost slurmctld a step request per node
+// and command (at a thousand nodes more than it bears for long); a second
+// abort ends sharing for the window.
+const unshareFor = 10 * time.Minute
+
+func (p *stepper) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
 func (p *stepper) isUnshared() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.unshared
+	return p.aborts > 1 || (p.aborts == 1 && p.clock().Before(p.unsharedUntil))
+}
+
+// aborted counts a shared step srun gave up.
+func (p *stepper) aborted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.aborts++
+	p.unsharedUntil = p.clock().Add(unshareFor)
 }
 
 func (p *stepper) release() {
@@ -137,7 +174,9 @@ type stepTask struct {
 
 	// Under the batch's mu.
 	started, done, cancelled bool
-	said                     []string // the node's lines that are no frame
+	// lost: its guard stopped the command when the stream fell silent.
+	lost bool
+	said []string // the node's lines that are no frame
 
 	// wmu orders the writes to cmd's Stdout and Stderr with Run's return:
 	// none reaches them once gone.

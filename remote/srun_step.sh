@@ -18,29 +18,47 @@
 #   n WHY.            the node cannot take its command in this step: the
 #                     coordinator runs it as a step of its own
 #   o HEX., e HEX.    a chunk of the command's stdout, stderr (the runner)
+#   g lost.           the guard stopped the command because the stream
+#                     fell silent or ended: its end is no answer of the
+#                     node's (the runner, before the x)
 #   x STATUS SIGNAL.  the command ended (the runner)
 set -u
 lease=$1 guard=$2 runner=$3
+# no WHY: the node cannot take its command here. The task reads its stdin
+# to the end first (as the runner does once the command ended): srun
+# queues the stream's frames for every task of the step, and a task that
+# ends early leaves them piling up until srun stops reading the stream for
+# all of them.
+no() {
+  echo "n $1"
+  while IFS= read -r _; do :; done
+  exit 0
+}
 me=${SLURMD_NODENAME-}
 # Bytes, not characters, for read -N; the command gets the locale back.
 lcset=${LC_ALL+x} lcall=${LC_ALL-}
 LC_ALL=C
-perl -e 'use strict; use warnings; use POSIX (); use Errno (); 1' >/dev/null 2>&1 || { echo 'n there is no working perl on the node.'; exit 0; }
+perl -e 'use strict; use warnings; use POSIX (); use Errno (); 1' >/dev/null 2>&1 || no 'there is no working perl on the node.'
 idx= mine= grace=
 while IFS=' ' read -r op a b c; do
   case $op in
     n) [ "$a" = "$me" ] && idx=$b ;;
     c)
-      IFS= read -r -N "$b" text || { echo "n the step's table ended early."; exit 0; }
+      IFS= read -r -N "$b" text || no "the step's table ended early."
       if [ -n "$idx" ] && [ "$a" = "$idx" ]; then
         mine=$text grace=$c
       fi
       ;;
     t) break ;;
-    *) echo "n the step's table holds a frame gpuaccept does not send."; exit 0 ;;
+    *) no "the step's table holds a frame gpuaccept does not send." ;;
   esac
 done
-[ -n "$grace" ] || { echo "n the step's table has no command for $me."; exit 0; }
+[ -n "$grace" ] || no "the step's table has no command for $me."
+# What the coordinator sent while Slurm was still making the step follows
+# the table at once: a command withdrawn then ("k NODE") never starts.
+while read -r -t 0 && IFS=' ' read -r op a; do
+  [ "$op" = k ] && [ "$a" = "$me" ] && no "the command was withdrawn before the step started."
+done
 if [ -n "$lcset" ]; then LC_ALL=$lcall; else unset LC_ALL; fi
 # As stepClean (srun.go): the command sees the node as a login there
 # would, without the step's Slurm and PMI variables.

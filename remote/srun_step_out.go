@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -135,7 +136,19 @@ func (b *stepBatch) line(l string) {
 			t.said = keepLine(t.said, frame)
 			return
 		}
+		if t.lost {
+			// The guard stopped the command when the step's stream fell
+			// silent: srun stopped passing it on (its buffers full of a
+			// node that reads none), and the command's end says nothing
+			// of the node.
+			b.finish(t, &StepAbortedError{Node: t.s.name, Command: Shorten(t.cmd.Command, 120),
+				Reason: fmt.Sprintf("the job step it shared with other nodes' commands stopped passing the coordinator's stream on "+
+					"(the node's guard hears it at least every %s), and the guard stopped the command", max(b.p.lease, time.Second))})
+			return
+		}
 		b.finish(t, t.exit(status, signal))
+	case "g":
+		t.lost = true
 	case "n":
 		if strings.Contains(rest, "perl") {
 			// For good: no perl now, none later. Another cause (a table
@@ -172,8 +185,10 @@ func (b *stepBatch) claim(task int, node string) {
 			b.tasks[other] = nil
 		}
 		if t != nil {
-			b.finish(t, &ExitError{Node: t.s.name, Command: t.cmd.Command, Status: 1,
-				StderrTail: fmt.Sprintf("tasks %d and %d of the job step both said they ran on %s", other, task, printableWord(node))})
+			// Which of the two ran there is not known: the node's answer
+			// is lost, and is no failure of its own.
+			b.finish(t, &StepAbortedError{Node: t.s.name, Command: Shorten(t.cmd.Command, 120),
+				Reason: fmt.Sprintf("tasks %d and %d of the job step both said they ran on %s: neither's output counts", other, task, printableWord(node))})
 		}
 		return
 	}
@@ -218,7 +233,11 @@ func lines(l []string) string {
 // aborted says whether srun gave the step up ("step_launch_notify_io_failure:
 // aborting, io error with slurmstepd on node 33", "Aborting, io error and
 // missing step on node 4"): every task of it ended then, not by itself.
-func (s *srunLines) aborted() bool { return s.abort }
+func (s *srunLines) aborted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.abort
+}
 
 // taskEnded is srun's report of how tasks ended ("srun: error: h3: task
 // 2: Exited with exit code 1", "srun: error: h[3-4]: tasks 2-3: Killed").

@@ -16,11 +16,19 @@ import (
 // output read until srun ends, every node's command given its outcome.
 
 // table is the step's table (srun_step.sh): every node's command index,
-// then each distinct command once, with its grace.
+// then each distinct command once, with its grace. A command withdrawn
+// before the step started is left out: its node's task finds no command
+// and runs nothing (a "k NODE" after the table would come only once the
+// guard had started it).
 func (b *stepBatch) table() []byte {
 	var nodes, cmds bytes.Buffer
 	index := map[string]int{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, t := range b.order {
+		if t.cancelled {
+			continue
+		}
 		key := strconv.Itoa(ceilSeconds(t.grace)) + " " + t.line
 		i, ok := index[key]
 		if !ok {
@@ -74,6 +82,17 @@ func (b *stepBatch) run() {
 		return
 	}
 	defer done()
+	b.mu.Lock()
+	if b.pending == 0 {
+		// Every command was withdrawn while the step waited for a login
+		// session: nothing to start.
+		for _, t := range b.order {
+			b.finish(t, errStepAlone)
+		}
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
 
 	maxGrace := time.Duration(0)
 	for _, t := range b.order {
@@ -107,10 +126,9 @@ func (b *stepBatch) run() {
 			go ctl.frame("k "+t.s.node, nil)
 		}
 	}
-	if b.pending == 0 {
-		go end()
-	}
 	b.mu.Unlock()
+	// The table as it stands now, less the commands withdrawn so far.
+	table := b.table()
 
 	// Nothing of any node's ran within stepStart: the step waits on Slurm,
 	// and ends as a cancelled one does.
@@ -128,7 +146,7 @@ func (b *stepBatch) run() {
 	out := &stepOutput{b: b}
 	err = login.Run(loginCtx, Cmd{
 		Command: b.stepLine(),
-		Stdin:   io.MultiReader(bytes.NewReader(b.table()), pr),
+		Stdin:   io.MultiReader(bytes.NewReader(table), pr),
 		Stdout:  out,
 		Stderr:  stderr,
 		Grace:   maxGrace + stepEndMargin,
@@ -163,7 +181,7 @@ func (b *stepBatch) heard(line string) {
 		return
 	}
 	go func() {
-		gone, state, err := t.s.leftTheJob(t.ctx)
+		gone, state, err := b.p.leftTheJob(t.ctx, t.s)
 		if err != nil || !gone {
 			return // the step's end will tell
 		}
@@ -211,10 +229,9 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 	if aborted {
 		// srun gives up a whole step for one node's I/O error: sharing
 		// steps would put every node's command at the mercy of each
-		// other's, so the job's nodes take a step each from now on.
-		b.p.mu.Lock()
-		b.p.unshared = true
-		b.p.mu.Unlock()
+		// other's, so the job's nodes take a step each for a while
+		// (unshareFor), after a second abort for good.
+		b.p.aborted()
 	}
 	// Slurm is asked about each node at once: a step over a thousand nodes
 	// that srun gave up must not take a thousand questions in turn.
@@ -261,7 +278,7 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 		// command shows whether it is still the job's.
 		return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120), Said: said.String()}
 	case why != "" || !ts.started:
-		gone, state, cerr := s.leftTheJob(t.ctx)
+		gone, state, cerr := b.p.leftTheJob(t.ctx, s)
 		switch {
 		case cerr != nil:
 			// The controller's silence says nothing of the node.
@@ -269,6 +286,12 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 				Said: said.String() + "and Slurm could not be asked about the node: " + cerr.Error()}
 		case gone:
 			return s.markLost("srun: "+why+" ("+state+")", nil)
+		case !ts.started:
+			// The node's task never said it ran (srun could not launch it
+			// there: "Task launch ... failed on node"), and the node is
+			// still the job's: its command never started, and goes again
+			// as a step of its own, whose answer is the node's alone.
+			return errStepAlone
 		}
 	}
 	// The task ended without the runner's last line: killed with its

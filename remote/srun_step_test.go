@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -61,8 +62,18 @@ func errOf(t *stepTask) string { return t.cmd.Stderr.(*bytes.Buffer).String() }
 
 // runTask runs the step's script (srun_step.sh, the runner, the guard) on
 // this machine as the task on node would, the table and then control
-// on its stdin, and reads its output as srun would mark it (task 4).
+// on its stdin, and reads its output as srun would mark it (task 4), as
+// it comes.
 func runTask(t *testing.T, b *stepBatch, node string, control io.Reader, env ...string) {
+	t.Helper()
+	if err := <-startTask(t, b, node, control, env...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startTask is runTask without waiting: the task's end (or why it
+// failed) comes on the channel.
+func startTask(t *testing.T, b *stepBatch, node string, control io.Reader, env ...string) <-chan error {
 	t.Helper()
 	if _, err := exec.LookPath("perl"); err != nil {
 		t.Skip("no perl here")
@@ -70,22 +81,50 @@ func runTask(t *testing.T, b *stepBatch, node string, control io.Reader, env ...
 	c := exec.Command("/bin/bash", "-c", stepSource, "gpuaccept-step", "5", guardSource, stepRunner)
 	c.Env = append(append(c.Environ(), "SLURMD_NODENAME="+node, "SLURM_PROCID=4"), env...)
 	c.Stdin = io.MultiReader(bytes.NewReader(b.table()), control)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	if err := c.Run(); err != nil {
-		t.Fatalf("the step's script: %v: %s", err, errb.String())
-	}
-	if errb.Len() > 0 {
-		t.Errorf("the step's script wrote on stderr: %q", errb.String())
-	}
 	o := &stepOutput{b: b}
 	o.Write([]byte("4: s " + node + ".\n"))
-	for _, l := range strings.SplitAfter(out.String(), "\n") {
-		if l != "" {
-			o.Write([]byte("4: " + l))
-		}
+	out := &labelled{o: o, label: "4: ", start: true}
+	var errb bytes.Buffer
+	c.Stdout, c.Stderr = out, &errb
+	done := make(chan error, 1)
+	if err := c.Start(); err != nil {
+		done <- err
+		return done
 	}
-	o.flush()
+	go func() {
+		err := c.Wait()
+		o.flush()
+		switch {
+		case err != nil:
+			done <- fmt.Errorf("the step's script: %v: %s", err, errb.String())
+		case errb.Len() > 0:
+			done <- fmt.Errorf("the step's script wrote on stderr: %q", errb.String())
+		default:
+			done <- nil
+		}
+	}()
+	return done
+}
+
+// labelled marks each line written with label, as srun --label does.
+type labelled struct {
+	o     *stepOutput
+	label string
+	start bool
+}
+
+func (l *labelled) Write(p []byte) (int, error) {
+	for _, piece := range strings.SplitAfter(string(p), "\n") {
+		if piece == "" {
+			continue
+		}
+		if l.start {
+			l.o.Write([]byte(l.label))
+		}
+		l.o.Write([]byte(piece))
+		l.start = strings.HasSuffix(piece, "\n")
+	}
+	return len(p), nil
 }
 
 // The node's task takes its own command from the table (commands shared
@@ -128,24 +167,35 @@ func TestStepTaskCancelledByName(t *testing.T) {
 	b := testBatch("a", "b")
 	b.order[1].line = "sleep 30"
 	start := time.Now()
-	// The stream goes on: only the k ends the command.
-	runTask(t, b, "b", newBeats(8*time.Second, map[time.Duration]string{0: "k a", 300 * time.Millisecond: "k b"}))
-	took := time.Since(start)
+	// The stream goes on: only the k ends the command. The task itself
+	// reads the stream to its end.
+	ended := startTask(t, b, "b", newBeats(8*time.Second, map[time.Duration]string{0: "k a", 300 * time.Millisecond: "k b"}))
 	var ee *ExitError
 	if err := <-b.order[1].result; !errors.As(err, &ee) || ee.Signal != "TERM" {
 		t.Fatalf("b's cancelled command: %v; want it killed by TERM", err)
 	}
-	if took > 4*time.Second {
+	if took := time.Since(start); took > 4*time.Second {
 		t.Errorf("b's command ended %s after it began, cancelled after 0.3 s", took)
 	}
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 8*time.Second {
+		t.Errorf("the task ended %s after it began, before its stream (8 s)", took)
+	}
 
+	// The stream's end (or silence) while b was not cancelled is srun no
+	// longer passing it on: the guard stops the command, and its end is
+	// NOT MEASURED, not the node's failure.
 	b = testBatch("a", "b")
 	b.order[1].line = "sleep 30"
 	start = time.Now()
 	runTask(t, b, "b", newBeats(300*time.Millisecond, nil))
-	if err := <-b.order[1].result; !errors.As(err, &ee) || time.Since(start) > 4*time.Second {
-		t.Fatalf("b's command after the stream ended: %v after %s", err, time.Since(start))
+	var sa *StepAbortedError
+	if err := <-b.order[1].result; !errors.As(err, &sa) || sa.Reason == "" || time.Since(start) > 4*time.Second {
+		t.Fatalf("b's command after the stream ended: %v after %s; want it NOT MEASURED, the stream silent", err, time.Since(start))
 	}
+	t.Log(b.order[1].s.name, "after the stream ended:", sa)
 }
 
 // A node without a working perl says so and runs nothing: its command
@@ -218,8 +268,9 @@ func TestStepClaimTwice(t *testing.T) {
 	o := &stepOutput{b: b}
 	o.Write([]byte("0: s a.\n1: s a.\n1: o 6869.\n0: x 0 0.\n1: s b.\n1: x 0 0.\n"))
 	err := <-b.order[0].result
-	if err == nil || !strings.Contains(err.Error(), "tasks 0 and 1 of the job step both said they ran on a") {
-		t.Fatalf("a's outcome: %v", err)
+	var sa *StepAbortedError
+	if !errors.As(err, &sa) || !strings.Contains(err.Error(), "tasks 0 and 1 of the job step both said they ran on a") {
+		t.Fatalf("a's outcome: %v; want it not measured (a StepAbortedError), naming both tasks", err)
 	}
 	if outOf(b.order[0]) != "" {
 		t.Errorf("a got %q", outOf(b.order[0]))
@@ -307,6 +358,21 @@ func TestStepAbortedBySrun(t *testing.T) {
 	if !b.p.isUnshared() {
 		t.Error("the job's steps are still shared after srun aborted one")
 	}
+	// Shared again once unshareFor has passed; after a second abort, not
+	// again.
+	now := time.Now()
+	b.p.now = func() time.Time { return now }
+	b.p.unsharedUntil = now.Add(unshareFor)
+	if now = now.Add(unshareFor + time.Second); b.p.isUnshared() {
+		t.Errorf("still unshared %s after the abort", unshareFor+time.Second)
+	}
+	b2 := testBatch("a", "b")
+	b2.p = b.p
+	b2.ended(&ExitError{Node: "slurm-login", Status: 137}, said, "")
+	now = now.Add(24 * time.Hour)
+	if !b.p.isUnshared() {
+		t.Error("shared again a day after srun's second abort")
+	}
 }
 
 // srun breaks a line slurmstepd passed on in parts into lines of their
@@ -324,5 +390,62 @@ func TestStepOutputJoinsPieces(t *testing.T) {
 	}
 	if got := outOf(b.order[1]); got != "o" {
 		t.Errorf("b's stdout beside a's pieces: %q", got)
+	}
+}
+
+// A node whose task never said it ran, in a step that ran on the others
+// (srun: "Task launch ... failed on node b"), never started its command:
+// while Slurm still counts the node in the job, the command goes again as
+// a step of its own, and is no failure of the node's.
+func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
+	b := testBatch("a", "b")
+	b.p.askSlurm = func(*Srun) (bool, string, error) { return false, "", nil }
+	o := &stepOutput{b: b}
+	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
+	said := &srunLines{}
+	said.add("srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure")
+	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")
+	if err := <-b.order[0].result; err != nil {
+		t.Errorf("a: %v", err)
+	}
+	if err := <-b.order[1].result; err != errStepAlone {
+		t.Errorf("b, whose task never ran: %v; want errStepAlone", err)
+	}
+
+	// Gone from the job: lost, as before.
+	b = testBatch("a", "b")
+	b.p.askSlurm = func(*Srun) (bool, string, error) { return true, "b is down*", nil }
+	o = &stepOutput{b: b}
+	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
+	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")
+	<-b.order[0].result
+	var lost *ConnectionLostError
+	if err := <-b.order[1].result; !errors.As(err, &lost) {
+		t.Errorf("b, gone from the job: %v; want it lost", err)
+	}
+}
+
+// A command withdrawn while Slurm was still making its step never starts:
+// left out of the table when withdrawn before the table went, and, when
+// its "k NODE" came after the table but before the task began, the task
+// reads it first and runs nothing.
+func TestStepWithdrawnCommandNeverStarts(t *testing.T) {
+	marker := t.TempDir() + "/ran"
+	for _, how := range []string{"out of the table", "k after the table"} {
+		b := testBatch("a", "b")
+		b.order[1].line = "touch " + marker
+		var control io.Reader = newBeats(2*time.Second, nil)
+		if how == "out of the table" {
+			b.order[1].cancelled = true
+		} else {
+			control = io.MultiReader(strings.NewReader("h\nk a\nk b\n"), control)
+		}
+		runTask(t, b, "b", control)
+		if err := <-b.order[1].result; err != errStepAlone {
+			t.Errorf("%s: b's outcome %v; want errStepAlone (nothing ran)", how, err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("%s: the withdrawn command ran", how)
+		}
 	}
 }
