@@ -148,7 +148,9 @@ func (w *Window) journalAllocation(j *journal, a slurm.Allocation) {
 func (w *Window) notAllocated(why string) {
 	w.rec.Slurm.NotGranted = why
 	w.rec.Aborted = "no Slurm allocation: " + why
-	w.Progress.Line("slurm: %s", why)
+	// The slurm package's errors already name it ("slurm: job 8 not
+	// allocated ...").
+	w.Progress.Line("slurm: %s", strings.TrimPrefix(why, "slurm: "))
 }
 
 // SlurmJob is the job of the window's own allocation once Slurm granted

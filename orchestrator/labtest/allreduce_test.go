@@ -53,6 +53,10 @@ func standinBenchmarks(t *testing.T, l *lab.Lab, hosts []string) {
 	buildOnce.Do(func() {
 		buildOnce.dir, buildOnce.err = os.MkdirTemp("", "gpuaccept-nccl-") // /tmp is shared by the lab hosts
 		if buildOnce.err == nil {
+			// A window may log in as the lab's user (pam_slurm_adopt).
+			buildOnce.err = os.Chmod(buildOnce.dir, 0o755)
+		}
+		if buildOnce.err == nil {
 			if out, err := exec.Command("bash", "../../scripts/standins/nccl/build.sh", buildOnce.dir).CombinedOutput(); err != nil {
 				buildOnce.err = fmt.Errorf("build the stand-in: %v\n%s", err, out)
 			}

@@ -22,6 +22,13 @@ import (
 func adoptLab(t *testing.T) *lab.Lab {
 	t.Helper()
 	l := needLab(t)
+	slurmAdopt(t, l)
+	return l
+}
+
+// slurmAdopt turns l's lab.sh slurm --adopt on for the test.
+func slurmAdopt(t *testing.T, l *lab.Lab) {
+	t.Helper()
 	if err := l.SlurmAdopt(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +40,6 @@ func adoptLab(t *testing.T) *lab.Lab {
 			t.Errorf("turning pam_slurm_adopt off: %v", err)
 		}
 	})
-	return l
 }
 
 // dialAs reaches a lab host as user over SSH with gpuaccept's remote

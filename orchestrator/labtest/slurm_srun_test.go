@@ -77,7 +77,7 @@ func TestWindowThroughSrun(t *testing.T) {
 		}
 	}
 	inv := srunInventory(t, l, fourHostSweep)
-	fourHostWindow(t, l, inv, func(r *record.Run) {
+	fourHostWindow(t, l, inv, "", func(r *record.Run) {
 		for _, n := range r.Nodes {
 			if v := verdict(r, "CONN-001", n.Name); !strings.Contains(v.Detail+v.Measured, "srun") {
 				t.Errorf("CONN-001 %s: %q %q: not reached by srun", n.Name, v.Measured, v.Detail)
@@ -95,11 +95,12 @@ func TestWindowThroughSrun(t *testing.T) {
 // TestWindowThroughTheLoginNode: the same window the other way to the
 // nodes: over SSH with the login node h1 as the jump host (the hosts still
 // refuse the coordinator itself), the collectives as steps of the
-// window's job.
+// window's job. The hosts run pam_slurm_adopt and the window logs in as
+// the lab's user, whom only its own allocation admits to them.
 func TestWindowThroughTheLoginNode(t *testing.T) {
 	l := needLab(t)
 	inv := allocatingInventory(t, l, "  allocate: {nodelist: \"h[2-5]\"}\n", fourHostSweep+"    launcher: srun\n")
-	fourHostWindow(t, l, inv, nil)
+	fourHostWindow(t, l, inv, lab.AdoptUser, nil)
 }
 
 // fourHostWindow runs inv's window over srunHosts, which refuse the
@@ -107,11 +108,22 @@ func TestWindowThroughTheLoginNode(t *testing.T) {
 // grant them, and checks what both ways to the nodes share: the job held
 // and given back, every node reached, preflight and the diagnostic run,
 // the all-reduce a step of the window's job, nothing left. more checks
-// the rest.
-func fourHostWindow(t *testing.T, l *lab.Lab, inv string, more func(*record.Run)) {
+// the rest. With user (lab.AdoptUser) the window logs in as that user and
+// the hosts run pam_slurm_adopt: only the window's own job admits it.
+func fourHostWindow(t *testing.T, l *lab.Lab, inv, user string, more func(*record.Run)) {
 	t.Helper()
-	if err := l.Slurm(t.Context()); err != nil {
-		t.Fatal(err)
+	if user == "" {
+		if err := l.Slurm(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		slurmAdopt(t, l)
+		// The stand-in GPU tools run the test's gpuaccept binary, which
+		// lives in a directory of mode 0700: the user must reach it.
+		if err := os.Chmod(filepath.Dir(binary), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		setUser(t, inv, user)
 	}
 	prepare(t, l, nil)
 	standinBenchmarks(t, l, srunHosts)
@@ -228,13 +240,35 @@ func TestSrunWindowKilledThenResumed(t *testing.T) {
 	if err := l.Slurm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	killedThenResumed(t, l, srunInventory(t, l, ""))
+}
+
+// TestLoginNodeWindowKilledThenResumed: the same the other way to the
+// nodes, over SSH through the login node as the lab's user under
+// pam_slurm_adopt: the resumed window is admitted to the hosts again by
+// the job the first one left held.
+func TestLoginNodeWindowKilledThenResumed(t *testing.T) {
+	l := needLab(t)
+	slurmAdopt(t, l)
+	if err := os.Chmod(filepath.Dir(binary), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inv := allocatingInventory(t, l, "  allocate: {nodelist: \"h[2-5]\"}\n", "")
+	setUser(t, inv, lab.AdoptUser)
+	killedThenResumed(t, l, inv)
+}
+
+// killedThenResumed runs inv's window over srunHosts, which refuse the
+// coordinator's SSH, SIGKILLs its coordinator while the diagnostic runs
+// on h2, and resumes it.
+func killedThenResumed(t *testing.T, l *lab.Lab, inv string) {
+	t.Helper()
 	setups := map[string]nodeSetup{}
 	for _, h := range srunHosts {
 		setups[h] = nodeSetup{profile: "h100", slowDiag: 7 * time.Second}
 	}
 	prepare(t, l, setups)
 	noSSHFromTheCoordinator(t, l, srunHosts)
-	inv := srunInventory(t, l, "")
 	runs := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), binary, "run", inv, "--runs-dir", runs, "--only", "connect,tools,preflight,diag,teardown")
 	if err := cmd.Start(); err != nil {
@@ -248,12 +282,20 @@ func TestSrunWindowKilledThenResumed(t *testing.T) {
 	if q := slurmQueue(t, l); !strings.HasPrefix(q, before+" ") {
 		t.Fatalf("the job %s is not held after the coordinator died: queue %q", before, q)
 	}
+	left := ""
+	t.Cleanup(func() {
+		if left != "" && t.Failed() {
+			t.Logf("left running after the coordinator died:\n%s", left)
+		}
+	})
 	waitFor(t, 20*time.Second, "no process of ours left after the coordinator died", func() bool {
 		for _, h := range srunHosts {
 			if ps, _ := l.Ps(t.Context(), h); ours(ps) != "" {
+				left = h + ":\n" + ours(ps)
 				return false
 			}
 		}
+		left = ""
 		return true
 	})
 	res := gpuaccept(t, "run", "--resume", dir)
