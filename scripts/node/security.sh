@@ -74,7 +74,10 @@ authorized() {
 
 # Processes of other (non-system) users than this one, in this node's
 # network namespace (hosts that share one kernel see each other's /proc);
-# one whose namespace cannot be read counts.
+# one whose namespace cannot be read counts (another user's, to a user
+# who is not root), unless it ended between ps and the look: whose node it
+# ran on is then unknown, and on a kernel shared by hosts most such short
+# lives are another host's commands.
 foreign() {
   local self uid user pid comm ns
   self=$(readlink /proc/self/ns/net)
@@ -82,6 +85,7 @@ foreign() {
   ps -eo uid=,user=,pid=,stat=,comm= 2>/dev/null | awk -v me="$(id -u)" '$1 >= 1000 && $1 != me && $1 != 65534 && $4 !~ /^Z/ { print $1, $2, $3, $5 }' |
     while read -r uid user pid comm; do
       ns=$(readlink "/proc/$pid/ns/net" 2>/dev/null)
+      [ -z "$ns" ] && [ ! -e "/proc/$pid" ] && continue
       [ -z "$ns" ] || [ "$ns" = "$self" ] && echo "$uid $user $pid $comm"
     done
   return 0
