@@ -238,6 +238,10 @@ func stepGRES(given []string, nodes []slurm.Node) (args []string, why string) {
 // teardown ran, and waits until squeue no longer lists it.
 func (w *Window) releaseAllocation(j *journal) {
 	s := w.rec.Slurm
+	if s != nil && s.Named {
+		w.readNamedEnd()
+		return
+	}
 	if s == nil || s.JobID == "" || !s.Cancelled.IsZero() {
 		return
 	}
@@ -310,7 +314,7 @@ func (w *Window) readEndStates(ctx context.Context, login slurm.Login) {
 	}
 	var names []string
 	for _, n := range s.Nodes {
-		names = append(names, n.Name)
+		names = append(names, cmp.Or(n.SlurmName, n.Name))
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -325,13 +329,17 @@ func (w *Window) readEndStates(ctx context.Context, login slurm.Login) {
 		by[n.Name] = n
 	}
 	for i := range s.Nodes {
-		n, ok := by[s.Nodes[i].Name]
+		n, ok := by[cmp.Or(s.Nodes[i].SlurmName, s.Nodes[i].Name)]
 		if !ok {
 			continue
 		}
 		s.Nodes[i].StateAtEnd, s.Nodes[i].ReasonAtEnd = n.State, n.Reason
 		if bad := outOfService(n.State); bad != "" && outOfService(s.Nodes[i].State) == "" {
-			w.Progress.Line("slurm: %s is %s now%s, in service when granted", n.Name, bad, reasonText(n.Reason))
+			first := "when granted"
+			if s.Named {
+				first = "at the window's start"
+			}
+			w.Progress.Line("slurm: %s is %s now%s, in service %s", s.Nodes[i].Name, bad, reasonText(n.Reason), first)
 		}
 	}
 }
@@ -410,6 +418,9 @@ func (w *Window) judgeAllocation() []record.Verdict {
 	if s == nil {
 		return nil
 	}
+	if s.Named {
+		return w.judgeSlurmNodes()
+	}
 	v := record.NewVerdict("SLURM-001", "")
 	if s.NotGranted != "" {
 		v.Status, v.Measured, v.Detail = record.Skip, "not granted", clipText(s.NotGranted, 300)
@@ -434,7 +445,7 @@ func (w *Window) judgeAllocation() []record.Verdict {
 		constraint = a.Constraint
 	}
 	for _, n := range s.Nodes {
-		out = append(out, stateVerdict(n, s.EndReadError), gresVerdict(n, w.Inv.Quote, w.rec.NodeFacts(n.Name)),
+		out = append(out, stateVerdict(n, s.EndReadError, "when granted"), gresVerdict(n, w.Inv.Quote, w.rec.NodeFacts(n.Name)),
 			featureVerdict(n, constraint))
 	}
 	return out
@@ -444,7 +455,9 @@ func (w *Window) judgeAllocation() []record.Verdict {
 // drained (down, failing) while the window held it, with Slurm's reason.
 // Either way Slurm itself says the node is not fit to run jobs: rented,
 // it is a node the buyer cannot use.
-func stateVerdict(n record.SlurmNode, endReadError string) record.Verdict {
+// first says when it was read first: "when granted", or "at the window's
+// start" for nodes the inventory named.
+func stateVerdict(n record.SlurmNode, endReadError, first string) record.Verdict {
 	v := record.NewVerdict("SLURM-002", n.Name)
 	v.Measured = n.State
 	bad, end := outOfService(n.State), outOfService(n.StateAtEnd)
@@ -452,17 +465,21 @@ func stateVerdict(n record.SlurmNode, endReadError string) record.Verdict {
 	case bad != "":
 		v.Status, v.Detail = record.Fail, clipText(bad+reasonText(n.Reason), 200)
 		if end == "" && n.StateAtEnd != "" {
-			v.Detail = clipText(bad+reasonText(n.Reason)+" when granted; "+n.StateAtEnd+" at the window's end", 200)
+			v.Detail = clipText(bad+reasonText(n.Reason)+" "+first+"; "+n.StateAtEnd+" at the window's end", 200)
 		}
 	case end != "":
 		v.Status, v.Measured = record.Fail, n.StateAtEnd
-		v.Detail = clipText(end+reasonText(n.ReasonAtEnd)+" while the window held it (in service when granted)", 200)
+		during := "while the window held it"
+		if first != "when granted" {
+			during = "during the window"
+		}
+		v.Detail = clipText(end+reasonText(n.ReasonAtEnd)+" "+during+" (in service "+first+")", 200)
 	case n.StateAtEnd != "":
-		v.Status, v.Detail = record.Pass, "in service when granted and at the window's end"
+		v.Status, v.Detail = record.Pass, "in service "+first+" and at the window's end"
 	case endReadError != "":
-		v.Status, v.Detail = record.Pass, clipText("in service when granted (not read again at the window's end: "+endReadError+")", 200)
+		v.Status, v.Detail = record.Pass, clipText("in service "+first+" (not read again at the window's end: "+endReadError+")", 200)
 	default:
-		v.Status, v.Detail = record.Pass, "in service when granted"
+		v.Status, v.Detail = record.Pass, "in service "+first
 	}
 	return v
 }

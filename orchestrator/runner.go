@@ -97,8 +97,11 @@ func Start(ctx context.Context, inv *inventory.Inventory, phases []Phase, o Opti
 	if err := j.write(entry{Type: "start", Run: &hdr}); err != nil {
 		return nil, dir, err
 	}
-	if inv.Slurm.Allocates() {
+	switch {
+	case inv.Slurm.Allocates():
 		w.allocate(ctx, j, phases)
+	case w.namedSlurmNodes():
+		w.readSlurmNodes(ctx)
 	}
 	return w.execute(ctx, phases, j, nil, o)
 }
@@ -194,6 +197,9 @@ func Resume(ctx context.Context, dir string, load func(path string) (*inventory.
 	switch {
 	case inv.Slurm.Allocates() && w.rec.Slurm == nil:
 		w.allocate(ctx, j, phases)
+	case w.namedSlurmNodes():
+		// Not journaled: Slurm's view as it stands now.
+		w.readSlurmNodes(ctx)
 	case w.slurmUnjournaled != nil:
 		w.journalAllocation(j, *w.slurmUnjournaled)
 	}

@@ -354,6 +354,20 @@ func TestAllReduceUnderSrun(t *testing.T) {
 		t.Errorf("bisection under srun: %+v", b.Pairs)
 	}
 	t.Logf("srun: %s; bisection: %s", verdict(r, "NCCL-002", "").Measured, verdict(r, "NCCL-004", "").Measured)
+	// The named nodes as the lab's Slurm lists them, each found by the
+	// name srun is given: in service at the start and the end; no GPU
+	// GRES in this lab (SLURM-003 not judged on a count).
+	if r.Slurm == nil || !r.Slurm.Named || len(r.Slurm.Nodes) != len(hosts) || len(r.Slurm.Unlisted) != 0 {
+		t.Errorf("Slurm's view of the named nodes: %+v", r.Slurm)
+	}
+	for _, h := range hosts {
+		if v := verdict(r, "SLURM-002", h); v.Status != record.Pass || v.Detail != "in service at the window's start and at the window's end" {
+			t.Errorf("SLURM-002 %s: %s %q %q", h, v.Status, v.Measured, v.Detail)
+		}
+		if v := verdict(r, "SLURM-003", h); v.Status != record.Skip || v.Measured != "no GPU GRES" {
+			t.Errorf("SLURM-003 %s: %s %q %q", h, v.Status, v.Measured, v.Detail)
+		}
+	}
 	nothingLeft(t, l)
 }
 

@@ -29,6 +29,14 @@ type SlurmAllocation struct {
 	// it before the window asked (nil in records made before it was
 	// read).
 	Partition *SlurmPartition `json:"partition,omitempty"`
+	// Named: the inventory named its nodes, and no job is the window's;
+	// Nodes are those of them Slurm lists, as scontrol showed them at the
+	// window's start (Command), Unlisted those it lists by no name, host
+	// name or address of theirs, ReadError why scontrol could not be
+	// asked.
+	Named     bool     `json:"named,omitempty"`
+	Unlisted  []string `json:"unlisted,omitempty"`
+	ReadError string   `json:"read_error,omitempty"`
 }
 
 // SlurmPartition is a partition's limits in Slurm's words ("UNLIMITED",
@@ -63,8 +71,11 @@ type SlurmPartition struct {
 
 // SlurmNode is one node of the allocation as scontrol showed it.
 type SlurmNode struct {
-	Name     string `json:"name"`
-	Addr     string `json:"addr"`
+	Name string `json:"name"`
+	// SlurmName is Slurm's name for the node where the inventory named
+	// it otherwise (Named); empty when it is Name.
+	SlurmName string `json:"slurm_name,omitempty"`
+	Addr      string `json:"addr"`
 	State    string `json:"state"`
 	Reason   string `json:"reason,omitempty"`
 	GRES     string `json:"gres,omitempty"`

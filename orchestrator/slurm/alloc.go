@@ -337,11 +337,16 @@ func lineWith(s, prefix string) string {
 	return firstLine(s)
 }
 
-// Describe is each node of list (a Slurm hostlist) as scontrol shows it.
+// Describe is each node of list (a Slurm hostlist) as scontrol shows it;
+// every node of the cluster for list "".
 func Describe(ctx context.Context, login Login, list string) ([]Node, error) {
-	out, err := output(ctx, login, "scontrol show node -o "+remote.Quote(list))
+	cmd := "scontrol show node -o"
+	if list != "" {
+		cmd += " " + remote.Quote(list)
+	}
+	out, err := output(ctx, login, cmd)
 	if err != nil {
-		return nil, fmt.Errorf("%s: scontrol show node %s: %w", login.Name(), list, err)
+		return nil, err // output's error names the login node and the command
 	}
 	var nodes []Node
 	for _, r := range parse.ScontrolRecords(out, "Reason") {
