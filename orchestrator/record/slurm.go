@@ -76,10 +76,10 @@ type SlurmNode struct {
 	// it otherwise (Named); empty when it is Name.
 	SlurmName string `json:"slurm_name,omitempty"`
 	Addr      string `json:"addr"`
-	State    string `json:"state"`
-	Reason   string `json:"reason,omitempty"`
-	GRES     string `json:"gres,omitempty"`
-	Features string `json:"features,omitempty"`
+	State     string `json:"state"`
+	Reason    string `json:"reason,omitempty"`
+	GRES      string `json:"gres,omitempty"`
+	Features  string `json:"features,omitempty"`
 	// StateAtEnd and ReasonAtEnd are the node as scontrol showed it
 	// again at the window's end, before the job was given back: a node
 	// Slurm drained while the window held it.
