@@ -105,13 +105,31 @@ func TestSlurm(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		t0 := time.Now()
-		out, err := l.Exec(ctx, "h1", "srun", "-N3", "--ntasks-per-node=1", "--mpi=pmix",
-			"all_reduce_perf", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "-g", "1")
-		if err != nil {
-			t.Fatal(err)
+		// Debian's Open MPI 4.1.4 now and then crashes a rank in MPI_Init on
+		// a loaded machine: a core dump of one (two busy loops, 2 of 30
+		// runs) shows a NULL call from mca_btl_tcp's event handler under
+		// opal_progress in ompi_mpi_init, its TCP BTL's race of a peer's
+		// connect with add_procs (open-mpi/ompi#3035), with or without
+		// PMIX_MCA_gds=hash. That is the lab's MPI, not the lab: such a run
+		// ends at once (--kill-on-bad-exit) and is tried once more.
+		var out string
+		var err error
+		for try := 1; try <= 2; try++ {
+			t0 := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			out, err = l.Exec(rctx, "h1", "srun", "-N3", "--ntasks-per-node=1", "--mpi=pmix", "--kill-on-bad-exit=1",
+				"all_reduce_perf", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "-g", "1")
+			cancel()
+			if err != nil && try == 1 && strings.Contains(err.Error(), "Segmentation fault") {
+				t.Logf("try %d: a rank's segmentation fault (the lab's Open MPI), once more: %v", try, err)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("srun --mpi=pmix all_reduce_perf: %v", time.Since(t0))
+			break
 		}
-		t.Logf("srun --mpi=pmix all_reduce_perf: %v", time.Since(t0))
 		hosts := map[string]string{}
 		for _, m := range slurmRankRe.FindAllStringSubmatch(out, -1) {
 			hosts[m[1]] = m[2]
