@@ -237,6 +237,11 @@ func printPlan(w io.Writer, inv *inventory.Inventory, ps []orchestrator.Phase) {
 		fmt.Fprintf(w, "  each node reached %s, %s\n%s\n", way, atATime(inv.FanOut()), steps)
 	} else {
 		printNodes(w, inv)
+		if inv.Slurm.Enabled() && len(inv.Nodes) > 0 {
+			// The window reads it (slurm_named.go): say so, and where.
+			fmt.Fprintf(w, "slurm: each node's state and GRES as Slurm lists them (SLURM-002, SLURM-003),\n"+
+				"  read on the login node %s at the window's start and end\n\n", inv.Slurm.Login.Address)
+		}
 	}
 
 	q := inv.Quote

@@ -374,3 +374,20 @@ func TestCheckSaysHowSrunRunsTheCommands(t *testing.T) {
 		t.Fatalf("exit %d, plan with steps: each:\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 }
+
+// check of an inventory that names its nodes and gives a Slurm login node
+// says the window reads Slurm's view of them, and where.
+func TestCheckSaysSlurmsViewOfNamedNodes(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "named.yaml")
+	body := "provider: p\nregion: r\nssh: {user: root, config: none}\nnodes:\n  - {name: gpu-01, address: 192.0.2.1, fabric_address: h1}\n" +
+		"slurm:\n  login: {address: login.example}\nquote: {gpus_per_node: 8}\n"
+	if err := os.WriteFile(inv, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := gpuaccept(t, dir, "check", inv)
+	if res.code != 0 || !strings.Contains(res.stdout, "\nslurm: each node's state and GRES as Slurm lists them (SLURM-002, SLURM-003),\n"+
+		"  read on the login node login.example at the window's start and end\n") {
+		t.Fatalf("exit %d, plan:\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+}
