@@ -29,7 +29,7 @@ func (w *Window) namedSlurmNodes() bool {
 // host), its inventory name, or its address, as Slurm's NodeName,
 // NodeHostName or NodeAddr.
 func (w *Window) readSlurmNodes(ctx context.Context) {
-	s := &record.SlurmAllocation{Command: "scontrol show node -o", Requested: time.Now().UTC(), Named: true}
+	s := &record.SlurmAllocation{Command: "scontrol -a show node -o", Requested: time.Now().UTC(), Named: true}
 	w.rec.Slurm = s
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -132,8 +132,14 @@ func (w *Window) judgeSlurmNodes() []record.Verdict {
 	for _, name := range s.Unlisted {
 		notMeasured(name, "Slurm lists no node by its name, host name or address ("+s.Command+" on the login node)")
 	}
+	// Read again when a window resumed (not journaled): its first look is
+	// then that one.
+	first := "at the window's start"
+	if len(w.rec.Resumed) > 0 {
+		first = "when the window resumed"
+	}
 	for _, n := range s.Nodes {
-		v := stateVerdict(n, s.EndReadError, "at the window's start")
+		v := stateVerdict(n, s.EndReadError, first)
 		if n.SlurmName != "" {
 			v.Measured = clipText(cmp.Or(v.Measured, "-")+" (Slurm's "+n.SlurmName+")", 200)
 		}

@@ -67,6 +67,15 @@ startkill() {
   trap stopnow TERM HUP INT
 }
 trap stopnow TERM HUP INT USR1
+# USR2 (a shared step's stream fell silent or ended): the command stops as
+# for USR1, and its end is said to be no answer of the node's (fd 9) when
+# it was still running then; one that had ended keeps its own answer.
+lost=
+lostnow() {
+  { [ -z "$pid" ] || alive "$pid"; } && lost=1
+  stopnow
+}
+trap lostnow USR2
 
 # alive: the process runs (a zombie waiting to be reaped does not count).
 alive() {
@@ -112,8 +121,7 @@ control() {
       # Timed out (>128: the coordinator fell silent) or end of stream (the
       # channel is gone): either way nobody is waiting for this command.
       # The guard itself stops it, so nothing of ours outlives the guard.
-      [ -n "$self" ] && { echo lost >&9; } 2>/dev/null
-      kill -USR1 $$
+      if [ -n "$self" ]; then kill -USR2 $$; else kill -USR1 $$; fi
       exit 0
     fi
     case $op in
@@ -206,6 +214,8 @@ while ours "$ctl" && [ $i -lt 10 ]; do
 done
 ours "$ctl" && kill -KILL "$ctl" 2>/dev/null
 [ -n "$dir" ] && rm -rf "$dir"
+
+[ -n "$lost" ] && { echo lost >&9; } 2>/dev/null
 
 # A command killed by a signal makes the guard die by the same signal, so
 # the coordinator sees exit-signal as it would without the guard.

@@ -719,7 +719,9 @@ func (s *srunLines) keep(line string) string {
 		s.abort = true
 	}
 	if s.shared && taskEnded.MatchString(line) {
-		return ""
+		// Not kept, but heard: a task that ended without its last frame
+		// must stop holding the shared step's stream open.
+		return line
 	}
 	if len(s.lines) == srunKeep {
 		copy(s.lines, s.lines[1:])

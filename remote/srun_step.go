@@ -72,8 +72,8 @@ type stepper struct {
 	// aborts counts the shared steps srun gave up; after the first,
 	// every command takes a step of its own until unsharedUntil, after
 	// the second for good.
-	aborts        int
-	unsharedUntil time.Time
+	aborts                   int
+	lastAbort, unsharedUntil time.Time
 	// now, in unit tests, is the clock.
 	now func() time.Time
 	// onLaunch, in unit tests, takes a step instead of starting it.
@@ -131,12 +131,18 @@ func (p *stepper) isUnshared() bool {
 	return p.aborts > 1 || (p.aborts == 1 && p.clock().Before(p.unsharedUntil))
 }
 
-// aborted counts a shared step srun gave up.
-func (p *stepper) aborted() {
+// aborted counts a shared step srun gave up, launched at launched. Steps
+// launched before the last abort was counted are the same incident (one
+// node's death aborts each step it shared: its telemetry's and a phase's).
+func (p *stepper) aborted(launched time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.aborts > 0 && !launched.After(p.lastAbort) {
+		return
+	}
 	p.aborts++
-	p.unsharedUntil = p.clock().Add(unshareFor)
+	p.lastAbort = p.clock()
+	p.unsharedUntil = p.lastAbort.Add(unshareFor)
 }
 
 func (p *stepper) release() {
@@ -176,7 +182,12 @@ type stepTask struct {
 	started, done, cancelled bool
 	// lost: its guard stopped the command when the stream fell silent.
 	lost bool
-	said []string // the node's lines that are no frame
+	// settled: no longer counted among the tasks the stream waits on.
+	settled bool
+	// ended: srun said the node's task ended (or could not be launched:
+	// launchFailed) with no frame saying how the command did.
+	ended, launchFailed bool
+	said                []string // the node's lines that are no frame
 
 	// wmu orders the writes to cmd's Stdout and Stderr with Run's return:
 	// none reaches them once gone.
@@ -280,6 +291,7 @@ func (p *stepper) launch(b *stepBatch) {
 	b.timer.Stop()
 	b.mu.Lock()
 	b.launched = true
+	b.launchedAt = p.clock()
 	b.pending = len(b.order)
 	empty := len(b.order) == 0
 	b.mu.Unlock()
@@ -299,17 +311,18 @@ type stepBatch struct {
 	p     *stepper
 	timer *time.Timer
 
-	mu       sync.Mutex
-	order    []*stepTask
-	launched bool
-	ctl      *control
-	tasks    map[int]*stepTask // by srun's task number, once its node said it runs
-	claimed  map[string]int    // node: the task number that said it runs there
-	started  bool              // some task runs
-	pending  int               // tasks neither done nor cancelled
-	closeAll func()            // ends the control stream
-	noise    []string          // lines that are no task's
-	pieces   map[int]string    // by task: the start of a frame srun broke
+	mu         sync.Mutex
+	order      []*stepTask
+	launched   bool
+	launchedAt time.Time
+	ctl        *control
+	tasks      map[int]*stepTask // by srun's task number, once its node said it runs
+	claimed    map[string]int    // node: the task number that said it runs there
+	started    bool              // some task runs
+	pending    int               // tasks neither done nor cancelled
+	closeAll   func()            // ends the control stream
+	noise      []string          // lines that are no task's
+	pieces     map[int]string    // by task: the start of a frame srun broke
 	// notStarted: no task ran within the stepper's stepStart.
 	notStarted bool
 }
@@ -357,13 +370,18 @@ func (b *stepBatch) withdraw(t *stepTask) bool {
 		// reads its stdin, and srun may not (yet, or any more).
 		go b.ctl.frame("k "+t.s.node, nil)
 	}
-	b.settle()
+	b.settle(t)
 	return false
 }
 
-// settle ends the step's control stream once no task waits on it any
-// more; b.mu is held.
-func (b *stepBatch) settle() {
+// settle counts t as no longer waiting on the step's control stream, once,
+// and ends the stream when no task does: every task reads it to its end
+// (srun_step.pl), so the step ends only then; b.mu is held.
+func (b *stepBatch) settle(t *stepTask) {
+	if t.settled {
+		return
+	}
+	t.settled = true
 	if b.pending--; b.pending == 0 && b.closeAll != nil {
 		go b.closeAll()
 	}
@@ -376,7 +394,5 @@ func (b *stepBatch) finish(t *stepTask, err error) {
 	}
 	t.done = true
 	t.result <- err
-	if !t.cancelled {
-		b.settle()
-	}
+	b.settle(t)
 }

@@ -12,6 +12,7 @@
 use strict;
 use warnings;
 use POSIX ();
+use Fcntl qw(F_DUPFD);
 
 # A TERM for the step is the guard's to act on (it stops the command
 # with its grace); the runner must outlive it to pass on the last words.
@@ -29,12 +30,18 @@ if ($pid == 0) {
   close $or;
   close $er;
   close $gr;
+  # The guard's fd 9 set last, from a copy above it: any of the pipes may
+  # itself be fd 9 (the runner inherits what srun's task had open).
+  my $g = fcntl($gw, F_DUPFD, 10);
+  defined $g or POSIX::_exit(126);
+  $g += 0;
   open(STDOUT, '>&', $ow) or POSIX::_exit(126);
   open(STDERR, '>&', $ew) or POSIX::_exit(126);
-  POSIX::dup2(fileno($gw), 9) or POSIX::_exit(126);
   close $ow;
   close $ew;
   close $gw;
+  POSIX::dup2($g, 9) or POSIX::_exit(126);
+  POSIX::close($g);
   # Ignored signals stay ignored across exec: the guard sets its own.
   $SIG{$_} = 'DEFAULT' for qw(TERM HUP INT PIPE);
   no warnings 'exec';

@@ -38,7 +38,7 @@ me=${SLURMD_NODENAME-}
 # Bytes, not characters, for read -N; the command gets the locale back.
 lcset=${LC_ALL+x} lcall=${LC_ALL-}
 LC_ALL=C
-perl -e 'use strict; use warnings; use POSIX (); use Errno (); 1' >/dev/null 2>&1 || no 'there is no working perl on the node.'
+perl -e 'use strict; use warnings; use POSIX (); use Errno (); use Fcntl (); 1' >/dev/null 2>&1 || no 'there is no working perl on the node.'
 idx= mine= grace=
 while IFS=' ' read -r op a b c; do
   case $op in

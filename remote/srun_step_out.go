@@ -136,6 +136,12 @@ func (b *stepBatch) line(l string) {
 			t.said = keepLine(t.said, frame)
 			return
 		}
+		if t.lost && b.notStarted {
+			// The coordinator ended the stream itself: Slurm had not
+			// started the step within its bound.
+			b.finish(t, &StepNotStartedError{Node: t.s.name, Command: Shorten(t.cmd.Command, 120), After: b.p.stepStart})
+			return
+		}
 		if t.lost {
 			// The guard stopped the command when the step's stream fell
 			// silent: srun stopped passing it on (its buffers full of a
@@ -150,7 +156,7 @@ func (b *stepBatch) line(l string) {
 	case "g":
 		t.lost = true
 	case "n":
-		if strings.Contains(rest, "perl") {
+		if strings.HasPrefix(rest, "there is no working perl") {
 			// For good: no perl now, none later. Another cause (a table
 			// cut short) may not come again.
 			t.s.alone.Store(true)

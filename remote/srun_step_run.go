@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"gpuaccept/hostlist"
 )
 
 // A shared step's life: started from the login node with its table, its
@@ -126,6 +130,10 @@ func (b *stepBatch) run() {
 			go ctl.frame("k "+t.s.node, nil)
 		}
 	}
+	if b.pending == 0 {
+		// The last was withdrawn since the look above.
+		go end()
+	}
 	b.mu.Unlock()
 	// The table as it stands now, less the commands withdrawn so far.
 	table := b.table()
@@ -162,8 +170,23 @@ func (b *stepBatch) run() {
 
 // heard takes srun's line as it comes: a node that failed under the step
 // is lost now, once Slurm says it left the job, not when the step ends
-// (the other nodes' commands run on, maybe for hours).
+// (the other nodes' commands run on, maybe for hours); a task that ended,
+// or was never launched, without the frame of its command's end no longer
+// holds the step's stream open (every other task reads it to its end),
+// its outcome the step's end's to say.
 func (b *stepBatch) heard(line string) {
+	if nodes, launch := taskGone(line); len(nodes) > 0 {
+		b.mu.Lock()
+		for _, t := range b.order {
+			if slices.Contains(nodes, t.s.node) && !t.done {
+				t.ended = true
+				t.launchFailed = t.launchFailed || launch
+				b.settle(t)
+			}
+		}
+		b.mu.Unlock()
+		return
+	}
 	_, after, ok := strings.Cut(line, "Node failure on ")
 	if !ok {
 		return
@@ -190,6 +213,28 @@ func (b *stepBatch) heard(line string) {
 		b.finish(t, lost)
 		b.mu.Unlock()
 	}()
+}
+
+// launchFailed is srun's line for a node on which it could not launch the
+// step's task ("srun: error: Task launch for StepId=7.3 failed on node h3:
+// Communication connection failure").
+var launchFailed = regexp.MustCompile(`Task launch for \S+ failed on node ([^\s:]+)`)
+
+// taskGone is the nodes whose tasks srun says ended ("srun: error:
+// h[3-4]: tasks 2-3: Killed") or could not be launched (launch).
+func taskGone(line string) (nodes []string, launch bool) {
+	if m := launchFailed.FindStringSubmatch(line); m != nil {
+		return []string{m[1]}, true
+	}
+	if !taskEnded.MatchString(line) {
+		return nil, false
+	}
+	list, _, _ := strings.Cut(strings.TrimPrefix(line, "srun: error: "), ": ")
+	nodes, err := hostlist.Expand(list)
+	if err != nil {
+		return nil, false
+	}
+	return nodes, false
 }
 
 // session waits for a place on a login connection, bounded by the tasks:
@@ -219,7 +264,7 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 	for _, t := range b.order {
 		if !t.done {
 			// As they are now: withdraw may change them meanwhile.
-			left = append(left, taskState{t: t, cancelled: t.cancelled, started: t.started, said: lines(t.said)})
+			left = append(left, taskState{t: t, cancelled: t.cancelled, started: t.started, launchFailed: t.launchFailed, said: lines(t.said)})
 		}
 	}
 	started, notStarted := b.started, b.notStarted
@@ -231,7 +276,7 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 		// steps would put every node's command at the mercy of each
 		// other's, so the job's nodes take a step each for a while
 		// (unshareFor), after a second abort for good.
-		b.p.aborted()
+		b.p.aborted(b.launchedAt)
 	}
 	// Slurm is asked about each node at once: a step over a thousand nodes
 	// that srun gave up must not take a thousand questions in turn.
@@ -251,9 +296,17 @@ func (b *stepBatch) ended(err error, said *srunLines, stderr string) {
 
 // taskState is a task as the step's end found it.
 type taskState struct {
-	t                  *stepTask
-	cancelled, started bool
-	said               string
+	t                                *stepTask
+	cancelled, started, launchFailed bool
+	said                             string
+}
+
+// onSaid is srun's lines, if any, after a colon.
+func onSaid(said string) string {
+	if said = strings.TrimSpace(said); said != "" {
+		return ": " + strings.ReplaceAll(said, "\n", "; ")
+	}
+	return ""
 }
 
 // outcome is the outcome of t, whose command's end the step never said.
@@ -286,12 +339,18 @@ func (b *stepBatch) outcome(ts taskState, err error, said *srunLines, why string
 				Said: said.String() + "and Slurm could not be asked about the node: " + cerr.Error()}
 		case gone:
 			return s.markLost("srun: "+why+" ("+state+")", nil)
-		case !ts.started:
-			// The node's task never said it ran (srun could not launch it
-			// there: "Task launch ... failed on node"), and the node is
-			// still the job's: its command never started, and goes again
-			// as a step of its own, whose answer is the node's alone.
+		case !ts.started && ts.launchFailed:
+			// srun could not launch the node's task there ("Task launch
+			// ... failed on node"), and the node is still the job's: its
+			// command never started, and goes again as a step of its own,
+			// whose answer is the node's alone.
 			return errStepAlone
+		case !ts.started:
+			// Its task never said it ran, and srun did not say why: it may
+			// have started the command all the same, which must not run
+			// twice at once.
+			return &StepAbortedError{Node: s.name, Command: Shorten(t.cmd.Command, 120),
+				Reason: "its task in the job step it shared with other nodes' commands never said it ran" + onSaid(said.String())}
 		}
 	}
 	// The task ended without the runner's last line: killed with its

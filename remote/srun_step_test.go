@@ -75,6 +75,13 @@ func runTask(t *testing.T, b *stepBatch, node string, control io.Reader, env ...
 // failed) comes on the channel.
 func startTask(t *testing.T, b *stepBatch, node string, control io.Reader, env ...string) <-chan error {
 	t.Helper()
+	return startTaskWith(t, b, node, control, 0, env...)
+}
+
+// startTaskWith is startTask with extra more files open in the task, as
+// srun may leave a task's: the runner's own pipes then take other numbers.
+func startTaskWith(t *testing.T, b *stepBatch, node string, control io.Reader, extra int, env ...string) <-chan error {
+	t.Helper()
 	if _, err := exec.LookPath("perl"); err != nil {
 		t.Skip("no perl here")
 	}
@@ -86,6 +93,14 @@ func startTask(t *testing.T, b *stepBatch, node string, control io.Reader, env .
 	out := &labelled{o: o, label: "4: ", start: true}
 	var errb bytes.Buffer
 	c.Stdout, c.Stderr = out, &errb
+	for range extra {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		c.ExtraFiles = append(c.ExtraFiles, f)
+	}
 	done := make(chan error, 1)
 	if err := c.Start(); err != nil {
 		done <- err
@@ -196,6 +211,28 @@ func TestStepTaskCancelledByName(t *testing.T) {
 		t.Fatalf("b's command after the stream ended: %v after %s; want it NOT MEASURED, the stream silent", err, time.Since(start))
 	}
 	t.Log(b.order[1].s.name, "after the stream ended:", sa)
+
+	// However many files the task had open: the runner's pipes may be fd
+	// 9 themselves, which the guard's word must not lose.
+	for _, extra := range []int{1, 3, 4} {
+		b = testBatch("a", "b")
+		b.order[1].line = "sleep 30"
+		if err := <-startTaskWith(t, b, "b", newBeats(300*time.Millisecond, nil), extra); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-b.order[1].result; !errors.As(err, &sa) || sa.Reason == "" {
+			t.Errorf("with %d more file(s) open: %v; want it NOT MEASURED, the stream silent", extra, err)
+		}
+	}
+
+	// A command that had ended by itself when the stream ended keeps its
+	// own answer.
+	b = testBatch("a", "b")
+	b.order[1].line = "exit 3"
+	runTask(t, b, "b", newBeats(300*time.Millisecond, nil))
+	if err := <-b.order[1].result; !errors.As(err, &ee) || ee.Status != 3 {
+		t.Errorf("a command that exited 3 before the stream ended: %v", err)
+	}
 }
 
 // A node without a working perl says so and runs nothing: its command
@@ -367,7 +404,7 @@ func TestStepAbortedBySrun(t *testing.T) {
 		t.Errorf("still unshared %s after the abort", unshareFor+time.Second)
 	}
 	b2 := testBatch("a", "b")
-	b2.p = b.p
+	b2.p, b2.launchedAt = b.p, now
 	b2.ended(&ExitError{Node: "slurm-login", Status: 137}, said, "")
 	now = now.Add(24 * time.Hour)
 	if !b.p.isUnshared() {
@@ -402,8 +439,13 @@ func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
 	b.p.askSlurm = func(*Srun) (bool, string, error) { return false, "", nil }
 	o := &stepOutput{b: b}
 	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
-	said := &srunLines{}
+	said := &srunLines{heard: b.heard, shared: true}
 	said.add("srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure")
+	if b.pending != 0 {
+		// Heard as it came: b holds the stream open no more, and the
+		// step (whose other tasks read it to its end) can end.
+		t.Errorf("%d task(s) still counted after a's end and b's failed launch", b.pending)
+	}
 	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")
 	if err := <-b.order[0].result; err != nil {
 		t.Errorf("a: %v", err)
@@ -412,11 +454,32 @@ func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
 		t.Errorf("b, whose task never ran: %v; want errStepAlone", err)
 	}
 
+	// Never said it ran, and srun said nothing of a launch: it may have
+	// run, so it is NOT MEASURED, not run again. srun's report of the
+	// task's end settles it too.
+	b = testBatch("a", "b")
+	b.p.askSlurm = func(*Srun) (bool, string, error) { return false, "", nil }
+	o = &stepOutput{b: b}
+	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
+	quiet := &srunLines{heard: b.heard, shared: true}
+	quiet.add("srun: error: b: task 1: Killed")
+	if b.pending != 0 {
+		t.Errorf("%d task(s) still counted after srun said b's task was killed", b.pending)
+	}
+	b.ended(&ExitError{Node: "slurm-login", Status: 137}, quiet, "")
+	<-b.order[0].result
+	var sa *StepAbortedError
+	if err := <-b.order[1].result; !errors.As(err, &sa) || !strings.Contains(err.Error(), "never said it ran") {
+		t.Errorf("b, whose task never said it ran: %v; want it NOT MEASURED", err)
+	}
+
 	// Gone from the job: lost, as before.
 	b = testBatch("a", "b")
 	b.p.askSlurm = func(*Srun) (bool, string, error) { return true, "b is down*", nil }
 	o = &stepOutput{b: b}
 	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
+	said = &srunLines{heard: b.heard, shared: true}
+	said.add("srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure")
 	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")
 	<-b.order[0].result
 	var lost *ConnectionLostError

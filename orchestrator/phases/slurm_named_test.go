@@ -22,7 +22,7 @@ func TestSlurmViewOfNamedNodes(t *testing.T) {
 	all := "NodeName=h1 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.11 NodeHostName=h1 State=IDLE Partitions=gpu\n" +
 		"NodeName=gpu-b Arch=x86_64 Gres=gpu:h100:7 NodeAddr=192.0.2.12 NodeHostName=gpu-b State=IDLE+DRAIN Partitions=gpu Reason=xid 79 [ops@2026-12-06T08:00:00]\n" +
 		"NodeName=other Gres=gpu:8 NodeAddr=192.0.2.99 State=IDLE\n"
-	login.Reply(`^scontrol show node -o$`, fake.Reply{Stdout: all})
+	login.Reply(`^scontrol -a show node -o$`, fake.Reply{Stdout: all})
 	login.Reply(`^scontrol show node -o h1,gpu-b$`, fake.Reply{Stdout: strings.Replace(all, "NodeName=h1 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.11 NodeHostName=h1 State=IDLE",
 		"NodeName=h1 Arch=x86_64 Gres=gpu:h100:8 NodeAddr=192.0.2.11 NodeHostName=h1 State=DOWN*", 1)})
 	rec := runFake(t, inv, f)
@@ -64,7 +64,7 @@ func TestSlurmViewNotRead(t *testing.T) {
 	inv := fakeInventory(t, 2, "slurm:\n  login: {address: 192.0.2.1}\n")
 	f := fakeFleet(inv)
 	login := f.Add(fake.NewHost("slurm-login"))
-	login.Reply(`^scontrol show node -o$`, fake.Reply{Stderr: "slurm_load_node error: Unable to contact slurm controller (connect failure)\n", Exit: 1})
+	login.Reply(`^scontrol -a show node -o$`, fake.Reply{Stderr: "slurm_load_node error: Unable to contact slurm controller (connect failure)\n", Exit: 1})
 	rec := runFake(t, inv, f)
 	if rec.Slurm == nil || !strings.Contains(rec.Slurm.ReadError, "Unable to contact slurm controller") {
 		t.Fatalf("Slurm's view: %+v", rec.Slurm)

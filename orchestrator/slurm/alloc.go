@@ -338,11 +338,13 @@ func lineWith(s, prefix string) string {
 }
 
 // Describe is each node of list (a Slurm hostlist) as scontrol shows it;
-// every node of the cluster for list "".
+// every node of the cluster for list "", those of hidden partitions too
+// (-a: rented nodes are often a partition of their own, hidden from
+// others).
 func Describe(ctx context.Context, login Login, list string) ([]Node, error) {
-	cmd := "scontrol show node -o"
+	cmd := "scontrol -a show node -o"
 	if list != "" {
-		cmd += " " + remote.Quote(list)
+		cmd = "scontrol show node -o " + remote.Quote(list)
 	}
 	out, err := output(ctx, login, cmd)
 	if err != nil {
