@@ -375,8 +375,7 @@ func (b *stepBatch) withdraw(t *stepTask) bool {
 }
 
 // settle counts t as no longer waiting on the step's control stream, once,
-// and ends the stream when no task does: every task reads it to its end
-// (srun_step.pl), so the step ends only then; b.mu is held.
+// and ends the stream when no task does; b.mu is held.
 func (b *stepBatch) settle(t *stepTask) {
 	if t.settled {
 		return

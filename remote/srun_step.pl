@@ -19,13 +19,13 @@ use Fcntl qw(F_DUPFD);
 $SIG{$_} = 'IGNORE' for qw(TERM HUP INT PIPE);
 sub say_ { my $l = shift; syswrite(STDOUT, $l) }
 
-pipe(my $or, my $ow) or do { say_("n pipe: $!.\n"); drain(); exit 0 };
-pipe(my $er, my $ew) or do { say_("n pipe: $!.\n"); drain(); exit 0 };
+pipe(my $or, my $ow) or do { say_("n pipe: $!.\n"); exit 0 };
+pipe(my $er, my $ew) or do { say_("n pipe: $!.\n"); exit 0 };
 # The guard's fd 9: it says there when it stopped the command because the
 # step's stream fell silent (guard.sh).
-pipe(my $gr, my $gw) or do { say_("n pipe: $!.\n"); drain(); exit 0 };
+pipe(my $gr, my $gw) or do { say_("n pipe: $!.\n"); exit 0 };
 my $pid = fork();
-defined $pid or do { say_("n fork: $!.\n"); drain(); exit 0 };
+defined $pid or do { say_("n fork: $!.\n"); exit 0 };
 if ($pid == 0) {
   close $or;
   close $er;
@@ -79,18 +79,3 @@ while (waitpid($pid, 0) < 0 && $!{EINTR}) { }
 my $st = $?;
 say_("g lost.\n") if $lost;
 say_(sprintf("x %d %d.\n", ($st >> 8) & 255, $st & 127));
-drain();
-
-# drain reads the task's stdin to its end, which the coordinator gives
-# once no node of the step waits on it. A task that ends first leaves
-# srun queueing the stream's frames for a node that no longer reads them,
-# and past Slurm's 1024 such buffers srun stops reading the stream for
-# every node: the others' guards would hear no heartbeat and stop their
-# commands.
-sub drain {
-  while (1) {
-    my $r = sysread(STDIN, my $buf, 65536);
-    next if !defined($r) && $!{EINTR};
-    last if !$r;
-  }
-}

@@ -172,8 +172,7 @@ func (b *stepBatch) run() {
 // is lost now, once Slurm says it left the job, not when the step ends
 // (the other nodes' commands run on, maybe for hours); a task that ended,
 // or was never launched, without the frame of its command's end no longer
-// holds the step's stream open (every other task reads it to its end),
-// its outcome the step's end's to say.
+// holds the step's stream open, its outcome the step's end's to say.
 func (b *stepBatch) heard(line string) {
 	if nodes, launch := taskGone(line); len(nodes) > 0 {
 		b.mu.Lock()

@@ -182,8 +182,7 @@ func TestStepTaskCancelledByName(t *testing.T) {
 	b := testBatch("a", "b")
 	b.order[1].line = "sleep 30"
 	start := time.Now()
-	// The stream goes on: only the k ends the command. The task itself
-	// reads the stream to its end.
+	// The stream goes on: only the k ends the command.
 	ended := startTask(t, b, "b", newBeats(8*time.Second, map[time.Duration]string{0: "k a", 300 * time.Millisecond: "k b"}))
 	var ee *ExitError
 	if err := <-b.order[1].result; !errors.As(err, &ee) || ee.Signal != "TERM" {
@@ -194,9 +193,6 @@ func TestStepTaskCancelledByName(t *testing.T) {
 	}
 	if err := <-ended; err != nil {
 		t.Fatal(err)
-	}
-	if took := time.Since(start); took < 8*time.Second {
-		t.Errorf("the task ended %s after it began, before its stream (8 s)", took)
 	}
 
 	// The stream's end (or silence) while b was not cancelled is srun no
@@ -442,8 +438,7 @@ func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
 	said := &srunLines{heard: b.heard, shared: true}
 	said.add("srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure")
 	if b.pending != 0 {
-		// Heard as it came: b holds the stream open no more, and the
-		// step (whose other tasks read it to its end) can end.
+		// Heard as it came: b holds the stream open no more.
 		t.Errorf("%d task(s) still counted after a's end and b's failed launch", b.pending)
 	}
 	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")

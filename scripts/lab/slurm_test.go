@@ -140,6 +140,21 @@ func TestSlurm(t *testing.T) {
 		}
 	})
 
+	// srun --input=all goes on passing its stdin to every task after one of them ended: a shared job step of
+	// gpuaccept's (remote/srun_step.go) carries its heartbeats so for as long as a window-long command runs, and
+	// a node whose task ends early must not stall the others. 2,000 frames, each on its own, past the 1024
+	// buffers srun keeps.
+	t.Run("stdin after a task ended", func(t *testing.T) {
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		task := `if [ "$SLURM_PROCID" = 0 ]; then exit 0; fi; n=0; while IFS= read -r l; do n=$((n+1)); done; echo "got $n"`
+		out, err := l.Exec(rctx, "h1", "bash", "-c", `for i in $(seq 2000); do echo h; sleep 0.002; done | srun -N2 --input=all --label bash -c `+
+			"'"+task+"'")
+		if err != nil || !strings.Contains(out, "1: got 2000") {
+			t.Fatalf("srun --input=all with task 0 ended at once: %q %v", out, err)
+		}
+	})
+
 	// slurm --pyxis: srun takes Pyxis's options (the stand-in SPANK plugin) and a failed import says what Pyxis
 	// says; plain slurm takes them away again.
 	t.Run("pyxis", func(t *testing.T) {
