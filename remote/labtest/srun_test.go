@@ -72,6 +72,13 @@ func TestContractSrun(t *testing.T) {
 	job := allocate(t, l, "h2")
 	contract.Run(t, contract.Target{
 		New: func(t *testing.T) remote.Executor { return srunTo(t, l, nil, job, "h2") },
+		// srun gives a shared step up for a slurmstepd's I/O error, now and
+		// then under 16 MiB of output on a loaded lab (once in a make test;
+		// 0 of 6 beside two busy loops): NOT MEASURED, never short output.
+		GaveUp: func(err error) bool {
+			var sa *remote.StepAbortedError
+			return errors.As(err, &sa)
+		},
 		Cut: func(t *testing.T, _ remote.Executor) func() {
 			if err := l.Cut(t.Context(), "h1"); err != nil {
 				t.Fatal(err)
