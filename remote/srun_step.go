@@ -184,10 +184,9 @@ type stepTask struct {
 	lost bool
 	// settled: no longer counted among the tasks the stream waits on.
 	settled bool
-	// ended: srun said the node's task ended (or could not be launched:
-	// launchFailed) with no frame saying how the command did.
-	ended, launchFailed bool
-	said                []string // the node's lines that are no frame
+	// launchFailed: srun said it could not launch the node's task.
+	launchFailed bool
+	said         []string // the node's lines that are no frame
 
 	// wmu orders the writes to cmd's Stdout and Stderr with Run's return:
 	// none reaches them once gone.

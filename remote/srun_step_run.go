@@ -178,7 +178,6 @@ func (b *stepBatch) heard(line string) {
 		b.mu.Lock()
 		for _, t := range b.order {
 			if slices.Contains(nodes, t.s.node) && !t.done {
-				t.ended = true
 				t.launchFailed = t.launchFailed || launch
 				b.settle(t)
 			}
