@@ -53,23 +53,22 @@ func (w *Window) readSlurmNodes(ctx context.Context) {
 			byAddr[n.Addr] = n
 		}
 	}
+	lookup := func(keys ...string) (slurm.Node, bool) {
+		for _, key := range keys {
+			for _, by := range []map[string]slurm.Node{byName, byHost, byAddr} {
+				if n, ok := by[key]; ok && key != "" {
+					return n, true
+				}
+			}
+		}
+		return slurm.Node{}, false
+	}
 	var found []string
 	for i, in := range w.Inv.Nodes {
 		if i >= len(w.Nodes) {
 			break
 		}
-		var sn slurm.Node
-		ok := false
-		for _, key := range []string{w.FabricHost(w.Nodes[i]), in.Name, in.Address} {
-			for _, by := range []map[string]slurm.Node{byName, byHost, byAddr} {
-				if sn, ok = by[key]; ok && key != "" {
-					break
-				}
-			}
-			if ok && key != "" {
-				break
-			}
-		}
+		sn, ok := lookup(w.FabricHost(w.Nodes[i]), in.Name, in.Address)
 		if !ok {
 			s.Unlisted = append(s.Unlisted, in.Name)
 			continue
