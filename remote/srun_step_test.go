@@ -431,16 +431,23 @@ func TestStepOutputJoinsPieces(t *testing.T) {
 // while Slurm still counts the node in the job, the command goes again as
 // a step of its own, and is no failure of the node's.
 func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
-	b := testBatch("a", "b")
-	b.p.askSlurm = func(*Srun) (bool, string, error) { return false, "", nil }
-	o := &stepOutput{b: b}
-	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
-	said := &srunLines{heard: b.heard, shared: true}
-	said.add("srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure")
-	if b.pending != 0 {
-		// Heard as it came: b holds the stream open no more.
-		t.Errorf("%d task(s) still counted after a's end and b's failed launch", b.pending)
+	// aDoneAndB is a step over a and b whose a ended well, Slurm saying b
+	// gone from the job or not, srun's line about b heard as it came.
+	aDoneAndB := func(gone bool, srunSaid string) (*stepBatch, *srunLines) {
+		b := testBatch("a", "b")
+		b.p.askSlurm = func(*Srun) (bool, string, error) { return gone, "b is down*", nil }
+		(&stepOutput{b: b}).Write([]byte("0: s a.\n0: x 0 0.\n"))
+		said := &srunLines{heard: b.heard, shared: true}
+		said.add(srunSaid)
+		if b.pending != 0 {
+			// Heard as it came: b holds the stream open no more.
+			t.Errorf("%d task(s) still counted after a's end and srun's %q", b.pending, srunSaid)
+		}
+		return b, said
 	}
+	const launchFailed = "srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure"
+
+	b, said := aDoneAndB(false, launchFailed)
 	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")
 	if err := <-b.order[0].result; err != nil {
 		t.Errorf("a: %v", err)
@@ -452,16 +459,8 @@ func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
 	// Never said it ran, and srun said nothing of a launch: it may have
 	// run, so it is NOT MEASURED, not run again. srun's report of the
 	// task's end settles it too.
-	b = testBatch("a", "b")
-	b.p.askSlurm = func(*Srun) (bool, string, error) { return false, "", nil }
-	o = &stepOutput{b: b}
-	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
-	quiet := &srunLines{heard: b.heard, shared: true}
-	quiet.add("srun: error: b: task 1: Killed")
-	if b.pending != 0 {
-		t.Errorf("%d task(s) still counted after srun said b's task was killed", b.pending)
-	}
-	b.ended(&ExitError{Node: "slurm-login", Status: 137}, quiet, "")
+	b, said = aDoneAndB(false, "srun: error: b: task 1: Killed")
+	b.ended(&ExitError{Node: "slurm-login", Status: 137}, said, "")
 	<-b.order[0].result
 	var sa *StepAbortedError
 	if err := <-b.order[1].result; !errors.As(err, &sa) || !strings.Contains(err.Error(), "never said it ran") {
@@ -469,12 +468,7 @@ func TestStepTaskThatNeverStartedGoesAlone(t *testing.T) {
 	}
 
 	// Gone from the job: lost, as before.
-	b = testBatch("a", "b")
-	b.p.askSlurm = func(*Srun) (bool, string, error) { return true, "b is down*", nil }
-	o = &stepOutput{b: b}
-	o.Write([]byte("0: s a.\n0: x 0 0.\n"))
-	said = &srunLines{heard: b.heard, shared: true}
-	said.add("srun: error: Task launch for StepId=7.3 failed on node b: Communication connection failure")
+	b, said = aDoneAndB(true, launchFailed)
 	b.ended(&ExitError{Node: "slurm-login", Status: 1}, said, "")
 	<-b.order[0].result
 	var lost *ConnectionLostError
